@@ -1,0 +1,37 @@
+# SPDX-License-Identifier: Apache-2.0
+# Two entry points for a fresh machine: `make demo` (the main job) and `make test` (the suite).
+# Both install what they need (Debian packages and PyPI only).
+SHELL := /bin/bash
+JOBS ?= $(shell nproc)
+BUILD ?= build
+APT_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev nlohmann-json3-dev libgtest-dev \
+                libbenchmark-dev libcli11-dev python3-pip python3-venv
+
+.PHONY: deps build build-asan demo test test-cpp test-asan
+
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  SUDO=$$( [ $$(id -u) -eq 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+build: deps
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+
+build-asan: deps
+	cmake -S . -B $(BUILD)-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DOPENDNN_SANITIZE=address,undefined >/dev/null
+	cmake --build $(BUILD)-asan -j $(JOBS)
+
+demo: build
+	@for f in examples/graphs/*.json; do [ -e "$$f" ] || continue; echo "== $$f"; ./$(BUILD)/opendnn validate $$f; done
+
+test-cpp: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+test-asan: build-asan
+	cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS)
+
+test: test-cpp test-asan

@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: Apache-2.0
+// Tensor attributes: the description of a tensor in a graph (never its data).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "opendnn/types.h"
+
+namespace opendnn {
+
+// A host scalar passed by value (epsilon, attn scale, dropout seed...). Integers keep full int64
+// precision in `i`; floating values live in `f` and are rounded to `type` when a kernel reads them.
+struct Scalar {
+  DataType type = DataType::NOT_SET;
+  double f = 0.0;
+  int64_t i = 0;
+
+  static Scalar of_float(float v) { return {DataType::FLOAT, v, 0}; }
+  static Scalar of_double(double v) { return {DataType::DOUBLE, v, 0}; }
+  static Scalar of_half(float v) { return {DataType::HALF, v, 0}; }
+  static Scalar of_bf16(float v) { return {DataType::BFLOAT16, v, 0}; }
+  static Scalar of_int32(int32_t v) { return {DataType::INT32, double(v), v}; }
+  static Scalar of_int64(int64_t v) { return {DataType::INT64, double(v), v}; }
+  bool is_set() const { return type != DataType::NOT_SET; }
+  double as_double() const { return is_integer(type) ? double(i) : f; }
+  bool operator==(const Scalar&) const = default;
+};
+
+class TensorAttr;
+using TensorPtr = std::shared_ptr<TensorAttr>;
+
+class TensorAttr {
+ public:
+  TensorAttr() = default;
+
+  TensorAttr& set_name(std::string n) { name_ = std::move(n); return *this; }
+  TensorAttr& set_dim(std::vector<int64_t> d) { dims_ = std::move(d); return *this; }
+  TensorAttr& set_stride(std::vector<int64_t> s) { strides_ = std::move(s); return *this; }
+  TensorAttr& set_data_type(DataType t) { dtype_ = t; return *this; }
+  TensorAttr& set_is_virtual(bool v) { virtual_ = v; return *this; }
+  // Marks a tensor as a graph output: it is no longer virtual and needs memory in the variant pack.
+  TensorAttr& set_output(bool o) { virtual_ = !o; return *this; }
+  TensorAttr& set_uid(int64_t u) { uid_ = u; uid_assigned_ = true; return *this; }
+  TensorAttr& clear_uid() { uid_ = 0; uid_assigned_ = false; return *this; }
+  TensorAttr& set_is_pass_by_value(bool p) { pass_by_value_ = p; return *this; }
+  TensorAttr& set_value(Scalar v) { value_ = v; pass_by_value_ = true; if (dtype_ == DataType::NOT_SET) dtype_ = v.type; return *this; }
+  TensorAttr& set_ragged_offset(TensorPtr r) { ragged_offset_ = std::move(r); return *this; }
+  TensorAttr& set_reordering_type(TensorReordering r) { reordering_ = r; return *this; }
+
+  const std::string& get_name() const { return name_; }
+  const std::vector<int64_t>& get_dim() const { return dims_; }
+  const std::vector<int64_t>& get_stride() const { return strides_; }
+  DataType get_data_type() const { return dtype_; }
+  bool get_is_virtual() const { return virtual_; }
+  bool get_is_output() const { return !virtual_ && produced_; }
+  int64_t get_uid() const { return uid_; }
+  bool has_uid() const { return uid_assigned_; }
+  bool get_is_pass_by_value() const { return pass_by_value_; }
+  const Scalar& get_value() const { return value_; }
+  const TensorPtr& get_ragged_offset() const { return ragged_offset_; }
+  TensorReordering get_reordering_type() const { return reordering_; }
+
+  int64_t volume() const;            // product of dims (0 if any dim is 0); saturates to -1 on overflow
+  int64_t storage_elements() const;  // 1 + max linear offset reachable through strides; -1 on overflow
+  int64_t storage_bytes() const;     // storage_elements() in bytes of the data type; -1 on overflow
+  bool is_packed_row_major() const;
+
+  // Set by the graph when a node writes this tensor; a user tensor that no node writes is an input.
+  void mark_produced(bool p) { produced_ = p; }
+  bool is_produced() const { return produced_; }
+
+ private:
+  std::string name_;
+  std::vector<int64_t> dims_;
+  std::vector<int64_t> strides_;
+  DataType dtype_ = DataType::NOT_SET;
+  bool virtual_ = false;
+  bool produced_ = false;
+  int64_t uid_ = 0;
+  bool uid_assigned_ = false;
+  bool pass_by_value_ = false;
+  Scalar value_;
+  TensorPtr ragged_offset_;
+  TensorReordering reordering_ = TensorReordering::NONE;
+};
+
+// Packed row-major strides for dims (last dimension fastest).
+std::vector<int64_t> row_major_strides(const std::vector<int64_t>& dims);
+
+}  // namespace opendnn

@@ -1,0 +1,304 @@
+// SPDX-License-Identifier: Apache-2.0
+// Graph construction and validation (the rules of each op live in src/ops).
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "opendnn/graph.h"
+#include "plan/exec_state.h"
+
+namespace opendnn {
+
+Graph::Graph() = default;
+Graph::~Graph() = default;
+Graph::Graph(Graph&&) noexcept = default;
+Graph& Graph::operator=(Graph&&) noexcept = default;
+
+TensorPtr Graph::tensor(const TensorAttr& attr) {
+  auto t = std::make_shared<TensorAttr>(attr);
+  user_tensors_.push_back(t);
+  validated_ = false;
+  return t;
+}
+
+TensorPtr Graph::tensor(Scalar value) {
+  TensorAttr a;
+  a.set_dim({1}).set_stride({1}).set_value(value).set_data_type(value.type);
+  return tensor(a);
+}
+
+TensorPtr Graph::tensor_like(const TensorPtr& like, std::string name) {
+  TensorAttr a = like ? *like : TensorAttr{};
+  a.clear_uid().set_is_virtual(false).set_name(std::move(name)).set_ragged_offset(like ? like->get_ragged_offset() : nullptr);
+  a.mark_produced(false);
+  return tensor(a);
+}
+
+TensorPtr Graph::add_pointwise(std::vector<TensorPtr> inputs, NodeAttrs attrs) {
+  static const char* kPorts[] = {"IN_0", "IN_1", "IN_2"};
+  NodeAttrs a = std::move(attrs);
+  for (size_t i = 1; i < inputs.size() && i < 3; ++i) a.input(kPorts[i], inputs[i]);
+  std::vector<TensorPtr> first{inputs.empty() ? nullptr : inputs[0]};
+  return add_node(OpKind::POINTWISE, std::move(first), std::move(a))[0];
+}
+
+std::vector<TensorPtr> Graph::add_node(OpKind kind, std::vector<TensorPtr> positional, NodeAttrs attrs) {
+  const OpSpec& spec = op_spec(kind);
+  std::string name = attrs.name();
+  if (name.empty()) name = std::string(spec.method) + "_" + std::to_string(nodes_.size());
+  auto node = std::make_unique<Node>(kind, name);
+  node->set_compute_data_type(attrs.compute_data_type());
+  auto note = [&](const std::string& e) {
+    if (node->build_error.empty()) node->build_error = e;
+  };
+
+  if (spec.variadic()) {
+    node->inputs() = std::move(positional);
+  } else {
+    for (size_t i = 0; i < positional.size(); ++i) {
+      if (i >= node->inputs().size()) {
+        note("too many inputs: " + std::string(spec.method) + " takes " + std::to_string(node->inputs().size()));
+        break;
+      }
+      node->inputs()[i] = positional[i];
+    }
+  }
+  for (const auto& [port, t] : attrs.inputs()) {
+    int i = spec.input_index(port);
+    if (i < 0 || spec.variadic()) {
+      note("unknown input port '" + port + "'");
+      continue;
+    }
+    node->inputs()[size_t(i)] = t;
+  }
+  for (const auto& [key, value] : attrs.attrs()) {
+    int i = spec.attr_index(key);
+    if (i < 0) {
+      note("unknown attribute '" + key + "'");
+      continue;
+    }
+    node->attrs()[size_t(i)] = value;
+  }
+
+  std::vector<TensorPtr> outs;
+  for (size_t i = 0; i < spec.def->outputs.size(); ++i) {
+    auto t = std::make_shared<TensorAttr>();
+    t->set_is_virtual(true).set_name(name + "::" + spec.def->outputs[i].name);
+    t->mark_produced(true);
+    node->outputs()[i] = t;
+    outs.push_back(t);
+  }
+  nodes_.push_back(std::move(node));
+  validated_ = false;
+  return outs;
+}
+
+std::vector<TensorPtr> Graph::tensors() const {
+  std::vector<TensorPtr> all;
+  std::unordered_set<const TensorAttr*> seen;
+  auto add = [&](const TensorPtr& t, auto&& self) -> void {
+    if (!t || !seen.insert(t.get()).second) return;
+    all.push_back(t);
+    self(t->get_ragged_offset(), self);
+  };
+  for (const auto& t : user_tensors_) add(t, add);
+  for (const auto& n : nodes_) {
+    for (const auto& t : n->inputs()) add(t, add);
+    for (const auto& t : n->outputs()) add(t, add);
+  }
+  return all;
+}
+
+TensorPtr Graph::find_tensor(int64_t uid) const {
+  for (const auto& t : tensors())
+    if (t->has_uid() && t->get_uid() == uid) return t;
+  return nullptr;
+}
+
+Status Graph::assign_uids() {
+  auto all = tensors();
+  std::unordered_map<int64_t, const TensorAttr*> used;
+  for (const auto& t : all) {
+    if (!t->has_uid()) continue;
+    auto [it, fresh] = used.emplace(t->get_uid(), t.get());
+    if (!fresh)
+      return {ErrorCode::INVALID_VALUE, "tensors \"" + it->second->get_name() + "\" and \"" + t->get_name() +
+                                            "\" share uid " + std::to_string(t->get_uid())};
+  }
+  int64_t next = 1;
+  for (const auto& t : all) {
+    if (t->has_uid()) continue;
+    while (used.count(next)) ++next;
+    t->set_uid(next);
+    used.emplace(next, t.get());
+  }
+  return {};
+}
+
+namespace {
+
+std::string tensor_label(const TensorAttr& t) {
+  if (!t.get_name().empty()) return "\"" + t.get_name() + "\"";
+  return "uid " + std::to_string(t.get_uid());
+}
+
+std::string dims_str(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+// The generic rules every node obeys: required ports present, attribute types and enum members.
+Status check_node_generic(const Node& n) {
+  const OpSpec& spec = n.spec();
+  if (!n.build_error.empty()) return n.fail(ErrorCode::INVALID_VALUE, n.build_error);
+  if (spec.variadic()) {
+    if (n.inputs().empty()) return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, "needs at least one input");
+    for (size_t i = 0; i < n.inputs().size(); ++i)
+      if (!n.inputs()[i]) return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, "input " + std::to_string(i) + " is null");
+  } else {
+    for (size_t i = 0; i < spec.def->inputs.size(); ++i)
+      if (spec.def->inputs[i].required && !n.inputs()[i])
+        return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, std::string("input ") + spec.def->inputs[i].name + " is not set");
+  }
+  for (size_t i = 0; i < spec.def->attrs.size(); ++i) {
+    const AttrSpec& as = spec.def->attrs[i];
+    const AttrValue& v = n.attrs()[i];
+    if (!v.is_set()) continue;
+    bool ok = false;
+    switch (as.type) {
+      case AttrType::BOOL: ok = std::holds_alternative<bool>(v); break;
+      case AttrType::INT: ok = std::holds_alternative<int64_t>(v); break;
+      case AttrType::FLOAT: ok = std::holds_alternative<double>(v) || std::holds_alternative<int64_t>(v); break;
+      case AttrType::ENUM:
+      case AttrType::STRING: ok = std::holds_alternative<std::string>(v); break;
+      case AttrType::INT_LIST: ok = std::holds_alternative<std::vector<int64_t>>(v); break;
+      case AttrType::FLOAT_LIST: ok = std::holds_alternative<std::vector<double>>(v); break;
+    }
+    if (!ok)
+      return n.fail(ErrorCode::INVALID_VALUE,
+                    std::string("attribute ") + as.name + " must be of type " + std::string(to_string(as.type)));
+    if (as.type == AttrType::ENUM) {
+      const std::string& s = std::get<std::string>(v);
+      std::string_view choices = as.choices ? as.choices : "";
+      bool member = false;
+      size_t pos = 0;
+      while (pos <= choices.size()) {
+        size_t bar = choices.find('|', pos);
+        if (bar == std::string_view::npos) bar = choices.size();
+        if (bar > pos && choices.substr(pos, bar - pos) == s) member = true;
+        pos = bar + 1;
+      }
+      if (!member)
+        return n.fail(ErrorCode::INVALID_VALUE, std::string("attribute ") + as.name + " is '" + s +
+                                                    "', not one of " + std::string(choices));
+    }
+  }
+  return {};
+}
+
+Status check_tensor_shape(const TensorAttr& t, const char* role) {
+  if (t.get_dim().empty())
+    return {ErrorCode::ATTRIBUTE_NOT_SET, std::string(role) + " tensor " + tensor_label(t) + " has no dims"};
+  for (int64_t d : t.get_dim())
+    if (d < 0) return {ErrorCode::INVALID_VALUE, "tensor " + tensor_label(t) + " has a negative dim " + dims_str(t.get_dim())};
+  if (t.get_stride().size() != t.get_dim().size())
+    return {ErrorCode::INVALID_VALUE, "tensor " + tensor_label(t) + " has " + std::to_string(t.get_dim().size()) +
+                                          " dims but " + std::to_string(t.get_stride().size()) + " strides"};
+  for (int64_t s : t.get_stride())
+    if (s < 0) return {ErrorCode::INVALID_VALUE, "tensor " + tensor_label(t) + " has a negative stride"};
+  if (t.volume() < 0 || t.storage_bytes() < 0)
+    return {ErrorCode::INVALID_VALUE, "tensor " + tensor_label(t) + " with dims " + dims_str(t.get_dim()) +
+                                          " overflows int64 when sized"};
+  if (t.get_data_type() == DataType::NOT_SET)
+    return {ErrorCode::ATTRIBUTE_NOT_SET, "tensor " + tensor_label(t) + " has no data type"};
+  return {};
+}
+
+}  // namespace
+
+Status Graph::validate() {
+  validated_ = false;
+  // Who produces each tensor; a tensor written twice is an error.
+  std::unordered_map<const TensorAttr*, size_t> producer;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    for (const auto& t : nodes_[i]->outputs()) {
+      if (!t) return nodes_[i]->fail(ErrorCode::ATTRIBUTE_NOT_SET, "an output tensor is null");
+      if (!producer.emplace(t.get(), i).second)
+        return nodes_[i]->fail(ErrorCode::INVALID_VALUE, "output " + tensor_label(*t) + " is already written by node \"" +
+                                                             nodes_[producer[t.get()]]->name() + "\"");
+    }
+  }
+  for (const auto& n : nodes_) OPENDNN_RETURN_IF_ERROR(check_node_generic(*n));
+  std::set<std::string> names;
+  for (const auto& n : nodes_)
+    if (!names.insert(n->name()).second)
+      return {ErrorCode::INVALID_VALUE, "two nodes are named \"" + n->name() + "\""};
+
+  // Topological order (stable): producers before consumers; a cycle is an error.
+  std::vector<int> state(nodes_.size(), 0);  // 0 new, 1 visiting, 2 done
+  std::vector<size_t> order;
+  std::string cycle;
+  auto visit = [&](size_t i, auto&& self) -> bool {
+    if (state[i] == 2) return true;
+    if (state[i] == 1) {
+      cycle = nodes_[i]->name();
+      return false;
+    }
+    state[i] = 1;
+    for (const auto& t : nodes_[i]->inputs()) {
+      if (!t) continue;
+      auto it = producer.find(t.get());
+      if (it != producer.end() && !self(it->second, self)) return false;
+    }
+    state[i] = 2;
+    order.push_back(i);
+    return true;
+  };
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    if (!visit(i, visit)) return {ErrorCode::INVALID_VALUE, "the graph has a cycle through node \"" + cycle + "\""};
+  {
+    std::vector<std::unique_ptr<Node>> sorted;
+    for (size_t i : order) sorted.push_back(std::move(nodes_[i]));
+    nodes_ = std::move(sorted);
+  }
+
+  // Graph inputs: complete, not virtual; default their type and strides.
+  for (const auto& t : tensors()) {
+    t->mark_produced(producer.count(t.get()) > 0);
+    if (t->is_produced()) continue;
+    if (t->get_is_virtual())
+      return {ErrorCode::INVALID_VALUE, "tensor " + tensor_label(*t) + " is virtual but no node produces it"};
+    if (t->get_data_type() == DataType::NOT_SET) t->set_data_type(ctx_.io_data_type);
+    if (t->get_stride().empty() && !t->get_dim().empty()) {
+      if (t->volume() < 0) return {ErrorCode::INVALID_VALUE, "tensor " + tensor_label(*t) + " overflows int64 when sized"};
+      t->set_stride(row_major_strides(t->get_dim()));
+    }
+    OPENDNN_RETURN_IF_ERROR(check_tensor_shape(*t, "input"));
+  }
+
+  for (const auto& n : nodes_) {
+    const OpDef& def = *n->spec().def;
+    if (!def.infer) return n->fail(ErrorCode::GRAPH_NOT_SUPPORTED, "not supported: this op has no inference rules yet");
+    OPENDNN_RETURN_IF_ERROR(def.infer(*n, ctx_));
+    for (const auto& t : n->outputs()) {
+      if (t->get_data_type() == DataType::NOT_SET)
+        t->set_data_type(t->get_is_virtual() ? ctx_.intermediate_data_type : ctx_.io_data_type);
+      if (t->get_data_type() == DataType::NOT_SET) t->set_data_type(DataType::FLOAT);
+      if (t->get_stride().empty()) {
+        if (t->volume() < 0) return n->fail(ErrorCode::INVALID_VALUE, "output " + tensor_label(*t) + " overflows int64");
+        t->set_stride(row_major_strides(t->get_dim()));
+      }
+      Status s = check_tensor_shape(*t, "output");
+      if (s.is_bad()) return n->fail(s.code(), s.message());
+    }
+  }
+  OPENDNN_RETURN_IF_ERROR(assign_uids());
+  validated_ = true;
+  return {};
+}
+
+}  // namespace opendnn

@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "ops/infer_util.h"
+
+namespace opendnn::ops {
+
+std::string dims_str(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+Status set_dims(Node& n, std::string_view out_port, const std::vector<int64_t>& dims) {
+  const TensorPtr& t = n.out(out_port);
+  if (t->get_dim().empty()) {
+    t->set_dim(dims);
+    return {};
+  }
+  if (t->get_dim() != dims)
+    return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, "output " + std::string(out_port) + " was given dims " +
+                                                         dims_str(t->get_dim()) + " but the op produces " + dims_str(dims));
+  return {};
+}
+
+void default_type(Node& n, std::string_view out_port, DataType t) {
+  const TensorPtr& o = n.out(out_port);
+  if (o->get_data_type() == DataType::NOT_SET) o->set_data_type(t);
+}
+
+Status require_rank(const Node& n, std::string_view port, size_t rank) {
+  const TensorPtr& t = n.in(port);
+  if (t && t->get_dim().size() != rank)
+    return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, "input " + std::string(port) + " must have " + std::to_string(rank) +
+                                                         " dims, has " + dims_str(t->get_dim()));
+  return {};
+}
+
+Status require_rank_between(const Node& n, std::string_view port, size_t lo, size_t hi) {
+  const TensorPtr& t = n.in(port);
+  if (t && (t->get_dim().size() < lo || t->get_dim().size() > hi))
+    return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, "input " + std::string(port) + " must have " + std::to_string(lo) +
+                                                         " to " + std::to_string(hi) + " dims, has " + dims_str(t->get_dim()));
+  return {};
+}
+
+Status require_type(const Node& n, std::string_view port, std::initializer_list<DataType> allowed) {
+  const TensorPtr& t = n.in(port);
+  if (!t) return {};
+  for (DataType a : allowed)
+    if (t->get_data_type() == a) return {};
+  std::string names;
+  for (DataType a : allowed) names += (names.empty() ? "" : ", ") + std::string(to_string(a));
+  return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "input " + std::string(port) + " has data type " +
+                                                    std::string(to_string(t->get_data_type())) + "; allowed: " + names);
+}
+
+std::optional<std::vector<int64_t>> broadcast(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  if (a.size() != b.size()) return std::nullopt;
+  std::vector<int64_t> r(a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] == b[i] || b[i] == 1) r[i] = a[i];
+    else if (a[i] == 1) r[i] = b[i];
+    else return std::nullopt;
+  }
+  return r;
+}
+
+bool broadcasts_to(const std::vector<int64_t>& small, const std::vector<int64_t>& big) {
+  if (small.size() != big.size()) return false;
+  for (size_t i = 0; i < big.size(); ++i)
+    if (small[i] != big[i] && small[i] != 1) return false;
+  return true;
+}
+
+DataType compute_type(const Node& n, const GraphContext& ctx) {
+  if (n.compute_data_type() != DataType::NOT_SET) return n.compute_data_type();
+  if (ctx.compute_data_type != DataType::NOT_SET) return ctx.compute_data_type;
+  return DataType::FLOAT;
+}
+
+}  // namespace opendnn::ops
