@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "engines/cuda/cuda_engine.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+
+namespace opendnn::cuda {
+
+int64_t slot_of(const Graph& graph, const TensorPtr& t) {
+  if (!t) return -1;
+  const auto& uids = graph.variant_uids();
+  auto it = std::lower_bound(uids.begin(), uids.end(), t->get_uid());
+  return (it != uids.end() && *it == t->get_uid()) ? int64_t(it - uids.begin()) : -1;
+}
+
+namespace {
+
+// Autotune timing on the plan's stream with CUDA events.
+class EventTimer : public Timer {
+ public:
+  EventTimer() {
+    cudaEventCreate(&start_);
+    cudaEventCreate(&stop_);
+  }
+  ~EventTimer() override {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+  }
+  void start(void* stream) override { cudaEventRecord(start_, static_cast<cudaStream_t>(stream)); }
+  double stop_us(void* stream) override {
+    cudaEventRecord(stop_, static_cast<cudaStream_t>(stream));
+    cudaEventSynchronize(stop_);
+    float ms = 0.f;
+    cudaEventElapsedTime(&ms, start_, stop_);
+    return double(ms) * 1000.0;
+  }
+
+ private:
+  cudaEvent_t start_{}, stop_{};
+};
+
+const Family* const kFamilies[] = {&norm_family()};
+
+class CudaEngine : public Engine {
+ public:
+  std::string_view name() const override { return "cuda"; }
+  int64_t engine_id() const override { return kCudaEngineId; }
+  bool serves(const Target& t) const override { return t.kind == DeviceKind::CUDA && t.sm_version >= 90; }
+
+  bool probe_device(Target& out) const override {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+      cudaGetLastError();  // clear the sticky "no device" error
+      return false;
+    }
+    int dev = 0;
+    cudaDeviceProp p{};
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&p, dev) != cudaSuccess) return false;
+    out.kind = DeviceKind::CUDA;
+    out.device = dev;
+    out.sm_version = p.major * 10 + p.minor;
+    out.sm_count = p.multiProcessorCount;
+    return true;
+  }
+
+  std::unique_ptr<Timer> make_timer(const Target&) const override { return std::make_unique<EventTimer>(); }
+
+  Proposal propose_plans(const Graph& graph, const Target& target) override {
+    Proposal p;
+    if (!serves(target)) {
+      p.declines.push_back("needs a CUDA device with sm_90 or newer");
+      return p;
+    }
+    std::vector<std::string> reasons;
+    for (const Family* f : kFamilies) {
+      Proposal fp;
+      f->propose(graph, target, fp);
+      for (auto& c : fp.plans) p.plans.push_back(std::move(c));
+      for (auto& d : fp.declines) reasons.push_back(std::string(f->name) + ": " + d);
+    }
+    if (p.plans.empty()) p.declines = std::move(reasons);
+    return p;
+  }
+
+  Status build_plan(const Graph& graph, const Target& target, const PlanCandidate& c,
+                    std::unique_ptr<Plan>& out) override {
+    const Family* owner = nullptr;
+    for (const Family* f : kFamilies)
+      if (c.local_index >= f->index_base && (!owner || f->index_base > owner->index_base)) owner = f;
+    if (!owner) return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cuda: unknown plan " + c.name};
+    return owner->build(graph, target, c, out);
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<Engine> make_cuda_engine() { return std::make_shared<CudaEngine>(); }
+
+}  // namespace opendnn::cuda

@@ -1,0 +1,214 @@
+// SPDX-License-Identifier: Apache-2.0
+// Plans of the cuda engine for single-node RMSNorm / LayerNorm graphs, forward and backward.
+// Rows are the leading dims of X where scale has dim 1; the trailing dims (scale's) form a row.
+#include <string>
+
+#include "common/dtype_convert.h"
+#include "engines/cuda/cuda_engine.h"
+#include "engines/cuda/norm/norm_kernels.h"
+
+namespace opendnn::cuda {
+namespace {
+
+using norm::Kind;
+
+bool packed(const TensorPtr& t) { return t && t->is_packed_row_major(); }
+
+// Where a scalar comes from at execute time: a constant, or a host pointer in the variant pack.
+struct ScalarSource {
+  double constant = 0.0;
+  int64_t slot = -1;
+  DataType type = DataType::FLOAT;
+  float read(void* const* slots) const {
+    return slot < 0 ? float(constant) : float(load_element(type, slots[slot], 0));
+  }
+};
+
+struct NormShape {
+  Kind kind;
+  bool backward;
+  int64_t rows = 0, cols = 0;
+};
+
+// Checks the node against what the kernels take; returns "" or the reason to decline.
+std::string match(const Graph& g, NormShape& s) {
+  if (g.nodes().size() != 1) return "runs single-node norm graphs only";
+  const Node& n = *g.nodes()[0];
+  switch (n.kind()) {
+    case OpKind::RMSNORM: s = {Kind::RMS, false}; break;
+    case OpKind::LAYERNORM: s = {Kind::LAYER, false}; break;
+    case OpKind::RMSNORM_BACKWARD: s = {Kind::RMS, true}; break;
+    case OpKind::LAYERNORM_BACKWARD: s = {Kind::LAYER, true}; break;
+    default: return "not a rmsnorm/layernorm node";
+  }
+  const TensorPtr& x = n.in("X");
+  const TensorPtr& scale = n.in("scale");
+  const DataType xt = x->get_data_type(), wt = scale->get_data_type();
+  if (!norm::supported_type(xt) || !norm::supported_type(wt))
+    return "X and scale must be FLOAT, HALF or BFLOAT16";
+  const auto& xd = x->get_dim();
+  const auto& sd = scale->get_dim();
+  if (sd.size() != xd.size()) return "scale must have X's rank";
+  size_t first = 0;
+  while (first < sd.size() && sd[first] == 1 && xd[first] != 1) ++first;
+  for (size_t i = first; i < sd.size(); ++i)
+    if (sd[i] != xd[i]) return "scale must be 1 on the batch dims and equal X on the normalised dims";
+  s.cols = scale->volume();
+  s.rows = s.cols ? x->volume() / s.cols : 0;
+  if (s.cols > norm::kMaxCols) return "hidden size " + std::to_string(s.cols) + " exceeds 16384";
+  if ((s.cols * bits_of(xt) / 8) % 16 != 0) return "a row must be a multiple of 16 bytes";
+  std::vector<TensorPtr> rows_tensors = {x};
+  if (!s.backward) {
+    rows_tensors.push_back(n.out("Y"));
+    if (const TensorPtr& b = n.in("bias"); b && (b->get_data_type() != wt || !packed(b))) return "bias must be packed like scale";
+    const TensorPtr& eps = n.in("epsilon");
+    if (!eps->get_is_pass_by_value()) return "epsilon must be a pass-by-value scalar";
+  } else {
+    rows_tensors.push_back(n.in("DY"));
+    rows_tensors.push_back(n.out("DX"));
+    for (const char* p : {"dscale", "dbias"})
+      if (n.out(p)->get_data_type() != wt) return std::string(p) + " must have scale's data type";
+    if (s.kind == Kind::LAYER && n.in("mean")->get_data_type() != DataType::FLOAT) return "mean must be FLOAT";
+    if (n.in("inv_variance")->get_data_type() != DataType::FLOAT) return "inv_variance must be FLOAT";
+  }
+  if ((s.backward ? n.out("DX") : n.out("Y"))->get_is_virtual()) return "the normalised output must be a graph output";
+  for (const auto& t : rows_tensors) {
+    if (t->get_data_type() != xt) return "X, Y, DY and DX must share a data type";
+    if (!packed(t)) return "X, Y, DY and DX must be packed row-major";
+  }
+  if (!packed(scale)) return "scale must be packed";
+  return "";
+}
+
+double estimate_us(const NormShape& s, DataType xt) {
+  double bytes = double(s.rows) * double(s.cols) * (bits_of(xt) / 8) * (s.backward ? 3 : 2);
+  return 3.0 + bytes / 3.6e6;  // ~3.6 TB/s achieved, plus launch
+}
+
+class NormFwdPlan : public Plan {
+ public:
+  NormFwdPlan(norm::FwdArgs a, int64_t sx, int64_t sscale, int64_t sbias, int64_t sy, int64_t smean, int64_t sinv,
+              ScalarSource eps)
+      : a_(a), sx_(sx), sscale_(sscale), sbias_(sbias), sy_(sy), smean_(smean), sinv_(sinv), eps_(eps) {}
+  Status execute(void* const* slots, void*, void* stream) override {
+    norm::FwdArgs a = a_;
+    a.x = slots[sx_];
+    a.scale = slots[sscale_];
+    a.bias = sbias_ >= 0 ? slots[sbias_] : nullptr;
+    a.y = slots[sy_];
+    a.mean = smean_ >= 0 ? static_cast<float*>(slots[smean_]) : nullptr;
+    a.inv_variance = sinv_ >= 0 ? static_cast<float*>(slots[sinv_]) : nullptr;
+    a.epsilon = eps_.read(slots);
+    if (const char* e = norm::launch_forward(a, stream)) return {ErrorCode::CUDA_API_FAILED, std::string("cuda norm: ") + e};
+    return {};
+  }
+  int64_t workspace_size() const override { return 0; }
+
+ private:
+  norm::FwdArgs a_;
+  int64_t sx_, sscale_, sbias_, sy_, smean_, sinv_;
+  ScalarSource eps_;
+};
+
+class NormBwdPlan : public Plan {
+ public:
+  NormBwdPlan(norm::BwdArgs a, int sm_count, std::vector<int64_t> s) : a_(a), sm_(sm_count), s_(std::move(s)) {}
+  Status execute(void* const* slots, void* workspace, void* stream) override {
+    norm::BwdArgs a = a_;
+    auto ptr = [&](int i) -> void* { return s_[size_t(i)] >= 0 ? slots[s_[size_t(i)]] : nullptr; };
+    a.dy = ptr(0);
+    a.x = ptr(1);
+    a.scale = ptr(2);
+    a.mean = static_cast<const float*>(ptr(3));
+    a.inv_variance = static_cast<const float*>(ptr(4));
+    a.dx = ptr(5);
+    a.dscale = ptr(6);
+    a.dbias = ptr(7);
+    if (!a.dscale) return {ErrorCode::GRAPH_EXECUTION_FAILED, "cuda norm: dscale has no memory"};
+    if (const char* e = norm::launch_backward(a, workspace, sm_, stream))
+      return {ErrorCode::CUDA_API_FAILED, std::string("cuda norm: ") + e};
+    return {};
+  }
+  int64_t workspace_size() const override { return norm::backward_workspace_bytes(a_, sm_); }
+
+ private:
+  norm::BwdArgs a_;
+  int sm_;
+  std::vector<int64_t> s_;
+};
+
+constexpr int64_t kBase = 1000;
+
+void propose(const Graph& g, const Target& t, Proposal& out) {
+  NormShape s{};
+  std::string why = match(g, s);
+  if (!why.empty()) {
+    out.declines.push_back(why);
+    return;
+  }
+  const Node& n = *g.nodes()[0];
+  PlanCandidate c;
+  c.name = std::string(s.kind == Kind::RMS ? "rmsnorm" : "layernorm") + (s.backward ? "_bwd" : "_fwd");
+  c.local_index = kBase + (s.kind == Kind::RMS ? 0 : 2) + (s.backward ? 1 : 0);
+  c.estimated_us = estimate_us(s, n.in("X")->get_data_type());
+  if (s.backward) {
+    norm::BwdArgs a{};
+    a.rows = s.rows;
+    a.cols = s.cols;
+    c.workspace_bytes = norm::backward_workspace_bytes(a, t.sm_count > 0 ? t.sm_count : 132);
+  }
+  out.plans.push_back(c);
+}
+
+Status build(const Graph& g, const Target& t, const PlanCandidate&, std::unique_ptr<Plan>& out) {
+  NormShape s{};
+  std::string why = match(g, s);
+  if (!why.empty()) return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cuda norm: " + why};
+  const Node& n = *g.nodes()[0];
+  auto slot = [&](const TensorPtr& p) { return slot_of(g, p); };
+  const DataType xt = n.in("X")->get_data_type(), wt = n.in("scale")->get_data_type();
+  if (!s.backward) {
+    norm::FwdArgs a{};
+    a.kind = s.kind;
+    a.x_type = xt;
+    a.w_type = wt;
+    a.rows = s.rows;
+    a.cols = s.cols;
+    const TensorPtr& eps = n.in("epsilon");
+    ScalarSource e;
+    e.type = eps->get_data_type();
+    e.slot = slot(eps);
+    e.constant = eps->get_value().as_double();
+    bool inference = n.attr_str("forward_phase") == "INFERENCE";
+    int64_t smean = (s.kind == Kind::LAYER && !inference) ? slot(n.out("mean")) : -1;
+    int64_t sinv = inference ? -1 : slot(n.out("inv_variance"));
+    out = std::make_unique<NormFwdPlan>(a, slot(n.in("X")), slot(n.in("scale")), slot(n.in("bias")), slot(n.out("Y")),
+                                        smean, sinv, e);
+    return {};
+  }
+  norm::BwdArgs a{};
+  a.kind = s.kind;
+  a.x_type = xt;
+  a.w_type = wt;
+  a.rows = s.rows;
+  a.cols = s.cols;
+  bool dbias = s.kind == Kind::LAYER || n.attr_bool("has_dbias");
+  std::vector<int64_t> slots = {slot(n.in("DY")),
+                                slot(n.in("X")),
+                                slot(n.in("scale")),
+                                s.kind == Kind::LAYER ? slot(n.in("mean")) : -1,
+                                slot(n.in("inv_variance")),
+                                slot(n.out("DX")),
+                                slot(n.out("dscale")),
+                                dbias ? slot(n.out("dbias")) : -1};
+  out = std::make_unique<NormBwdPlan>(a, t.sm_count > 0 ? t.sm_count : 132, std::move(slots));
+  return {};
+}
+
+const Family kNorm = {"norm", kBase, propose, build};
+
+}  // namespace
+
+const Family& norm_family() { return kNorm; }
+
+}  // namespace opendnn::cuda

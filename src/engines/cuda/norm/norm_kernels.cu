@@ -1,0 +1,291 @@
+// SPDX-License-Identifier: Apache-2.0
+// RMSNorm / LayerNorm on Hopper. Memory-bound: each row is read once into registers with 16-byte
+// loads, reduced with warp shuffles, and written once. The backward pass keeps per-thread column
+// partials of dscale/dbias in registers across a grid-stride loop over rows and reduces the
+// per-CTA partials in a second, fixed-order kernel, so results are bitwise deterministic.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "engines/cuda/norm/norm_kernels.h"
+
+namespace opendnn::cuda::norm {
+namespace {
+
+template <class T> __device__ __forceinline__ float to_f(T v);
+template <> __device__ __forceinline__ float to_f(float v) { return v; }
+template <> __device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
+template <> __device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <class T> __device__ __forceinline__ T from_f(float v);
+template <> __device__ __forceinline__ float from_f(float v) { return v; }
+template <> __device__ __forceinline__ __half from_f(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f(float v) { return __float2bfloat16_rn(v); }
+
+// Sum over the block; every thread gets the result. `red` holds 32 floats.
+__device__ __forceinline__ float block_sum(float v, float* red) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  __syncthreads();  // red may still be read by a previous reduction
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  v = lane < warps ? red[lane] : 0.f;
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// A row slice owned by one thread: VPT vectors of 16 bytes, at columns (i*blockDim + tid)*N.
+template <class T, int VPT>
+struct RowSlice {
+  static constexpr int N = 16 / sizeof(T);
+  float v[VPT][N];
+  bool ok[VPT];
+
+  __device__ __forceinline__ void load(const T* row, int64_t cols) {
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      int64_t c = (int64_t(i) * blockDim.x + threadIdx.x) * N;
+      ok[i] = c < cols;
+      uint4 raw = ok[i] ? *reinterpret_cast<const uint4*>(row + c) : make_uint4(0, 0, 0, 0);
+      const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+      for (int j = 0; j < N; ++j) v[i][j] = to_f(e[j]);
+    }
+  }
+  __device__ __forceinline__ int64_t col(int i) const { return (int64_t(i) * blockDim.x + threadIdx.x) * N; }
+};
+
+template <class T, class W, int VPT, bool LAYER>
+__global__ void __launch_bounds__(512) fwd_kernel(FwdArgs a) {
+  __shared__ float red[32];
+  using S = RowSlice<T, VPT>;
+  constexpr int N = S::N;
+  const int64_t row = blockIdx.x;
+  const T* x = static_cast<const T*>(a.x) + row * a.cols;
+  S s;
+  s.load(x, a.cols);
+  const float inv_n = 1.f / float(a.cols);
+
+  float mean = 0.f;
+  if constexpr (LAYER) {
+    float sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < VPT; ++i)
+#pragma unroll
+      for (int j = 0; j < N; ++j) sum += s.v[i][j];
+    mean = block_sum(sum, red) * inv_n;
+  }
+  float sq = 0.f;
+#pragma unroll
+  for (int i = 0; i < VPT; ++i)
+    if (s.ok[i])
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        float d = s.v[i][j] - mean;
+        sq += d * d;
+      }
+  const float rstd = rsqrtf(block_sum(sq, red) * inv_n + a.epsilon);
+  if (threadIdx.x == 0) {
+    if (a.inv_variance) a.inv_variance[row] = rstd;
+    if (LAYER && a.mean) a.mean[row] = mean;
+  }
+
+  const W* scale = static_cast<const W*>(a.scale);
+  const W* bias = static_cast<const W*>(a.bias);
+  T* y = static_cast<T*>(a.y) + row * a.cols;
+#pragma unroll
+  for (int i = 0; i < VPT; ++i) {
+    if (!s.ok[i]) continue;
+    const int64_t c = s.col(i);
+    uint4 out;
+    T* o = reinterpret_cast<T*>(&out);
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      float r = (s.v[i][j] - mean) * rstd * to_f(scale[c + j]);
+      if (bias) r += to_f(bias[c + j]);
+      o[j] = from_f<T>(r);
+    }
+    *reinterpret_cast<uint4*>(y + c) = out;
+  }
+}
+
+// Backward: dx per row, and per-CTA column partials of dscale (and dbias) written to `partial`
+// ([gridDim.x][2][cols] fp32). Each thread owns the same columns in every row, so the partials
+// accumulate in shared memory without atomics; x and dy stay in registers for the row.
+template <class T, class W, int VPT, bool LAYER>
+__global__ void __launch_bounds__(512) bwd_kernel(BwdArgs a, float* partial) {
+  __shared__ float red[32];
+  extern __shared__ float acc[];  // [2][cols]
+  using S = RowSlice<T, VPT>;
+  constexpr int N = S::N;
+  const W* scale = static_cast<const W*>(a.scale);
+  const float inv_n = 1.f / float(a.cols);
+  float* acc_s = acc;
+  float* acc_b = acc + a.cols;
+  for (int64_t c = threadIdx.x; c < 2 * a.cols; c += blockDim.x) acc[c] = 0.f;
+  __syncthreads();
+
+  for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
+    S x, dy;
+    x.load(static_cast<const T*>(a.x) + row * a.cols, a.cols);
+    dy.load(static_cast<const T*>(a.dy) + row * a.cols, a.cols);
+    const float rstd = a.inv_variance[row];
+    const float mean = LAYER ? a.mean[row] : 0.f;
+    float sum_gx = 0.f, sum_g = 0.f;
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      if (!x.ok[i]) continue;
+      const int64_t c = x.col(i);
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        float xhat = (x.v[i][j] - mean) * rstd;
+        float g = dy.v[i][j] * to_f(scale[c + j]);
+        sum_gx += g * xhat;
+        sum_g += g;
+        acc_s[c + j] += dy.v[i][j] * xhat;
+        acc_b[c + j] += dy.v[i][j];
+      }
+    }
+    const float mean_gx = block_sum(sum_gx, red) * inv_n;
+    const float mean_g = LAYER ? block_sum(sum_g, red) * inv_n : 0.f;
+    T* dx = static_cast<T*>(a.dx) + row * a.cols;
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      if (!x.ok[i]) continue;
+      const int64_t c = x.col(i);
+      uint4 out;
+      T* o = reinterpret_cast<T*>(&out);
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        float xhat = (x.v[i][j] - mean) * rstd;
+        float g = dy.v[i][j] * to_f(scale[c + j]);
+        o[j] = from_f<T>(rstd * (g - mean_g - xhat * mean_gx));
+      }
+      *reinterpret_cast<uint4*>(dx + c) = out;
+    }
+  }
+  __syncthreads();
+  float* out = partial + int64_t(blockIdx.x) * 2 * a.cols;
+  for (int64_t c = threadIdx.x; c < 2 * a.cols; c += blockDim.x) out[c] = acc[c];
+}
+
+// Sums the per-CTA partials column by column in CTA order (deterministic).
+template <class W>
+__global__ void reduce_partials(const float* partial, int parts, int64_t cols, W* dscale, W* dbias) {
+  int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= cols) return;
+  float s = 0.f, b = 0.f;
+  for (int p = 0; p < parts; ++p) {
+    s += partial[int64_t(p) * 2 * cols + c];
+    b += partial[int64_t(p) * 2 * cols + cols + c];
+  }
+  dscale[c] = from_f<W>(s);
+  if (dbias) dbias[c] = from_f<W>(b);
+}
+
+int vector_elems(DataType t) { return t == DataType::FLOAT ? 4 : 8; }
+
+// Vectors per thread and threads per CTA for a row of `cols` elements.
+// At most 512 threads and 8 vectors each: 16k columns at most (kMaxCols).
+void shape_for(int64_t cols, DataType t, int target_threads, int& vpt, int& threads) {
+  int64_t vecs = (cols + vector_elems(t) - 1) / vector_elems(t);
+  for (vpt = 1; vpt < 8; vpt *= 2)
+    if ((vecs + vpt - 1) / vpt <= target_threads) break;
+  int64_t th = (vecs + vpt - 1) / vpt;
+  threads = int(std::min<int64_t>(512, std::max<int64_t>(32, (th + 31) / 32 * 32)));
+}
+
+template <class T, class W>
+cudaError_t fwd_typed(const FwdArgs& a, cudaStream_t st) {
+  int vpt, threads;
+  shape_for(a.cols, a.x_type, 256, vpt, threads);
+  dim3 grid{unsigned(a.rows)}, block{unsigned(threads)};
+  bool layer = a.kind == Kind::LAYER;
+#define OPENDNN_FWD(V)                                                         \
+  case V:                                                                      \
+    if (layer) fwd_kernel<T, W, V, true><<<grid, block, 0, st>>>(a);           \
+    else fwd_kernel<T, W, V, false><<<grid, block, 0, st>>>(a);                \
+    break;
+  switch (vpt) { OPENDNN_FWD(1) OPENDNN_FWD(2) OPENDNN_FWD(4) OPENDNN_FWD(8) }
+#undef OPENDNN_FWD
+  return cudaGetLastError();
+}
+
+int bwd_grid(const BwdArgs& a, int sm_count) {
+  return int(std::max<int64_t>(1, std::min<int64_t>(a.rows, int64_t(sm_count) * 2)));
+}
+
+template <class T, class W>
+cudaError_t bwd_typed(const BwdArgs& a, void* ws, int sm_count, cudaStream_t st) {
+  int vpt, threads;
+  shape_for(a.cols, a.x_type, 512, vpt, threads);
+  int grid = bwd_grid(a, sm_count);
+  float* partial = static_cast<float*>(ws);
+  bool layer = a.kind == Kind::LAYER;
+  size_t smem = size_t(2 * a.cols) * sizeof(float);
+  auto go = [&](auto kernel) {
+    if (smem > 48 * 1024) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+    kernel<<<grid, threads, smem, st>>>(a, partial);
+  };
+#define OPENDNN_BWD(V)                                        \
+  case V:                                                     \
+    if (layer) go(bwd_kernel<T, W, V, true>);                 \
+    else go(bwd_kernel<T, W, V, false>);                      \
+    break;
+  switch (vpt) { OPENDNN_BWD(1) OPENDNN_BWD(2) OPENDNN_BWD(4) OPENDNN_BWD(8) }
+#undef OPENDNN_BWD
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return e;
+  unsigned rb = unsigned((a.cols + 255) / 256);
+  reduce_partials<W><<<rb, 256, 0, st>>>(partial, grid, a.cols, static_cast<W*>(a.dscale), static_cast<W*>(a.dbias));
+  return cudaGetLastError();
+}
+
+template <template <class, class> class F, class... Args>
+cudaError_t dispatch(DataType xt, DataType wt, Args&&... args) {
+  auto with_w = [&](auto x_tag) -> cudaError_t {
+    using X = decltype(x_tag);
+    switch (wt) {
+      case DataType::FLOAT: return F<X, float>::run(args...);
+      case DataType::HALF: return F<X, __half>::run(args...);
+      case DataType::BFLOAT16: return F<X, __nv_bfloat16>::run(args...);
+      default: return cudaErrorInvalidValue;
+    }
+  };
+  switch (xt) {
+    case DataType::FLOAT: return with_w(float{});
+    case DataType::HALF: return with_w(__half{});
+    case DataType::BFLOAT16: return with_w(__nv_bfloat16{});
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+template <class T, class W>
+struct Fwd {
+  static cudaError_t run(const FwdArgs& a, cudaStream_t st) { return fwd_typed<T, W>(a, st); }
+};
+template <class T, class W>
+struct Bwd {
+  static cudaError_t run(const BwdArgs& a, void* ws, int sm, cudaStream_t st) { return bwd_typed<T, W>(a, ws, sm, st); }
+};
+
+}  // namespace
+
+bool supported_type(DataType t) { return t == DataType::FLOAT || t == DataType::HALF || t == DataType::BFLOAT16; }
+
+int64_t backward_workspace_bytes(const BwdArgs& a, int sm_count) {
+  return int64_t(bwd_grid(a, sm_count)) * 2 * a.cols * int64_t(sizeof(float));
+}
+
+const char* launch_forward(const FwdArgs& a, void* stream) {
+  cudaError_t e = dispatch<Fwd>(a.x_type, a.w_type, a, static_cast<cudaStream_t>(stream));
+  return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
+}
+
+const char* launch_backward(const BwdArgs& a, void* workspace, int sm_count, void* stream) {
+  cudaError_t e = dispatch<Bwd>(a.x_type, a.w_type, a, workspace, sm_count, static_cast<cudaStream_t>(stream));
+  return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
+}
+
+}  // namespace opendnn::cuda::norm
