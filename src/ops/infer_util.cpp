@@ -77,4 +77,71 @@ DataType compute_type(const Node& n, const GraphContext& ctx) {
   return DataType::FLOAT;
 }
 
+// ---- added for the conv/layout/reduction/norm/misc families (append-only) ----
+
+const std::vector<int64_t>& in_dims(const Node& n, std::string_view port) {
+  static const std::vector<int64_t> kNone;
+  const TensorPtr& t = n.in(port);
+  return t ? t->get_dim() : kNone;
+}
+
+Status require_scalar(const Node& n, std::string_view port) {
+  const TensorPtr& t = n.in(port);
+  if (t && t->volume() != 1)
+    return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, "input " + std::string(port) + " must hold one value, has dims " +
+                                                         dims_str(t->get_dim()));
+  return {};
+}
+
+Status require_dims(const Node& n, std::string_view port, const std::vector<int64_t>& dims, std::string_view what) {
+  const TensorPtr& t = n.in(port);
+  if (t && t->get_dim() != dims)
+    return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, "input " + std::string(port) + " has dims " + dims_str(t->get_dim()) +
+                                                         " but must be " + dims_str(dims) +
+                                                         (what.empty() ? std::string() : " " + std::string(what)));
+  return {};
+}
+
+Status require_out_type(const Node& n, std::string_view port, std::initializer_list<DataType> allowed) {
+  const TensorPtr& t = n.out(port);
+  if (!t || t->get_data_type() == DataType::NOT_SET) return {};
+  for (DataType a : allowed)
+    if (t->get_data_type() == a) return {};
+  std::string names;
+  for (DataType a : allowed) names += (names.empty() ? "" : ", ") + std::string(to_string(a));
+  return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "output " + std::string(port) + " has data type " +
+                                                    std::string(to_string(t->get_data_type())) + "; allowed: " + names);
+}
+
+Status spatial_attr(const Node& n, std::string_view attr, size_t count, int64_t fallback, int64_t min_value,
+                    std::vector<int64_t>& out) {
+  const auto& v = n.attr_ints(attr);
+  if (v.empty()) {
+    out.assign(count, fallback);
+    return {};
+  }
+  if (v.size() != count)
+    return n.fail(ErrorCode::INVALID_VALUE, "attribute " + std::string(attr) + " " + dims_str(v) + " has " +
+                                                std::to_string(v.size()) + " values but there are " + std::to_string(count) +
+                                                " spatial dims");
+  for (int64_t x : v)
+    if (x < min_value)
+      return n.fail(ErrorCode::INVALID_VALUE, "attribute " + std::string(attr) + " " + dims_str(v) +
+                                                  " has a value below " + std::to_string(min_value));
+  out = v;
+  return {};
+}
+
+int64_t window_out_len(int64_t in, int64_t pre, int64_t post, int64_t window, int64_t stride, int64_t dilation) {
+  int64_t eff = dilation * (window - 1) + 1;
+  int64_t span = in + pre + post - eff;
+  if (span < 0) return 0;
+  return span / stride + 1;
+}
+
+bool is_user_output(const Node& n, std::string_view out_port) {
+  const TensorPtr& t = n.out(out_port);
+  return t && !t->get_is_virtual();
+}
+
 }  // namespace opendnn::ops

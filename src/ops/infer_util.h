@@ -34,4 +34,25 @@ bool broadcasts_to(const std::vector<int64_t>& small, const std::vector<int64_t>
 // The compute type a node runs in: its own, else the graph's, else FLOAT.
 DataType compute_type(const Node& n, const GraphContext& ctx);
 
+// ---- added for the conv/layout/reduction/norm/misc families (append-only) ----
+
+// The dims of the tensor on an input port (empty if the port is unset).
+const std::vector<int64_t>& in_dims(const Node& n, std::string_view port);
+// Fails (SHAPE_DEDUCTION_FAILED) unless the tensor on `port`, if set, holds exactly one value.
+Status require_scalar(const Node& n, std::string_view port);
+// Fails (SHAPE_DEDUCTION_FAILED) unless the tensor on `port`, if set, has exactly `dims`;
+// `what` describes the expected shape ("[1,C,1,1] (per channel)").
+Status require_dims(const Node& n, std::string_view port, const std::vector<int64_t>& dims, std::string_view what = {});
+// Fails (GRAPH_NOT_SUPPORTED) unless the output on `port` has one of the data types (NOT_SET passes).
+Status require_out_type(const Node& n, std::string_view port, std::initializer_list<DataType> allowed);
+// Reads a per-spatial-axis INT_LIST attribute: empty means `fallback` on every axis; otherwise it must
+// have `count` values, each >= `min_value` (INVALID_VALUE naming the attribute).
+Status spatial_attr(const Node& n, std::string_view attr, size_t count, int64_t fallback, int64_t min_value,
+                    std::vector<int64_t>& out);
+// Output length of a sliding window (convolution, pooling): floor((in + pre + post - eff) / stride) + 1
+// with eff = dilation * (window - 1) + 1; may be <= 0 when the window does not fit.
+int64_t window_out_len(int64_t in, int64_t pre, int64_t post, int64_t window, int64_t stride, int64_t dilation);
+// True if an output tensor was marked as a graph output by the user (set_output(true)).
+bool is_user_output(const Node& n, std::string_view out_port);
+
 }  // namespace opendnn::ops
