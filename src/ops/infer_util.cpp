@@ -77,6 +77,7 @@ DataType compute_type(const Node& n, const GraphContext& ctx) {
   return DataType::FLOAT;
 }
 
+
 // ---- added for the conv/layout/reduction/norm/misc families (append-only) ----
 
 const std::vector<int64_t>& in_dims(const Node& n, std::string_view port) {
@@ -142,6 +143,109 @@ int64_t window_out_len(int64_t in, int64_t pre, int64_t post, int64_t window, in
 bool is_user_output(const Node& n, std::string_view out_port) {
   const TensorPtr& t = n.out(out_port);
   return t && !t->get_is_virtual();
+}
+
+}  // namespace opendnn::ops
+
+// ---- added for the sdpa/gdn/causal_conv1d families (append-only) ----
+
+namespace opendnn::ops {
+
+namespace {
+const TensorPtr kNoTensor;
+}  // namespace
+
+const TensorPtr& input_if(const Node& n, std::string_view port) {
+  int i = n.spec().input_index(port);
+  if (i < 0 || size_t(i) >= n.inputs().size()) return kNoTensor;
+  return n.inputs()[size_t(i)];
+}
+
+const TensorPtr& output_if(const Node& n, std::string_view port) {
+  int i = n.spec().output_index(port);
+  if (i < 0 || size_t(i) >= n.outputs().size()) return kNoTensor;
+  return n.outputs()[size_t(i)];
+}
+
+std::string types_str(std::initializer_list<DataType> types) {
+  std::string s;
+  for (DataType t : types) s += (s.empty() ? "" : ", ") + std::string(to_string(t));
+  return s;
+}
+
+std::vector<int64_t> strides_like(const std::vector<int64_t>& like_strides, const std::vector<int64_t>& dims) {
+  if (like_strides.size() != dims.size()) return row_major_strides(dims);
+  // Axes from outermost to innermost: larger stride first; ties keep the axis order.
+  std::vector<size_t> order(dims.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  for (size_t i = 1; i < order.size(); ++i)  // insertion sort: stable and tiny
+    for (size_t j = i; j > 0 && like_strides[order[j]] > like_strides[order[j - 1]]; --j) std::swap(order[j], order[j - 1]);
+  std::vector<int64_t> s(dims.size(), 1);
+  int64_t step = 1;
+  for (size_t k = order.size(); k-- > 0;) {
+    s[order[k]] = step;
+    step *= dims[order[k]] > 0 ? dims[order[k]] : 1;
+  }
+  return s;
+}
+
+Status set_dims_like(Node& n, std::string_view out_port, const std::vector<int64_t>& dims, const TensorAttr& like) {
+  OPENDNN_RETURN_IF_ERROR(set_dims(n, out_port, dims));
+  const TensorPtr& t = n.out(out_port);
+  if (t->get_stride().empty()) {
+    TensorAttr probe;
+    probe.set_dim(dims);
+    if (probe.volume() >= 0) t->set_stride(strides_like(like.get_stride(), dims));
+  }
+  return {};
+}
+
+Status set_absent(Node& n, std::string_view out_port, size_t rank, std::string_view why) {
+  const TensorPtr& t = n.out(out_port);
+  if (!t->get_is_virtual())
+    return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, "output " + std::string(out_port) + " is marked as a graph output but " +
+                                                    std::string(why));
+  std::vector<int64_t> zeros(rank, 0);
+  t->set_dim(zeros);
+  t->set_stride(std::vector<int64_t>(rank, 1));
+  return {};
+}
+
+Status expect_dims(const Node& n, std::string_view port, const std::vector<int64_t>& dims, std::string_view what) {
+  const TensorPtr& t = input_if(n, port);
+  if (t && t->get_dim() != dims)
+    return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, "input " + std::string(port) + " has dims " + dims_str(t->get_dim()) +
+                                                         " but must be " + dims_str(dims) +
+                                                         (what.empty() ? std::string() : " " + std::string(what)));
+  return {};
+}
+
+Status expect_one_value(const Node& n, std::string_view port) {
+  const TensorPtr& t = input_if(n, port);
+  if (t && t->volume() != 1)
+    return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, "input " + std::string(port) + " must hold one value, has dims " +
+                                                         dims_str(t->get_dim()));
+  return {};
+}
+
+Status expect_type(const Node& n, std::string_view port, std::initializer_list<DataType> allowed) {
+  const TensorPtr& t = input_if(n, port);
+  if (!t) return {};
+  for (DataType a : allowed)
+    if (t->get_data_type() == a) return {};
+  return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "input " + std::string(port) + " has data type " +
+                                                    std::string(to_string(t->get_data_type())) + "; allowed: " +
+                                                    types_str(allowed));
+}
+
+Status expect_out_type(const Node& n, std::string_view port, std::initializer_list<DataType> allowed) {
+  const TensorPtr& t = output_if(n, port);
+  if (!t || t->get_data_type() == DataType::NOT_SET) return {};
+  for (DataType a : allowed)
+    if (t->get_data_type() == a) return {};
+  return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "output " + std::string(port) + " has data type " +
+                                                    std::string(to_string(t->get_data_type())) + "; allowed: " +
+                                                    types_str(allowed));
 }
 
 }  // namespace opendnn::ops

@@ -55,4 +55,33 @@ int64_t window_out_len(int64_t in, int64_t pre, int64_t post, int64_t window, in
 // True if an output tensor was marked as a graph output by the user (set_output(true)).
 bool is_user_output(const Node& n, std::string_view out_port);
 
+// ---- added for the sdpa/gdn/causal_conv1d families (append-only) ----
+
+// The tensor on a port, or null when it is unset or the op has no such port (never aborts, unlike
+// Node::in/out), so rules shared by op variants with different port lists can probe freely.
+const TensorPtr& input_if(const Node& n, std::string_view port);
+const TensorPtr& output_if(const Node& n, std::string_view port);
+// "HALF, BFLOAT16"
+std::string types_str(std::initializer_list<DataType> types);
+inline int64_t ceil_div(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : 0; }
+// Packed strides for `dims` that keep the axis order of a tensor with strides `like_strides`
+// (largest stride outermost; equal strides keep axis order), so an output follows its input's layout
+// (BSHD in, BSHD out). Row-major when the ranks differ.
+std::vector<int64_t> strides_like(const std::vector<int64_t>& like_strides, const std::vector<int64_t>& dims);
+// set_dims, then, if the output has no strides yet, strides_like(like).
+Status set_dims_like(Node& n, std::string_view out_port, const std::vector<int64_t>& dims, const TensorAttr& like);
+// An optional output that this node's configuration does not produce (dBias without bias...): it gets
+// zero-size dims of `rank` (all 0, needing no memory). Fails with ATTRIBUTE_NOT_SET, naming `why`, when
+// the user marked it as a graph output.
+Status set_absent(Node& n, std::string_view out_port, size_t rank, std::string_view why);
+// Fails (SHAPE_DEDUCTION_FAILED) unless the tensor on input `port`, if present, has exactly `dims`;
+// `what` describes the expected shape ("[B,1,1,1]").
+Status expect_dims(const Node& n, std::string_view port, const std::vector<int64_t>& dims, std::string_view what = {});
+// Fails (SHAPE_DEDUCTION_FAILED) unless the tensor on input `port`, if present, holds one value.
+Status expect_one_value(const Node& n, std::string_view port);
+// Fails (GRAPH_NOT_SUPPORTED) unless the tensor on input `port`, if present, has one of the types.
+Status expect_type(const Node& n, std::string_view port, std::initializer_list<DataType> allowed);
+// Fails (GRAPH_NOT_SUPPORTED) unless the output on `port`, if present and typed, has one of the types.
+Status expect_out_type(const Node& n, std::string_view port, std::initializer_list<DataType> allowed);
+
 }  // namespace opendnn::ops

@@ -3,6 +3,28 @@
 // Q [B, Hq, Sq, Dqk], K [B, Hk, Skv, Dqk], V [B, Hv, Skv, Dv] with any strides; O [B, Hq, Sq, Dv];
 // Stats [B, Hq, Sq, 1] fp32 (natural-log LSE). Variable lengths: per-batch seq_len_* [B,1,1,1] or
 // cumulative cu_seq_len_* [B+1,1,1,1], chosen per side; THD layout via ragged offsets on Q/K/V/O.
+//
+// Conventions of the rules below (infer_forward / infer_backward):
+// - Q/K/V HALF or BFLOAT16, all the same (FP8_E4M3/E5M2 for the fp8 variants); FLOAT/DOUBLE I/O is
+//   GRAPH_NOT_SUPPORTED. Head dims: multiple of 8 (16 for fp8), <= 256, d_v <= d_qk (MLA 192/128 passes).
+// - GQA/MQA: Hq % Hk == 0 and Hq % Hv == 0; K and V share batch and sequence length.
+// - Paged K/V (page_table_k and page_table_v, both): K/V are containers [num_blocks, H, block_size, D],
+//   tables [B,1,ceil(max_seq_len_kv/block_size),1] INT32; needs use_padding_mask and max_seq_len_kv,
+//   which is then s_kv. max_seq_len_kv without page tables is INVALID_VALUE.
+// - Variable lengths need use_padding_mask; each side takes seq_len_* [B,1,1,1] INT32 or cu_seq_len_*
+//   [B+1,1,1,1] INT32/INT64, not both. Ragged offsets ([B+1,1,1,1] INT32/INT64, in elements) need it too.
+// - block_mask: one UINT8 per 128x128 tile (nonzero = visible), broadcast to
+//   [B,Hq,ceil(Sq/128),ceil(Skv/128)]; not with implementation COMPOSITE.
+// - Outputs: O [B,Hq,Sq,Dv] in Q's type and Q's stride order (BSHD in, BSHD out); Stats, Max, Sum_exp
+//   [B,Hq,Sq,1] FLOAT, always given dims (Stats may be a graph output only with generate_stats);
+//   RNG_dump [B,Hq,Sq,Skv] FLOAT with seed/offset dropout. Backward dQ/dK/dV follow Q/K/V (dims, stride
+//   order, type), dBias follows bias, dSink_token [1,Hq,1,1] FLOAT. Amax_* [1,1,1,1] FLOAT.
+// - An optional output the configuration does not produce (RNG_dump without seed dropout, dBias without
+//   bias, dSink_token without sink_token) gets zero-size dims [0,0,0,0] and may not be a graph output.
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "ops/infer_util.h"
 #include "ops/op_defs.h"
 
@@ -87,11 +109,392 @@ const PortSpec kFp8BwdIn[] = {
 };
 const PortSpec kFp8BwdOut[] = {{"dQ"}, {"dK"}, {"dV"}, {"Amax_dQ"}, {"Amax_dK"}, {"Amax_dV"}, {"Amax_dP"}};
 
+
+// ---------------------------------------------------------------------------------------------
+// Inference and validation rules.
+
+enum class Variant { FWD, BWD, FP8_FWD, FP8_BWD };
+bool is_fp8(Variant v) { return v == Variant::FP8_FWD || v == Variant::FP8_BWD; }
+bool is_bwd(Variant v) { return v == Variant::BWD || v == Variant::FP8_BWD; }
+
+// The problem size every rule is checked against.
+struct Problem {
+  int64_t b = 0, hq = 0, hk = 0, hv = 0, sq = 0, skv = 0, dqk = 0, dv = 0;
+  bool paged = false;
+  bool padding = false;
+};
+
+std::string num(int64_t v) { return std::to_string(v); }
+
+// Q, K, V, O, dO: fp16/bf16 (fp8 e4m3/e5m2 for the fp8 variants).
+Status check_io_type(const Node& n, std::string_view port, bool fp8) {
+  const TensorPtr& t = ops::input_if(n, port);
+  if (!t) return {};
+  DataType dt = t->get_data_type();
+  std::string p(port);
+  if (fp8) {
+    if (dt == DataType::FP8_E4M3 || dt == DataType::FP8_E5M2) return {};
+    return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "input " + p + " has data type " + std::string(to_string(dt)) +
+                                                      "; the fp8 variant takes FP8_E4M3 or FP8_E5M2");
+  }
+  if (dt == DataType::HALF || dt == DataType::BFLOAT16) return {};
+  if (dt == DataType::FLOAT || dt == DataType::DOUBLE)
+    return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, std::string(to_string(dt)) + " I/O is not supported: input " + p +
+                                                      " must be HALF or BFLOAT16");
+  return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "input " + p + " has data type " + std::string(to_string(dt)) +
+                                                    "; allowed: HALF, BFLOAT16");
+}
+
+Status check_head_dim(const Node& n, int64_t d, const char* port, bool fp8) {
+  int64_t align = fp8 ? 16 : 8;
+  if (d < 1) return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, std::string("head dim of ") + port + " is " + num(d));
+  if (d > 256)
+    return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "head dim " + num(d) + " of " + port + " exceeds 256");
+  if (d % align != 0)
+    return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "head dim " + num(d) + " of " + port + " is not a multiple of " +
+                                                      num(align) + (fp8 ? " (fp8)" : ""));
+  return {};
+}
+
+// Paged K/V: K and V are block containers [num_blocks, H, block_size, D] indexed by the page tables.
+Status check_paged(const Node& n, Problem& p) {
+  const TensorPtr& ptk = ops::input_if(n, "page_table_k");
+  const TensorPtr& ptv = ops::input_if(n, "page_table_v");
+  if (!ptk || !ptv)
+    return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, std::string("paged attention needs both page_table_k and page_table_v; ") +
+                                                    (ptk ? "page_table_v" : "page_table_k") + " is not set");
+  if (!p.padding)
+    return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, "paged attention (page_table_k/v) requires use_padding_mask and seq_len_kv");
+  if (!n.has("max_seq_len_kv"))
+    return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, "paged attention (page_table_k/v) requires attribute max_seq_len_kv");
+  p.skv = n.attr_int("max_seq_len_kv");
+  if (p.skv < 1) return n.fail(ErrorCode::INVALID_VALUE, "max_seq_len_kv " + num(p.skv) + " must be >= 1");
+  for (auto [container, table] : {std::pair{"K", "page_table_k"}, std::pair{"V", "page_table_v"}}) {
+    const auto& c = n.in(container)->get_dim();
+    int64_t block = c[2];
+    if (block < 1)
+      return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, std::string("paged container ") + container + " " +
+                                                           ops::dims_str(c) + " has block size " + num(block));
+    std::vector<int64_t> want = {p.b, 1, ops::ceil_div(p.skv, block), 1};
+    OPENDNN_RETURN_IF_ERROR(ops::expect_dims(n, table, want, "[B,1,ceil(max_seq_len_kv/block_size),1]"));
+    OPENDNN_RETURN_IF_ERROR(ops::expect_type(n, table, {DataType::INT32}));
+  }
+  return {};
+}
+
+Status check_qkv(const Node& n, Variant v, Problem& p) {
+  bool fp8 = is_fp8(v);
+  for (const char* port : {"Q", "K", "V"}) OPENDNN_RETURN_IF_ERROR(ops::require_rank(n, port, 4));
+  for (const char* port : {"Q", "K", "V"}) OPENDNN_RETURN_IF_ERROR(check_io_type(n, port, fp8));
+  DataType qt = n.in("Q")->get_data_type();
+  for (const char* port : {"K", "V"})
+    if (n.in(port)->get_data_type() != qt)
+      return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, std::string("input ") + port + " has data type " +
+                                                        std::string(to_string(n.in(port)->get_data_type())) +
+                                                        " but Q has " + std::string(to_string(qt)));
+  const auto& q = n.in("Q")->get_dim();
+  const auto& k = n.in("K")->get_dim();
+  const auto& vv = n.in("V")->get_dim();
+  p.b = q[0], p.hq = q[1], p.sq = q[2], p.dqk = q[3];
+  p.hk = k[1], p.hv = vv[1], p.dv = vv[3];
+  p.padding = n.attr_bool("use_padding_mask");
+  if (k[3] != p.dqk)
+    return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, "head dim of K " + ops::dims_str(k) + " differs from Q " +
+                                                         ops::dims_str(q));
+  OPENDNN_RETURN_IF_ERROR(check_head_dim(n, p.dqk, "Q", fp8));
+  OPENDNN_RETURN_IF_ERROR(check_head_dim(n, p.dv, "V", fp8));
+  if (p.dv > p.dqk)
+    return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "head dim " + num(p.dv) + " of V exceeds head dim " + num(p.dqk) +
+                                                      " of Q/K (d_v <= d_qk is supported)");
+  p.paged = ops::input_if(n, "page_table_k") || ops::input_if(n, "page_table_v");
+  if (p.paged) {
+    OPENDNN_RETURN_IF_ERROR(check_paged(n, p));
+  } else {
+    if (k[0] != p.b || vv[0] != p.b)
+      return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, "batch of K " + ops::dims_str(k) + " or V " + ops::dims_str(vv) +
+                                                           " differs from Q " + ops::dims_str(q));
+    if (k[2] != vv[2])
+      return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, "sequence length of K " + ops::dims_str(k) + " differs from V " +
+                                                           ops::dims_str(vv));
+    p.skv = k[2];
+    if (n.has("max_seq_len_kv"))
+      return n.fail(ErrorCode::INVALID_VALUE, "attribute max_seq_len_kv is only used with paged K/V (page_table_k/v)");
+  }
+  if (p.hq < 1 || p.hk < 1 || p.hv < 1)
+    return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, "Q " + ops::dims_str(q) + ", K " + ops::dims_str(k) + " and V " +
+                                                         ops::dims_str(vv) + " need at least one head");
+  if (p.hq % p.hk != 0 || p.hq % p.hv != 0)
+    return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, "Q heads (" + num(p.hq) + ") must be a multiple of K heads (" +
+                                                         num(p.hk) + ") and V heads (" + num(p.hv) + ") for GQA/MQA");
+  return {};
+}
+
+// Per-batch offsets: [B+1,1,1,1] int32/int64.
+Status check_offsets_tensor(const Node& n, const TensorAttr& t, const std::string& what, int64_t b) {
+  std::vector<int64_t> want = {b + 1, 1, 1, 1};
+  if (t.get_dim() != want)
+    return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, what + " has dims " + ops::dims_str(t.get_dim()) + " but must be " +
+                                                         ops::dims_str(want) + " [B+1,1,1,1]");
+  if (t.get_data_type() != DataType::INT32 && t.get_data_type() != DataType::INT64)
+    return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, what + " has data type " + std::string(to_string(t.get_data_type())) +
+                                                      "; allowed: INT32, INT64");
+  return {};
+}
+
+Status check_seq_lens(const Node& n, const Problem& p) {
+  for (auto [sl, cu] : {std::pair{"seq_len_q", "cu_seq_len_q"}, std::pair{"seq_len_kv", "cu_seq_len_kv"}}) {
+    const TensorPtr& a = ops::input_if(n, sl);
+    const TensorPtr& c = ops::input_if(n, cu);
+    if (a && c)
+      return n.fail(ErrorCode::INVALID_VALUE, std::string(sl) + " and " + cu + " are both set; give one form per side");
+    if ((a || c) && !p.padding)
+      return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, std::string(a ? sl : cu) + " is given but use_padding_mask is not set");
+    if (p.padding && !a && !c)
+      return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, std::string("use_padding_mask needs ") + sl + " or " + cu);
+    if (a) {
+      OPENDNN_RETURN_IF_ERROR(ops::expect_dims(n, sl, {p.b, 1, 1, 1}, "[B,1,1,1]"));
+      OPENDNN_RETURN_IF_ERROR(ops::expect_type(n, sl, {DataType::INT32}));
+    }
+    if (c) OPENDNN_RETURN_IF_ERROR(check_offsets_tensor(n, *c, std::string("input ") + cu, p.b));
+  }
+  return {};
+}
+
+// THD layout: ragged offsets on the token tensors.
+Status check_ragged(const Node& n, Variant v, const Problem& p) {
+  auto one = [&](const TensorPtr& t, const char* port) -> Status {
+    if (!t || !t->get_ragged_offset()) return {};
+    if (!p.padding)
+      return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, std::string(port) + " has a ragged offset (THD layout), which requires "
+                                                                      "use_padding_mask and sequence lengths");
+    return check_offsets_tensor(n, *t->get_ragged_offset(), std::string("ragged offset of ") + port, p.b);
+  };
+  for (const char* port : {"Q", "K", "V", "O", "dO"}) OPENDNN_RETURN_IF_ERROR(one(ops::input_if(n, port), port));
+  if (is_bwd(v)) {
+    for (const char* port : {"dQ", "dK", "dV"}) OPENDNN_RETURN_IF_ERROR(one(ops::output_if(n, port), port));
+  } else {
+    OPENDNN_RETURN_IF_ERROR(one(ops::output_if(n, "O"), "O"));
+  }
+  return {};
+}
+
+Status check_scale_and_bounds(const Node& n, const Problem& p) {
+  if (ops::input_if(n, "attn_scale")) {
+    if (n.has("attn_scale_value"))
+      return n.fail(ErrorCode::INVALID_VALUE, "attn_scale_value and the attn_scale tensor are both set; give one");
+    OPENDNN_RETURN_IF_ERROR(ops::expect_one_value(n, "attn_scale"));
+    OPENDNN_RETURN_IF_ERROR(ops::expect_type(n, "attn_scale", {DataType::FLOAT, DataType::HALF, DataType::BFLOAT16}));
+  }
+  if (n.has("left_bound") && n.attr_int("left_bound") < 1)
+    return n.fail(ErrorCode::INVALID_VALUE, "left_bound " + num(n.attr_int("left_bound")) + " must be >= 1");
+  if (n.has("right_bound") && n.attr_int("right_bound") < 0)
+    return n.fail(ErrorCode::INVALID_VALUE, "right_bound " + num(n.attr_int("right_bound")) + " must be >= 0");
+  if (n.attr_bool("use_alibi_mask")) {
+    if (!n.has("right_bound"))
+      return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, "use_alibi_mask requires right_bound = 0 (causal), which is not set");
+    if (n.attr_int("right_bound") != 0)
+      return n.fail(ErrorCode::INVALID_VALUE, "use_alibi_mask requires right_bound = 0 (causal), not " +
+                                                  num(n.attr_int("right_bound")));
+  }
+  if (n.has("left_bound") && !p.padding && p.sq > p.skv)
+    return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "left_bound without a padding mask requires s_q (" + num(p.sq) +
+                                                      ") <= s_kv (" + num(p.skv) + ")");
+  return {};
+}
+
+Status check_dropout(const Node& n, Variant v, const Problem& p) {
+  double prob = n.attr_float("dropout_probability");
+  if (!(prob >= 0.0 && prob < 1.0))
+    return n.fail(ErrorCode::INVALID_VALUE, "dropout_probability " + std::to_string(prob) + " is outside [0, 1)");
+  bool seed = bool(ops::input_if(n, "seed")), offset = bool(ops::input_if(n, "offset"));
+  bool mask = bool(ops::input_if(n, "dropout_mask")), scale = bool(ops::input_if(n, "dropout_scale"));
+  bool scale_inv = bool(ops::input_if(n, "dropout_scale_inv"));
+  if (seed != offset)
+    return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, std::string("dropout needs both seed and offset; ") +
+                                                    (seed ? "offset" : "seed") + " is not set");
+  if (mask != scale)
+    return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, std::string("mask dropout needs both dropout_mask and dropout_scale; ") +
+                                                    (mask ? "dropout_scale" : "dropout_mask") + " is not set");
+  if (seed && mask)
+    return n.fail(ErrorCode::INVALID_VALUE, "give either seed/offset (generated dropout) or dropout_mask/dropout_scale, not both");
+  if (prob > 0.0 && !seed && !mask)
+    return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, "dropout_probability " + std::to_string(prob) +
+                                                    " needs seed and offset (or dropout_mask and dropout_scale)");
+  if (is_bwd(v) && mask && !scale_inv)
+    return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, "mask dropout in the backward needs dropout_scale_inv");
+  if (scale_inv && !mask)
+    return n.fail(ErrorCode::INVALID_VALUE, "dropout_scale_inv is only used with dropout_mask");
+  for (const char* port : {"seed", "offset"}) {
+    OPENDNN_RETURN_IF_ERROR(ops::expect_one_value(n, port));
+    OPENDNN_RETURN_IF_ERROR(ops::expect_type(n, port, {DataType::INT32, DataType::INT64}));
+  }
+  for (const char* port : {"dropout_scale", "dropout_scale_inv"}) {
+    OPENDNN_RETURN_IF_ERROR(ops::expect_one_value(n, port));
+    OPENDNN_RETURN_IF_ERROR(ops::expect_type(n, port, {DataType::FLOAT, DataType::HALF, DataType::BFLOAT16}));
+  }
+  if (mask) {
+    const auto& d = n.in("dropout_mask")->get_dim();
+    std::vector<int64_t> full = {p.b, p.hq, p.sq, p.skv};
+    if (!ops::broadcasts_to(d, full))
+      return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, "input dropout_mask " + ops::dims_str(d) +
+                                                           " does not broadcast to [B,Hq,Sq,Skv] " + ops::dims_str(full));
+  }
+  return {};
+}
+
+Status check_extras(const Node& n, Variant v, const Problem& p) {
+  if (const TensorPtr& bias = ops::input_if(n, "bias")) {
+    std::vector<int64_t> full = {p.b, p.hq, p.sq, p.skv};
+    if (!ops::broadcasts_to(bias->get_dim(), full))
+      return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, "input bias " + ops::dims_str(bias->get_dim()) +
+                                                           " does not broadcast to [B,Hq,Sq,Skv] " + ops::dims_str(full));
+    if (bias->get_data_type() == DataType::BOOLEAN)
+      return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "input bias is BOOLEAN; a bias is additive (use a float type)");
+    if (!is_floating(bias->get_data_type()))
+      return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "input bias has data type " +
+                                                        std::string(to_string(bias->get_data_type())) + "; it must be floating");
+  }
+  if (ops::input_if(n, "sink_token")) {
+    OPENDNN_RETURN_IF_ERROR(ops::expect_dims(n, "sink_token", {1, p.hq, 1, 1}, "[1,Hq,1,1]"));
+    OPENDNN_RETURN_IF_ERROR(ops::expect_type(n, "sink_token", {DataType::FLOAT}));
+    if (p.sq == 1)
+      return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "sink_token is not supported in decode mode (s_q == 1)");
+  }
+  if (const TensorPtr& bm = ops::input_if(n, "block_mask")) {
+    std::vector<int64_t> full = {p.b, p.hq, ops::ceil_div(p.sq, 128), ops::ceil_div(p.skv, 128)};
+    if (!ops::broadcasts_to(bm->get_dim(), full))
+      return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, "input block_mask " + ops::dims_str(bm->get_dim()) +
+                                                           " does not broadcast to [B,Hq,ceil(Sq/128),ceil(Skv/128)] " +
+                                                           ops::dims_str(full));
+    OPENDNN_RETURN_IF_ERROR(ops::expect_type(n, "block_mask", {DataType::UINT8}));
+    if (n.attr_str("implementation") == "COMPOSITE")
+      return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "block_mask needs implementation UNIFIED or AUTO, not COMPOSITE");
+  }
+  if (is_bwd(v)) {
+    for (const char* a : {"max_total_seq_len_q", "max_total_seq_len_kv"})
+      if (n.has(a) && n.attr_int(a) < 1)
+        return n.fail(ErrorCode::INVALID_VALUE, std::string(a) + " " + num(n.attr_int(a)) + " must be >= 1");
+  }
+  return {};
+}
+
+// fp8 per-tensor descale/scale inputs: one FLOAT value each.
+Status check_fp8_scales(const Node& n) {
+  for (const PortSpec& ps : n.spec().def->inputs) {
+    std::string_view name = ps.name;
+    if (name.rfind("descale_", 0) != 0 && name.rfind("scale_", 0) != 0) continue;
+    OPENDNN_RETURN_IF_ERROR(ops::expect_one_value(n, name));
+    OPENDNN_RETURN_IF_ERROR(ops::expect_type(n, name, {DataType::FLOAT}));
+  }
+  return {};
+}
+
+Status check_common(const Node& n, Variant v, Problem& p) {
+  OPENDNN_RETURN_IF_ERROR(check_qkv(n, v, p));
+  OPENDNN_RETURN_IF_ERROR(check_seq_lens(n, p));
+  OPENDNN_RETURN_IF_ERROR(check_ragged(n, v, p));
+  OPENDNN_RETURN_IF_ERROR(check_scale_and_bounds(n, p));
+  OPENDNN_RETURN_IF_ERROR(check_dropout(n, v, p));
+  OPENDNN_RETURN_IF_ERROR(check_extras(n, v, p));
+  if (is_fp8(v)) OPENDNN_RETURN_IF_ERROR(check_fp8_scales(n));
+  return {};
+}
+
+// A [B,Hq,Sq,1] FLOAT statistics output.
+Status set_row_stat(Node& n, std::string_view port, const Problem& p) {
+  OPENDNN_RETURN_IF_ERROR(ops::set_dims(n, port, {p.b, p.hq, p.sq, 1}));
+  ops::default_type(n, port, DataType::FLOAT);
+  return ops::expect_out_type(n, port, {DataType::FLOAT});
+}
+
+Status set_amax(Node& n, std::string_view port) {
+  OPENDNN_RETURN_IF_ERROR(ops::set_dims(n, port, {1, 1, 1, 1}));
+  ops::default_type(n, port, DataType::FLOAT);
+  return ops::expect_out_type(n, port, {DataType::FLOAT});
+}
+
+Status check_out_io_type(const Node& n, std::string_view port, bool fp8) {
+  if (fp8)
+    return ops::expect_out_type(n, port, {DataType::FP8_E4M3, DataType::FP8_E5M2, DataType::HALF, DataType::BFLOAT16});
+  return ops::expect_out_type(n, port, {DataType::HALF, DataType::BFLOAT16});
+}
+
+Status infer_forward(Node& n, Variant v) {
+  Problem p;
+  OPENDNN_RETURN_IF_ERROR(check_common(n, v, p));
+  const TensorAttr& q = *n.in("Q");
+  OPENDNN_RETURN_IF_ERROR(ops::set_dims_like(n, "O", {p.b, p.hq, p.sq, p.dv}, q));
+  ops::default_type(n, "O", q.get_data_type());
+  OPENDNN_RETURN_IF_ERROR(check_out_io_type(n, "O", is_fp8(v)));
+
+  OPENDNN_RETURN_IF_ERROR(set_row_stat(n, "Stats", p));
+  if (!n.attr_bool("generate_stats") && !n.out("Stats")->get_is_virtual())
+    return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, "output Stats is marked as a graph output but generate_stats is false");
+  for (const char* port : {"Max", "Sum_exp"})
+    if (ops::output_if(n, port)) OPENDNN_RETURN_IF_ERROR(set_row_stat(n, port, p));
+  if (ops::output_if(n, "RNG_dump")) {
+    if (ops::input_if(n, "seed") && n.attr_float("dropout_probability") > 0.0) {
+      OPENDNN_RETURN_IF_ERROR(ops::set_dims(n, "RNG_dump", {p.b, p.hq, p.sq, p.skv}));
+      ops::default_type(n, "RNG_dump", DataType::FLOAT);
+    } else {
+      OPENDNN_RETURN_IF_ERROR(ops::set_absent(n, "RNG_dump", 4, "there is no seed/offset dropout to dump"));
+    }
+  }
+  if (is_fp8(v))
+    for (const char* port : {"Amax_S", "Amax_O"}) OPENDNN_RETURN_IF_ERROR(set_amax(n, port));
+  return {};
+}
+
+Status infer_backward(Node& n, Variant v) {
+  Problem p;
+  OPENDNN_RETURN_IF_ERROR(check_common(n, v, p));
+  bool fp8 = is_fp8(v);
+  for (const char* port : {"O", "dO", "Stats"}) OPENDNN_RETURN_IF_ERROR(ops::require_rank(n, port, 4));
+  for (const char* port : {"O", "dO"}) {
+    OPENDNN_RETURN_IF_ERROR(check_io_type(n, port, fp8));
+    OPENDNN_RETURN_IF_ERROR(ops::expect_dims(n, port, {p.b, p.hq, p.sq, p.dv}, "[B,Hq,Sq,Dv]"));
+  }
+  OPENDNN_RETURN_IF_ERROR(ops::expect_dims(n, "Stats", {p.b, p.hq, p.sq, 1}, "[B,Hq,Sq,1]"));
+  OPENDNN_RETURN_IF_ERROR(ops::expect_type(n, "Stats", {DataType::FLOAT}));
+
+  for (auto [in, out] : {std::pair{"Q", "dQ"}, std::pair{"K", "dK"}, std::pair{"V", "dV"}}) {
+    const TensorAttr& t = *n.in(in);
+    OPENDNN_RETURN_IF_ERROR(ops::set_dims_like(n, out, t.get_dim(), t));
+    ops::default_type(n, out, t.get_data_type());
+    OPENDNN_RETURN_IF_ERROR(check_out_io_type(n, out, fp8));
+  }
+  if (ops::output_if(n, "dBias")) {
+    if (const TensorPtr& bias = ops::input_if(n, "bias")) {
+      OPENDNN_RETURN_IF_ERROR(ops::set_dims_like(n, "dBias", bias->get_dim(), *bias));
+      ops::default_type(n, "dBias", bias->get_data_type());
+    } else {
+      OPENDNN_RETURN_IF_ERROR(ops::set_absent(n, "dBias", 4, "input bias is not set"));
+    }
+  }
+  if (ops::output_if(n, "dSink_token")) {
+    if (ops::input_if(n, "sink_token")) {
+      OPENDNN_RETURN_IF_ERROR(ops::set_dims(n, "dSink_token", {1, p.hq, 1, 1}));
+      ops::default_type(n, "dSink_token", DataType::FLOAT);
+      OPENDNN_RETURN_IF_ERROR(ops::expect_out_type(n, "dSink_token", {DataType::FLOAT}));
+    } else {
+      OPENDNN_RETURN_IF_ERROR(ops::set_absent(n, "dSink_token", 4, "input sink_token is not set"));
+    }
+  }
+  if (fp8)
+    for (const char* port : {"Amax_dQ", "Amax_dK", "Amax_dV", "Amax_dP"}) OPENDNN_RETURN_IF_ERROR(set_amax(n, port));
+  return {};
+}
+
+Status infer_sdpa(Node& n, const GraphContext&) { return infer_forward(n, Variant::FWD); }
+Status infer_sdpa_backward(Node& n, const GraphContext&) { return infer_backward(n, Variant::BWD); }
+Status infer_sdpa_fp8(Node& n, const GraphContext&) { return infer_forward(n, Variant::FP8_FWD); }
+Status infer_sdpa_fp8_backward(Node& n, const GraphContext&) { return infer_backward(n, Variant::FP8_BWD); }
+
 }  // namespace
 
-const OpDef def_SDPA = {kFwdIn, kFwdOut, kFwdAttrs, nullptr};
-const OpDef def_SDPA_BACKWARD = {kBwdIn, kBwdOut, kBwdAttrs, nullptr};
-const OpDef def_SDPA_FP8 = {kFp8FwdIn, kFp8FwdOut, kFwdAttrs, nullptr};
-const OpDef def_SDPA_FP8_BACKWARD = {kFp8BwdIn, kFp8BwdOut, kBwdAttrs, nullptr};
+const OpDef def_SDPA = {kFwdIn, kFwdOut, kFwdAttrs, infer_sdpa};
+const OpDef def_SDPA_BACKWARD = {kBwdIn, kBwdOut, kBwdAttrs, infer_sdpa_backward};
+const OpDef def_SDPA_FP8 = {kFp8FwdIn, kFp8FwdOut, kFwdAttrs, infer_sdpa_fp8};
+const OpDef def_SDPA_FP8_BACKWARD = {kFp8BwdIn, kFp8BwdOut, kBwdAttrs, infer_sdpa_fp8_backward};
 
 }  // namespace opendnn

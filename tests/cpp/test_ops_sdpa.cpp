@@ -1,0 +1,689 @@
+// SPDX-License-Identifier: Apache-2.0
+// SDPA, SDPA_BACKWARD, SDPA_FP8, SDPA_FP8_BACKWARD: inference of dims/strides/types and every rule.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "opendnn/graph.h"
+
+using namespace opendnn;
+using Dims = std::vector<int64_t>;
+
+namespace {
+
+TensorPtr T(Graph& g, const std::string& name, Dims dims, DataType t, Dims strides = {}) {
+  TensorAttr a;
+  a.set_name(name).set_dim(std::move(dims)).set_data_type(t);
+  if (!strides.empty()) a.set_stride(std::move(strides));
+  return g.tensor(a);
+}
+
+// Validates and checks the code and that the message names the node and contains `what`.
+void expect_fail(Graph& g, ErrorCode code, const std::string& node, const std::string& what) {
+  Status s = g.validate();
+  ASSERT_TRUE(s.is_bad()) << "expected " << to_string(code) << " containing '" << what << "'";
+  EXPECT_EQ(s.code(), code) << s.to_string();
+  EXPECT_NE(s.message().find(node), std::string::npos) << s.to_string();
+  EXPECT_NE(s.message().find(what), std::string::npos) << s.to_string();
+}
+
+const std::string kNode = "sdpa \"attn\"";
+const std::string kBwdNode = "sdpa_backward \"attn_bwd\"";
+
+// A forward graph with Q [B,Hq,Sq,Dqk], K [B,Hk,Skv,Dqk], V [B,Hv,Skv,Dv].
+struct Fwd {
+  Graph g;
+  TensorPtr q, k, v;
+  std::array<TensorPtr, 5> out;
+  NodeAttrs attrs;
+  int64_t b = 2, hq = 8, hk = 2, sq = 128, skv = 256, d = 64, dv = 64;
+  DataType dt = DataType::HALF;
+
+  Fwd() {
+    g.set_io_data_type(DataType::HALF).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+    attrs.set_name("attn");
+  }
+  void make_qkv() {
+    q = T(g, "q", {b, hq, sq, d}, dt);
+    k = T(g, "k", {b, hk, skv, d}, dt);
+    v = T(g, "v", {b, hk, skv, dv}, dt);
+  }
+  void build() {
+    if (!q) make_qkv();
+    out = g.sdpa(q, k, v, attrs);
+  }
+  Status validate() { return g.validate(); }
+};
+
+TEST(SdpaInfer, ForwardGqaDimsStridesTypes) {
+  Fwd f;
+  f.attrs.set("generate_stats", true);
+  f.build();
+  f.out[0]->set_output(true);
+  f.out[1]->set_output(true);
+  ASSERT_TRUE(f.validate().is_good()) << f.validate().to_string();
+  EXPECT_EQ(f.out[0]->get_dim(), (Dims{2, 8, 128, 64}));
+  EXPECT_EQ(f.out[0]->get_stride(), (Dims{8 * 128 * 64, 128 * 64, 64, 1}));
+  EXPECT_EQ(f.out[0]->get_data_type(), DataType::HALF);
+  EXPECT_EQ(f.out[1]->get_dim(), (Dims{2, 8, 128, 1}));
+  EXPECT_EQ(f.out[1]->get_stride(), (Dims{8 * 128, 128, 1, 1}));
+  EXPECT_EQ(f.out[1]->get_data_type(), DataType::FLOAT);
+  for (int i : {2, 3}) {  // Max, Sum_exp
+    EXPECT_EQ(f.out[size_t(i)]->get_dim(), (Dims{2, 8, 128, 1}));
+    EXPECT_EQ(f.out[size_t(i)]->get_data_type(), DataType::FLOAT);
+  }
+  EXPECT_EQ(f.out[4]->get_dim(), (Dims{0, 0, 0, 0}));  // RNG_dump: no dropout
+}
+
+TEST(SdpaInfer, OutputFollowsBshdLayoutAndBf16) {
+  Fwd f;
+  f.dt = DataType::BFLOAT16;
+  // Q stored as [B,S,H,D]: strides of dims [B,H,S,D].
+  f.q = T(f.g, "q", {2, 8, 128, 64}, f.dt, {128 * 8 * 64, 64, 8 * 64, 1});
+  f.k = T(f.g, "k", {2, 8, 256, 64}, f.dt, {256 * 8 * 64, 64, 8 * 64, 1});
+  f.v = T(f.g, "v", {2, 8, 256, 64}, f.dt, {256 * 8 * 64, 64, 8 * 64, 1});
+  f.build();
+  ASSERT_TRUE(f.validate().is_good()) << f.validate().to_string();
+  EXPECT_EQ(f.out[0]->get_stride(), (Dims{128 * 8 * 64, 64, 8 * 64, 1}));
+  EXPECT_EQ(f.out[0]->get_data_type(), DataType::BFLOAT16);
+  EXPECT_EQ(f.out[1]->get_dim(), (Dims{2, 8, 128, 1}));  // Stats has dims even when not generated
+}
+
+TEST(SdpaInfer, MlaHeadDims) {
+  Fwd f;
+  f.d = 192;
+  f.dv = 128;
+  f.build();
+  ASSERT_TRUE(f.validate().is_good()) << f.validate().to_string();
+  EXPECT_EQ(f.out[0]->get_dim(), (Dims{2, 8, 128, 128}));
+}
+
+TEST(SdpaInfer, PaddingRaggedMixedSeqLensDropoutBiasSink) {
+  Fwd f;
+  f.make_qkv();
+  auto ro = T(f.g, "ro", {3, 1, 1, 1}, DataType::INT32);
+  f.q->set_ragged_offset(ro);
+  f.attrs.set("use_padding_mask", true).set("dropout_probability", 0.1).set("left_bound", 64).set("right_bound", 0);
+  f.attrs.input("seq_len_q", T(f.g, "slq", {2, 1, 1, 1}, DataType::INT32));
+  f.attrs.input("cu_seq_len_kv", T(f.g, "cukv", {3, 1, 1, 1}, DataType::INT64));
+  f.attrs.input("seed", f.g.tensor(Scalar::of_int64(1)));
+  f.attrs.input("offset", f.g.tensor(Scalar::of_int64(2)));
+  f.attrs.input("bias", T(f.g, "bias", {1, 8, 128, 256}, DataType::HALF));
+  f.attrs.input("sink_token", T(f.g, "sink", {1, 8, 1, 1}, DataType::FLOAT));
+  f.build();
+  f.out[0]->set_ragged_offset(ro);
+  f.out[4]->set_output(true);
+  ASSERT_TRUE(f.validate().is_good()) << f.validate().to_string();
+  EXPECT_EQ(f.out[4]->get_dim(), (Dims{2, 8, 128, 256}));
+  EXPECT_EQ(f.out[4]->get_data_type(), DataType::FLOAT);
+}
+
+TEST(SdpaInfer, PagedKv) {
+  Fwd f;
+  f.q = T(f.g, "q", {2, 8, 1, 128}, DataType::HALF);
+  f.k = T(f.g, "kc", {40, 2, 64, 128}, DataType::HALF);
+  f.v = T(f.g, "vc", {40, 2, 64, 128}, DataType::HALF);
+  f.attrs.set("use_padding_mask", true).set("max_seq_len_kv", 300);
+  f.attrs.input("seq_len_q", T(f.g, "slq", {2, 1, 1, 1}, DataType::INT32));
+  f.attrs.input("seq_len_kv", T(f.g, "slkv", {2, 1, 1, 1}, DataType::INT32));
+  f.attrs.input("page_table_k", T(f.g, "ptk", {2, 1, 5, 1}, DataType::INT32));
+  f.attrs.input("page_table_v", T(f.g, "ptv", {2, 1, 5, 1}, DataType::INT32));
+  f.attrs.input("bias", T(f.g, "bias", {2, 1, 1, 300}, DataType::HALF));
+  f.build();
+  ASSERT_TRUE(f.validate().is_good()) << f.validate().to_string();
+  EXPECT_EQ(f.out[0]->get_dim(), (Dims{2, 8, 1, 128}));
+}
+
+// ---- forward rejections
+
+TEST(SdpaReject, RankAndTypes) {
+  {
+    Fwd f;
+    f.q = T(f.g, "q", {2, 128, 64}, DataType::HALF);
+    f.k = T(f.g, "k", {2, 2, 256, 64}, DataType::HALF);
+    f.v = T(f.g, "v", {2, 2, 256, 64}, DataType::HALF);
+    f.build();
+    expect_fail(f.g, ErrorCode::SHAPE_DEDUCTION_FAILED, kNode, "input Q must have 4 dims");
+  }
+  for (DataType t : {DataType::FLOAT, DataType::DOUBLE}) {
+    Fwd f;
+    f.dt = t;
+    f.build();
+    expect_fail(f.g, ErrorCode::GRAPH_NOT_SUPPORTED, kNode, "I/O is not supported: input Q");
+  }
+  {
+    Fwd f;
+    f.make_qkv();
+    f.k->set_data_type(DataType::BFLOAT16);
+    f.build();
+    expect_fail(f.g, ErrorCode::GRAPH_NOT_SUPPORTED, kNode, "input K has data type BFLOAT16 but Q has HALF");
+  }
+  {
+    Fwd f;
+    f.dt = DataType::FP8_E4M3;
+    f.build();
+    expect_fail(f.g, ErrorCode::GRAPH_NOT_SUPPORTED, kNode, "input Q has data type FP8_E4M3");
+  }
+  {
+    Fwd f;
+    f.build();
+    f.out[0]->set_data_type(DataType::FLOAT);
+    expect_fail(f.g, ErrorCode::GRAPH_NOT_SUPPORTED, kNode, "output O has data type FLOAT");
+  }
+}
+
+TEST(SdpaReject, HeadDims) {
+  auto run = [](int64_t d, int64_t dv, ErrorCode code, const std::string& what) {
+    Fwd f;
+    f.d = d;
+    f.dv = dv;
+    f.build();
+    expect_fail(f.g, code, kNode, what);
+  };
+  run(320, 320, ErrorCode::GRAPH_NOT_SUPPORTED, "head dim 320 of Q exceeds 256");
+  run(100, 64, ErrorCode::GRAPH_NOT_SUPPORTED, "head dim 100 of Q is not a multiple of 8");
+  run(64, 68, ErrorCode::GRAPH_NOT_SUPPORTED, "head dim 68 of V is not a multiple of 8");
+  run(64, 128, ErrorCode::GRAPH_NOT_SUPPORTED, "head dim 128 of V exceeds head dim 64 of Q/K");
+  {
+    Fwd f;
+    f.make_qkv();
+    f.k->set_dim({2, 2, 256, 128});
+    f.build();
+    expect_fail(f.g, ErrorCode::SHAPE_DEDUCTION_FAILED, kNode, "head dim of K");
+  }
+}
+
+TEST(SdpaReject, BatchSeqAndHeads) {
+  {
+    Fwd f;
+    f.make_qkv();
+    f.k->set_dim({3, 2, 256, 64});
+    f.build();
+    expect_fail(f.g, ErrorCode::SHAPE_DEDUCTION_FAILED, kNode, "batch of K");
+  }
+  {
+    Fwd f;
+    f.make_qkv();
+    f.v->set_dim({2, 2, 255, 64});
+    f.build();
+    expect_fail(f.g, ErrorCode::SHAPE_DEDUCTION_FAILED, kNode, "sequence length of K");
+  }
+  {
+    Fwd f;
+    f.hk = 3;
+    f.build();
+    expect_fail(f.g, ErrorCode::SHAPE_DEDUCTION_FAILED, kNode, "Q heads (8) must be a multiple of K heads (3)");
+  }
+  {
+    Fwd f;
+    f.make_qkv();
+    f.v->set_dim({2, 3, 256, 64});
+    f.build();
+    expect_fail(f.g, ErrorCode::SHAPE_DEDUCTION_FAILED, kNode, "V heads (3)");
+  }
+  {
+    Graph g;
+    auto q = T(g, "q", {2, 8, 128, 64}, DataType::HALF);
+    auto k = T(g, "k", {2, 8, 128, 64}, DataType::HALF);
+    g.sdpa(q, k, nullptr, NodeAttrs().set_name("attn"));
+    expect_fail(g, ErrorCode::ATTRIBUTE_NOT_SET, kNode, "input V is not set");
+  }
+}
+
+TEST(SdpaReject, AttnScaleBothForms) {
+  Fwd f;
+  f.attrs.set("attn_scale_value", 0.125).input("attn_scale", f.g.tensor(Scalar::of_float(0.125f)));
+  f.build();
+  expect_fail(f.g, ErrorCode::INVALID_VALUE, kNode, "attn_scale_value and the attn_scale tensor are both set");
+}
+
+TEST(SdpaReject, SeqLensAndPadding) {
+  {
+    Fwd f;
+    f.attrs.input("seq_len_q", T(f.g, "slq", {2, 1, 1, 1}, DataType::INT32));
+    f.attrs.input("seq_len_kv", T(f.g, "slkv", {2, 1, 1, 1}, DataType::INT32));
+    f.build();
+    expect_fail(f.g, ErrorCode::ATTRIBUTE_NOT_SET, kNode, "seq_len_q is given but use_padding_mask is not set");
+  }
+  {
+    Fwd f;
+    f.attrs.set("use_padding_mask", true).input("seq_len_q", T(f.g, "slq", {2, 1, 1, 1}, DataType::INT32));
+    f.build();
+    expect_fail(f.g, ErrorCode::ATTRIBUTE_NOT_SET, kNode, "use_padding_mask needs seq_len_kv or cu_seq_len_kv");
+  }
+  {
+    Fwd f;
+    f.attrs.set("use_padding_mask", true)
+        .input("seq_len_q", T(f.g, "slq", {2, 1, 1, 1}, DataType::INT32))
+        .input("cu_seq_len_q", T(f.g, "cuq", {3, 1, 1, 1}, DataType::INT32))
+        .input("seq_len_kv", T(f.g, "slkv", {2, 1, 1, 1}, DataType::INT32));
+    f.build();
+    expect_fail(f.g, ErrorCode::INVALID_VALUE, kNode, "seq_len_q and cu_seq_len_q are both set");
+  }
+  {
+    Fwd f;
+    f.attrs.set("use_padding_mask", true)
+        .input("seq_len_q", T(f.g, "slq", {2, 1, 1}, DataType::INT32))
+        .input("seq_len_kv", T(f.g, "slkv", {2, 1, 1, 1}, DataType::INT32));
+    f.build();
+    expect_fail(f.g, ErrorCode::SHAPE_DEDUCTION_FAILED, kNode, "input seq_len_q has dims [2,1,1]");
+  }
+  {
+    Fwd f;
+    f.attrs.set("use_padding_mask", true)
+        .input("seq_len_q", T(f.g, "slq", {2, 1, 1, 1}, DataType::INT64))
+        .input("seq_len_kv", T(f.g, "slkv", {2, 1, 1, 1}, DataType::INT32));
+    f.build();
+    expect_fail(f.g, ErrorCode::GRAPH_NOT_SUPPORTED, kNode, "input seq_len_q has data type INT64");
+  }
+  {
+    Fwd f;
+    f.attrs.set("use_padding_mask", true)
+        .input("seq_len_q", T(f.g, "slq", {2, 1, 1, 1}, DataType::INT32))
+        .input("cu_seq_len_kv", T(f.g, "cukv", {2, 1, 1, 1}, DataType::INT32));
+    f.build();
+    expect_fail(f.g, ErrorCode::SHAPE_DEDUCTION_FAILED, kNode, "input cu_seq_len_kv has dims [2,1,1,1]");
+  }
+  {
+    Fwd f;
+    f.make_qkv();
+    f.k->set_ragged_offset(T(f.g, "ro", {3, 1, 1, 1}, DataType::INT32));
+    f.build();
+    expect_fail(f.g, ErrorCode::ATTRIBUTE_NOT_SET, kNode, "K has a ragged offset (THD layout)");
+  }
+  {
+    Fwd f;
+    f.make_qkv();
+    f.q->set_ragged_offset(T(f.g, "ro", {2, 1, 1, 1}, DataType::INT32));
+    f.attrs.set("use_padding_mask", true)
+        .input("cu_seq_len_q", T(f.g, "cuq", {3, 1, 1, 1}, DataType::INT32))
+        .input("cu_seq_len_kv", T(f.g, "cukv", {3, 1, 1, 1}, DataType::INT32));
+    f.build();
+    expect_fail(f.g, ErrorCode::SHAPE_DEDUCTION_FAILED, kNode, "ragged offset of Q has dims [2,1,1,1]");
+  }
+}
+
+TEST(SdpaReject, Dropout) {
+  {
+    Fwd f;
+    f.attrs.set("dropout_probability", 1.0)
+        .input("seed", f.g.tensor(Scalar::of_int64(1)))
+        .input("offset", f.g.tensor(Scalar::of_int64(2)));
+    f.build();
+    expect_fail(f.g, ErrorCode::INVALID_VALUE, kNode, "dropout_probability 1.000000 is outside [0, 1)");
+  }
+  {
+    Fwd f;
+    f.attrs.set("dropout_probability", -0.5);
+    f.build();
+    expect_fail(f.g, ErrorCode::INVALID_VALUE, kNode, "is outside [0, 1)");
+  }
+  {
+    Fwd f;
+    f.attrs.set("dropout_probability", 0.1);
+    f.build();
+    expect_fail(f.g, ErrorCode::ATTRIBUTE_NOT_SET, kNode, "needs seed and offset");
+  }
+  {
+    Fwd f;
+    f.attrs.set("dropout_probability", 0.1).input("seed", f.g.tensor(Scalar::of_int64(1)));
+    f.build();
+    expect_fail(f.g, ErrorCode::ATTRIBUTE_NOT_SET, kNode, "offset is not set");
+  }
+  {
+    Fwd f;
+    f.attrs.input("dropout_mask", T(f.g, "m", {2, 8, 128, 256}, DataType::HALF));
+    f.build();
+    expect_fail(f.g, ErrorCode::ATTRIBUTE_NOT_SET, kNode, "dropout_scale is not set");
+  }
+  {
+    Fwd f;
+    f.attrs.set("dropout_probability", 0.1)
+        .input("seed", f.g.tensor(Scalar::of_int64(1)))
+        .input("offset", f.g.tensor(Scalar::of_int64(2)))
+        .input("dropout_mask", T(f.g, "m", {2, 8, 128, 256}, DataType::HALF))
+        .input("dropout_scale", f.g.tensor(Scalar::of_float(1.1f)));
+    f.build();
+    expect_fail(f.g, ErrorCode::INVALID_VALUE, kNode, "not both");
+  }
+  {
+    Fwd f;
+    f.attrs.input("dropout_mask", T(f.g, "m", {2, 8, 128, 255}, DataType::HALF))
+        .input("dropout_scale", f.g.tensor(Scalar::of_float(1.1f)));
+    f.build();
+    expect_fail(f.g, ErrorCode::SHAPE_DEDUCTION_FAILED, kNode, "dropout_mask [2,8,128,255] does not broadcast");
+  }
+  {
+    Fwd f;
+    f.attrs.set("dropout_probability", 0.1)
+        .input("seed", f.g.tensor(Scalar::of_float(1.0f)))
+        .input("offset", f.g.tensor(Scalar::of_int64(2)));
+    f.build();
+    expect_fail(f.g, ErrorCode::GRAPH_NOT_SUPPORTED, kNode, "input seed has data type FLOAT");
+  }
+  {
+    Fwd f;  // mask dropout validates; RNG_dump is absent and cannot be an output
+    f.attrs.input("dropout_mask", T(f.g, "m", {1, 1, 128, 256}, DataType::HALF))
+        .input("dropout_scale", f.g.tensor(Scalar::of_float(1.1f)));
+    f.build();
+    ASSERT_TRUE(f.validate().is_good()) << f.validate().to_string();
+    f.out[4]->set_output(true);
+    expect_fail(f.g, ErrorCode::ATTRIBUTE_NOT_SET, kNode, "output RNG_dump is marked as a graph output");
+  }
+}
+
+TEST(SdpaReject, BoundsAndAlibi) {
+  auto run = [](auto set, ErrorCode code, const std::string& what, int64_t sq = 128) {
+    Fwd f;
+    f.sq = sq;
+    set(f.attrs);
+    f.build();
+    expect_fail(f.g, code, kNode, what);
+  };
+  run([](NodeAttrs& a) { a.set("left_bound", 0); }, ErrorCode::INVALID_VALUE, "left_bound 0 must be >= 1");
+  run([](NodeAttrs& a) { a.set("right_bound", -1); }, ErrorCode::INVALID_VALUE, "right_bound -1 must be >= 0");
+  run([](NodeAttrs& a) { a.set("use_alibi_mask", true); }, ErrorCode::ATTRIBUTE_NOT_SET, "use_alibi_mask requires right_bound = 0");
+  run([](NodeAttrs& a) { a.set("use_alibi_mask", true).set("right_bound", 4); }, ErrorCode::INVALID_VALUE,
+      "use_alibi_mask requires right_bound = 0 (causal), not 4");
+  run([](NodeAttrs& a) { a.set("left_bound", 16).set("right_bound", 0); }, ErrorCode::GRAPH_NOT_SUPPORTED,
+      "left_bound without a padding mask requires s_q (512) <= s_kv (256)", 512);
+  run([](NodeAttrs& a) { a.set("diagonal_alignment", "MIDDLE"); }, ErrorCode::INVALID_VALUE, "diagonal_alignment");
+  // Alibi with a causal mask validates.
+  Fwd ok;
+  ok.attrs.set("use_alibi_mask", true).set("right_bound", 0).set("diagonal_alignment", "BOTTOM_RIGHT");
+  ok.build();
+  EXPECT_TRUE(ok.validate().is_good()) << ok.validate().to_string();
+}
+
+TEST(SdpaReject, BiasSinkBlockMask) {
+  {
+    Fwd f;
+    f.attrs.input("bias", T(f.g, "bias", {2, 4, 128, 256}, DataType::HALF));
+    f.build();
+    expect_fail(f.g, ErrorCode::SHAPE_DEDUCTION_FAILED, kNode, "input bias [2,4,128,256] does not broadcast");
+  }
+  {
+    Fwd f;
+    f.attrs.input("bias", T(f.g, "bias", {1, 1, 128, 256}, DataType::BOOLEAN));
+    f.build();
+    expect_fail(f.g, ErrorCode::GRAPH_NOT_SUPPORTED, kNode, "input bias is BOOLEAN");
+  }
+  {
+    Fwd f;
+    f.attrs.input("sink_token", T(f.g, "sink", {1, 2, 1, 1}, DataType::FLOAT));
+    f.build();
+    expect_fail(f.g, ErrorCode::SHAPE_DEDUCTION_FAILED, kNode, "input sink_token has dims [1,2,1,1]");
+  }
+  {
+    Fwd f;
+    f.attrs.input("sink_token", T(f.g, "sink", {1, 8, 1, 1}, DataType::HALF));
+    f.build();
+    expect_fail(f.g, ErrorCode::GRAPH_NOT_SUPPORTED, kNode, "input sink_token has data type HALF");
+  }
+  {
+    Fwd f;
+    f.sq = 1;
+    f.attrs.input("sink_token", T(f.g, "sink", {1, 8, 1, 1}, DataType::FLOAT));
+    f.build();
+    expect_fail(f.g, ErrorCode::GRAPH_NOT_SUPPORTED, kNode, "sink_token is not supported in decode mode (s_q == 1)");
+  }
+  {
+    Fwd f;
+    f.attrs.set("implementation", "COMPOSITE").input("block_mask", T(f.g, "bm", {2, 8, 1, 2}, DataType::UINT8));
+    f.build();
+    expect_fail(f.g, ErrorCode::GRAPH_NOT_SUPPORTED, kNode, "block_mask needs implementation UNIFIED");
+  }
+  {
+    Fwd f;
+    f.attrs.input("block_mask", T(f.g, "bm", {2, 8, 1, 3}, DataType::UINT8));
+    f.build();
+    expect_fail(f.g, ErrorCode::SHAPE_DEDUCTION_FAILED, kNode, "block_mask [2,8,1,3] does not broadcast");
+  }
+}
+
+TEST(SdpaReject, StatsNeedsGenerateStats) {
+  Fwd f;
+  f.build();
+  f.out[1]->set_output(true);
+  expect_fail(f.g, ErrorCode::ATTRIBUTE_NOT_SET, kNode, "output Stats is marked as a graph output but generate_stats is false");
+}
+
+TEST(SdpaReject, Paged) {
+  auto make = [](Fwd& f) {
+    f.q = T(f.g, "q", {2, 8, 1, 128}, DataType::HALF);
+    f.k = T(f.g, "kc", {40, 2, 64, 128}, DataType::HALF);
+    f.v = T(f.g, "vc", {40, 2, 64, 128}, DataType::HALF);
+    f.attrs.input("seq_len_q", T(f.g, "slq", {2, 1, 1, 1}, DataType::INT32));
+    f.attrs.input("seq_len_kv", T(f.g, "slkv", {2, 1, 1, 1}, DataType::INT32));
+    f.attrs.input("page_table_k", T(f.g, "ptk", {2, 1, 5, 1}, DataType::INT32));
+  };
+  {
+    Fwd f;
+    make(f);
+    f.attrs.set("use_padding_mask", true).set("max_seq_len_kv", 300);
+    f.build();
+    expect_fail(f.g, ErrorCode::ATTRIBUTE_NOT_SET, kNode, "page_table_v is not set");
+  }
+  {
+    Fwd f;
+    make(f);
+    f.attrs.set("max_seq_len_kv", 300).input("page_table_v", T(f.g, "ptv", {2, 1, 5, 1}, DataType::INT32));
+    f.build();
+    expect_fail(f.g, ErrorCode::ATTRIBUTE_NOT_SET, kNode, "requires use_padding_mask");
+  }
+  {
+    Fwd f;
+    make(f);
+    f.attrs.set("use_padding_mask", true).input("page_table_v", T(f.g, "ptv", {2, 1, 5, 1}, DataType::INT32));
+    f.build();
+    expect_fail(f.g, ErrorCode::ATTRIBUTE_NOT_SET, kNode, "requires attribute max_seq_len_kv");
+  }
+  {
+    Fwd f;
+    make(f);
+    f.attrs.set("use_padding_mask", true).set("max_seq_len_kv", 300);
+    f.attrs.input("page_table_v", T(f.g, "ptv", {2, 1, 4, 1}, DataType::INT32));
+    f.build();
+    expect_fail(f.g, ErrorCode::SHAPE_DEDUCTION_FAILED, kNode, "input page_table_v has dims [2,1,4,1] but must be [2,1,5,1]");
+  }
+  {
+    Fwd f;
+    make(f);
+    f.attrs.set("use_padding_mask", true).set("max_seq_len_kv", 300);
+    f.attrs.input("page_table_v", T(f.g, "ptv", {2, 1, 5, 1}, DataType::INT64));
+    f.build();
+    expect_fail(f.g, ErrorCode::GRAPH_NOT_SUPPORTED, kNode, "input page_table_v has data type INT64");
+  }
+  {
+    Fwd f;
+    f.attrs.set("max_seq_len_kv", 256);
+    f.build();
+    expect_fail(f.g, ErrorCode::INVALID_VALUE, kNode, "max_seq_len_kv is only used with paged K/V");
+  }
+}
+
+// ---- backward
+
+struct Bwd {
+  Graph g;
+  TensorPtr q, k, v, o, dO, stats;
+  std::array<TensorPtr, 5> out;
+  NodeAttrs attrs;
+  DataType dt = DataType::BFLOAT16;
+  Bwd() {
+    g.set_io_data_type(dt).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+    attrs.set_name("attn_bwd");
+    q = T(g, "q", {2, 8, 128, 64}, dt);
+    k = T(g, "k", {2, 4, 256, 64}, dt, {256 * 4 * 64, 64, 4 * 64, 1});  // BSHD
+    v = T(g, "v", {2, 4, 256, 64}, dt);
+    o = T(g, "o", {2, 8, 128, 64}, dt);
+    dO = T(g, "dO", {2, 8, 128, 64}, dt);
+    stats = T(g, "stats", {2, 8, 128, 1}, DataType::FLOAT);
+  }
+  void build() { out = g.sdpa_backward(q, k, v, o, dO, stats, attrs); }
+};
+
+TEST(SdpaBwdInfer, GradientsFollowInputs) {
+  Bwd b;
+  b.attrs.input("bias", T(b.g, "bias", {1, 8, 128, 256}, DataType::BFLOAT16));
+  b.attrs.input("sink_token", T(b.g, "sink", {1, 8, 1, 1}, DataType::FLOAT));
+  b.build();
+  for (auto& t : b.out) t->set_output(true);
+  ASSERT_TRUE(b.g.validate().is_good()) << b.g.validate().to_string();
+  EXPECT_EQ(b.out[0]->get_dim(), (Dims{2, 8, 128, 64}));
+  EXPECT_EQ(b.out[1]->get_dim(), (Dims{2, 4, 256, 64}));
+  EXPECT_EQ(b.out[1]->get_stride(), (Dims{256 * 4 * 64, 64, 4 * 64, 1}));
+  EXPECT_EQ(b.out[2]->get_dim(), (Dims{2, 4, 256, 64}));
+  for (int i : {0, 1, 2}) EXPECT_EQ(b.out[size_t(i)]->get_data_type(), DataType::BFLOAT16);
+  EXPECT_EQ(b.out[3]->get_dim(), (Dims{1, 8, 128, 256}));
+  EXPECT_EQ(b.out[3]->get_data_type(), DataType::BFLOAT16);
+  EXPECT_EQ(b.out[4]->get_dim(), (Dims{1, 8, 1, 1}));
+  EXPECT_EQ(b.out[4]->get_data_type(), DataType::FLOAT);
+}
+
+TEST(SdpaBwdInfer, AbsentGradientsAreZeroSize) {
+  Bwd b;
+  b.build();
+  ASSERT_TRUE(b.g.validate().is_good()) << b.g.validate().to_string();
+  EXPECT_EQ(b.out[3]->get_dim(), (Dims{0, 0, 0, 0}));
+  EXPECT_EQ(b.out[4]->get_dim(), (Dims{0, 0, 0, 0}));
+}
+
+TEST(SdpaBwdReject, Rules) {
+  {
+    Bwd b;
+    b.stats->set_dim({2, 8, 128});
+    b.build();
+    expect_fail(b.g, ErrorCode::SHAPE_DEDUCTION_FAILED, kBwdNode, "input Stats must have 4 dims");
+  }
+  {
+    Bwd b;
+    b.stats->set_dim({2, 8, 64, 1});
+    b.build();
+    expect_fail(b.g, ErrorCode::SHAPE_DEDUCTION_FAILED, kBwdNode, "input Stats has dims [2,8,64,1] but must be [2,8,128,1]");
+  }
+  {
+    Bwd b;
+    b.stats->set_data_type(DataType::HALF);
+    b.build();
+    expect_fail(b.g, ErrorCode::GRAPH_NOT_SUPPORTED, kBwdNode, "input Stats has data type HALF");
+  }
+  {
+    Bwd b;
+    b.dO->set_dim({2, 8, 128, 32});
+    b.build();
+    expect_fail(b.g, ErrorCode::SHAPE_DEDUCTION_FAILED, kBwdNode, "input dO has dims");
+  }
+  {
+    Bwd b;
+    b.o->set_data_type(DataType::FLOAT);
+    b.build();
+    expect_fail(b.g, ErrorCode::GRAPH_NOT_SUPPORTED, kBwdNode, "FLOAT I/O is not supported: input O");
+  }
+  {
+    Bwd b;
+    b.build();
+    b.out[3]->set_output(true);
+    expect_fail(b.g, ErrorCode::ATTRIBUTE_NOT_SET, kBwdNode, "output dBias is marked as a graph output but input bias is not set");
+  }
+  {
+    Bwd b;
+    b.build();
+    b.out[4]->set_output(true);
+    expect_fail(b.g, ErrorCode::ATTRIBUTE_NOT_SET, kBwdNode, "output dSink_token");
+  }
+  {
+    Bwd b;
+    b.attrs.input("dropout_mask", T(b.g, "m", {2, 8, 128, 256}, DataType::BFLOAT16))
+        .input("dropout_scale", b.g.tensor(Scalar::of_float(1.1f)));
+    b.build();
+    expect_fail(b.g, ErrorCode::ATTRIBUTE_NOT_SET, kBwdNode, "needs dropout_scale_inv");
+  }
+  {
+    Bwd b;
+    b.attrs.set("max_total_seq_len_q", 0);
+    b.build();
+    expect_fail(b.g, ErrorCode::INVALID_VALUE, kBwdNode, "max_total_seq_len_q 0 must be >= 1");
+  }
+  {
+    Bwd b;
+    b.dO->set_ragged_offset(T(b.g, "ro", {3, 1, 1, 1}, DataType::INT32));
+    b.build();
+    expect_fail(b.g, ErrorCode::ATTRIBUTE_NOT_SET, kBwdNode, "dO has a ragged offset");
+  }
+  {
+    Bwd b;
+    b.attrs.set("use_padding_mask", true)
+        .input("seq_len_q", T(b.g, "slq", {2, 1, 1, 1}, DataType::INT32))
+        .input("seq_len_kv", T(b.g, "slkv", {2, 1, 1, 1}, DataType::INT32))
+        .set("use_deterministic_algorithm", true)
+        .set("dropout_probability", 0.2)
+        .input("seed", b.g.tensor(Scalar::of_int32(3)))
+        .input("offset", b.g.tensor(Scalar::of_int32(4)));
+    b.build();
+    EXPECT_TRUE(b.g.validate().is_good()) << b.g.validate().to_string();
+  }
+}
+
+// ---- fp8
+
+struct Fp8Scales {
+  std::vector<TensorPtr> t;
+  Fp8Scales(Graph& g, int n) {
+    for (int i = 0; i < n; ++i) t.push_back(T(g, "s" + std::to_string(i), {1, 1, 1, 1}, DataType::FLOAT));
+  }
+};
+
+TEST(SdpaFp8Infer, ForwardAndBackward) {
+  Graph g;
+  g.set_io_data_type(DataType::FP8_E4M3).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+  auto q = T(g, "q", {1, 4, 64, 128}, DataType::FP8_E4M3);
+  auto k = T(g, "k", {1, 4, 64, 128}, DataType::FP8_E4M3);
+  auto v = T(g, "v", {1, 4, 64, 128}, DataType::FP8_E4M3);
+  Fp8Scales s(g, 6);
+  auto fo = g.sdpa_fp8(q, k, v, s.t[0], s.t[1], s.t[2], s.t[3], s.t[4], s.t[5],
+                       NodeAttrs().set_name("f8").set("generate_stats", true).set("right_bound", 0));
+  for (auto& t : fo) t->set_output(true);
+  auto dO = T(g, "dO", {1, 4, 64, 128}, DataType::FP8_E5M2);
+  Fp8Scales s2(g, 12);
+  auto bo = g.sdpa_fp8_backward(q, k, v, fo[0], dO, fo[1], s2.t[0], s2.t[1], s2.t[2], s2.t[3], s2.t[4], s2.t[5],
+                                s2.t[6], s2.t[7], s2.t[8], s2.t[9], s2.t[10], s2.t[11], NodeAttrs().set_name("f8b"));
+  for (auto& t : bo) t->set_output(true);
+  ASSERT_TRUE(g.validate().is_good()) << g.validate().to_string();
+  EXPECT_EQ(fo[0]->get_dim(), (Dims{1, 4, 64, 128}));
+  EXPECT_EQ(fo[0]->get_data_type(), DataType::FP8_E4M3);
+  EXPECT_EQ(fo[1]->get_data_type(), DataType::FLOAT);
+  for (int i : {2, 3}) {
+    EXPECT_EQ(fo[size_t(i)]->get_dim(), (Dims{1, 1, 1, 1}));
+    EXPECT_EQ(fo[size_t(i)]->get_data_type(), DataType::FLOAT);
+  }
+  for (int i : {0, 1, 2}) {
+    EXPECT_EQ(bo[size_t(i)]->get_dim(), (Dims{1, 4, 64, 128}));
+    EXPECT_EQ(bo[size_t(i)]->get_data_type(), DataType::FP8_E4M3);
+  }
+  for (int i : {3, 4, 5, 6}) EXPECT_EQ(bo[size_t(i)]->get_dim(), (Dims{1, 1, 1, 1}));
+}
+
+TEST(SdpaFp8Reject, TypesHeadDimsScales) {
+  auto run = [](DataType dt, int64_t d, Dims scale_dims, DataType scale_t, ErrorCode code, const std::string& what) {
+    Graph g;
+    auto q = T(g, "q", {1, 4, 64, d}, dt);
+    auto k = T(g, "k", {1, 4, 64, d}, dt);
+    auto v = T(g, "v", {1, 4, 64, d}, dt);
+    Fp8Scales s(g, 6);
+    s.t[0]->set_dim(scale_dims).set_data_type(scale_t);
+    g.sdpa_fp8(q, k, v, s.t[0], s.t[1], s.t[2], s.t[3], s.t[4], s.t[5], NodeAttrs().set_name("f8"));
+    expect_fail(g, code, "sdpa_fp8 \"f8\"", what);
+  };
+  run(DataType::HALF, 128, {1, 1, 1, 1}, DataType::FLOAT, ErrorCode::GRAPH_NOT_SUPPORTED, "input Q has data type HALF");
+  run(DataType::FP8_E4M3, 72, {1, 1, 1, 1}, DataType::FLOAT, ErrorCode::GRAPH_NOT_SUPPORTED,
+      "head dim 72 of Q is not a multiple of 16");
+  run(DataType::FP8_E4M3, 320, {1, 1, 1, 1}, DataType::FLOAT, ErrorCode::GRAPH_NOT_SUPPORTED, "head dim 320 of Q exceeds 256");
+  run(DataType::FP8_E4M3, 128, {2, 1, 1, 1}, DataType::FLOAT, ErrorCode::SHAPE_DEDUCTION_FAILED,
+      "input descale_q must hold one value");
+  run(DataType::FP8_E4M3, 128, {1, 1, 1, 1}, DataType::HALF, ErrorCode::GRAPH_NOT_SUPPORTED,
+      "input descale_q has data type HALF");
+}
+
+}  // namespace
