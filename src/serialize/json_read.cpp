@@ -151,6 +151,20 @@ const Json* field(const Json& obj, const char* name) {
   return it == obj.end() ? nullptr : &*it;
 }
 
+// "A|B|C|" -> "A, B, C".
+std::string choices_text(const char* choices) {
+  std::string out;
+  std::string_view c = choices ? choices : "";
+  size_t pos = 0;
+  while (pos < c.size()) {
+    size_t bar = c.find('|', pos);
+    if (bar == std::string_view::npos) bar = c.size();
+    if (bar > pos) out += (out.empty() ? "" : ", ") + std::string(c.substr(pos, bar - pos));
+    pos = bar + 1;
+  }
+  return out;
+}
+
 std::string port_list(std::span<const PortSpec> ports) {
   std::string s;
   for (const auto& p : ports) s += (s.empty() ? "" : ", ") + std::string(p.name);
@@ -237,7 +251,7 @@ Status read_attr(const Json& j, const std::string& path, const AttrSpec& spec, A
       std::string s;
       OPENDNN_RETURN_IF_ERROR(read_string(j, path, s));
       if (spec.type == AttrType::ENUM && !enum_member(spec.choices, s))
-        return fail(kValue, path, "\"" + key_text(s) + "\" is not one of " + std::string(spec.choices ? spec.choices : ""));
+        return fail(kValue, path, "\"" + key_text(s) + "\" is not one of " + choices_text(spec.choices));
       out = std::move(s);
       return {};
     }
