@@ -1,0 +1,500 @@
+// SPDX-License-Identifier: Apache-2.0
+// Reference kernels for scaled dot-product attention (SDPA, SDPA_BACKWARD, SDPA_FP8,
+// SDPA_FP8_BACKWARD), computed in double, one (batch, query head) per OpenMP task.
+//
+// Semantics (the numeric oracle for every other engine):
+//   Shapes: Q [B,Hq,Sq,D], K [B,Hk,Skv,D], V [B,Hv,Skv,Dv], O [B,Hq,Sq,Dv], Stats/Max/Sum_exp
+//     [B,Hq,Sq,1]. Query head h reads K head h/(Hq/Hk) and V head h/(Hq/Hv) (GQA/MQA).
+//   Lengths: sq_b = seq_len_q[b] (or cu_seq_len_q[b+1]-cu_seq_len_q[b]), else Sq; same for kv.
+//   Addressing: element (b,h,s,d) of a tensor lives at base_b + h*st1 + s*st2 + d*st3 where base_b is
+//     ragged_offset[b] if the tensor has a ragged offset (elements), else cu_seq_len[b]*st2 when the
+//     cumulative lengths of its side are given (token-packed), else b*st0. Paged K/V: element
+//     (b,h,s,d) is container[page_table[b,0,s/bs,0], h, s%bs, d] with bs the container's dim 2, and
+//     Skv = max_seq_len_kv (else table columns * bs).
+//   Logits: s_ij = scale * q_i.k_j + bias[b,h,i,j] (broadcast) + alibi; scale = attn_scale tensor,
+//     else attn_scale_value, else 1. Alibi adds slope_h*(j - i_a) with slope_h = 2^(-8(h+1)/H) for
+//     power-of-two H = Hq (otherwise the ALiBi paper's interleave: the first n = 2^floor(log2 H)
+//     slopes of n, then 2^(-4(2k+1)/n) for k = 0..H-n-1).
+//   Visibility: key j is visible from query i iff i < sq_b, j < skv_b, and with i_a = i (TOP_LEFT)
+//     or i + skv_b - sq_b (BOTTOM_RIGHT): j <= i_a + right_bound (if set; 0 = causal) and
+//     j > i_a - left_bound (if set: keys at distance i_a - j >= left_bound are excluded).
+//   Softmax: m_i = max over visible s_ij and the sink logit of head h (if sink_token is given);
+//     Sum_exp_i = sum_visible exp(s_ij - m_i) + exp(sink_h - m_i); P_ij = exp(s_ij - m_i)/Sum_exp_i;
+//     Stats_i = m_i + ln(Sum_exp_i); Max_i = m_i. The sink only joins the denominator.
+//   Dropout: O_i = sum_j P_ij * Z_ij * V_j where Z_ij = keep_ij/(1-p) (Philox) or
+//     dropout_mask[b,h,i,j] * dropout_scale (user mask, broadcast). Stats are of the undropped P.
+//     Philox mapping (src/common/philox.h, stream (seed, subsequence 0)): element (b,h,i,j) draws word
+//     offset + ((b*Hq + h)*Sq + i)*Skv + j; it is kept iff philox_uniform(word) >= p. RNG_dump
+//     receives keep (1 or 0) for every element of its shape.
+//   Rows with no visible key and no sink: O = 0, Stats = Max = -inf (ln of an empty sum), Sum_exp = 0.
+//     With a sink and no visible key: O = 0, Stats = sink. Padded query rows (i >= sq_b): O = 0 and
+//     Stats = Max = Sum_exp = 0 in padded (BHSD) layouts; in packed layouts (ragged offsets or cu
+//     lengths) rows beyond the sequence belong to the next one and are not written.
+//   Backward (from Stats, never from O): P_ij = exp(s_ij - Stats_i) on visible keys; dP~ = dO_i.V_j,
+//     dP_ij = dP~_ij * Z_ij, D_i = sum_j P_ij dP_ij, dS_ij = P_ij (dP_ij - D_i); dQ_i = scale sum_j dS_ij K_j;
+//     dK_j = scale sum_i dS_ij Q_i; dV_j = sum_i P_ij Z_ij dO_i; dBias = sum of dS over broadcast dims;
+//     dSink_h = -sum_{b,i} exp(sink_h - Stats_i) D_i. Per-query-head dK/dV contributions go to scratch
+//     and are summed over the GQA group in a fixed order: deterministic and thread-count independent.
+//     Padded K/V rows of dK/dV (j >= skv_b, padded layouts) are written 0; dropout_scale_inv is unused.
+//   FP8: inputs are dequantised (Q*descale_q, ...), everything runs in double, outputs are quantised by
+//     their scales (O*scale_o, dQ*scale_dQ, ...). Amax_O/Amax_dQ/dK/dV are max |value| before scaling;
+//     Amax_S = max of P*Z; Amax_dP = max |dP| (after the dropout mask). P is not quantised (descale_s,
+//     scale_s, descale_dP, scale_dP do not change the results).
+//   Not supported (check() declines): block_mask.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "common/philox.h"
+#include "engines/reference/family_util.h"
+#include "engines/reference/ref_kernel.h"
+
+namespace opendnn::ref {
+
+namespace {
+
+using fam::in_view;
+using fam::out_view;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// A [B,H,S,D] tensor as the kernels address it.
+struct T4 {
+  const View* v = nullptr;
+  double mul = 1.0;                // dequantisation (inputs) or quantisation (outputs) factor
+  const View* ragged = nullptr;    // element offsets per batch
+  const View* cu = nullptr;        // cumulative token counts (token-packed) when no ragged offset
+  const View* table = nullptr;     // page table (paged K/V)
+  int64_t block = 1;
+
+  bool packed() const { return ragged || cu; }
+  int64_t off(int64_t b, int64_t h, int64_t s, int64_t d) const {
+    const auto& st = v->strides;
+    if (table) {
+      int64_t page = int64_t(table->get(table->offset_of(std::array<int64_t, 4>{b, 0, s / block, 0}.data())));
+      return page * st[0] + h * st[1] + (s % block) * st[2] + d * st[3];
+    }
+    int64_t base = ragged ? int64_t(ragged->get(b)) : cu ? int64_t(cu->get(b)) * st[2] : b * st[0];
+    return base + h * st[1] + s * st[2] + d * st[3];
+  }
+  double get(int64_t b, int64_t h, int64_t s, int64_t d) const { return v->get(off(b, h, s, d)) * mul; }
+  void set(int64_t b, int64_t h, int64_t s, int64_t d, double x) const { v->set(off(b, h, s, d), x * mul); }
+};
+
+struct Cfg {
+  int64_t B = 0, Hq = 0, Hk = 0, Hv = 0, Sq = 0, Skv = 0, D = 0, Dv = 0;
+  T4 q, k, v;
+  double scale = 1.0;
+  bool has_left = false, has_right = false, bottom_right = false, alibi = false;
+  int64_t left = 0, right = 0;
+  const View* bias = nullptr;
+  const View* seq_q = nullptr;
+  const View* seq_kv = nullptr;
+  const View* cu_q = nullptr;
+  const View* cu_kv = nullptr;
+  const View* sink = nullptr;
+  // Dropout.
+  double p = 0.0;
+  bool philox = false;
+  uint64_t seed = 0, rng_offset = 0;
+  const View* dmask = nullptr;
+  double dscale = 1.0;
+  std::vector<double> slopes;
+
+  int64_t len_q(int64_t b) const {
+    if (seq_q) return std::min<int64_t>(int64_t(seq_q->get(seq_q->offset_of(std::array<int64_t, 4>{b, 0, 0, 0}.data()))), Sq);
+    if (cu_q) return std::min<int64_t>(int64_t(cu_q->get(b + 1) - cu_q->get(b)), Sq);
+    return Sq;
+  }
+  int64_t len_kv(int64_t b) const {
+    if (seq_kv) return std::min<int64_t>(int64_t(seq_kv->get(seq_kv->offset_of(std::array<int64_t, 4>{b, 0, 0, 0}.data()))), Skv);
+    if (cu_kv) return std::min<int64_t>(int64_t(cu_kv->get(b + 1) - cu_kv->get(b)), Skv);
+    return Skv;
+  }
+  bool visible(int64_t i, int64_t j, int64_t sq, int64_t skv) const {
+    if (i >= sq || j >= skv) return false;
+    const int64_t ia = bottom_right ? i + skv - sq : i;
+    if (has_right && j > ia + right) return false;
+    if (has_left && j <= ia - left) return false;
+    return true;
+  }
+  // Logit of (b,h,i,j) (visibility not checked).
+  double logit(int64_t b, int64_t h, int64_t i, int64_t j, int64_t sq, int64_t skv) const {
+    const int64_t hk = h / (Hq / Hk);
+    double acc = 0;
+    for (int64_t d = 0; d < D; ++d) acc += q.get(b, h, i, d) * k.get(b, hk, j, d);
+    double s = scale * acc;
+    if (bias) s += bias->get(bias->broadcast_offset_of(std::array<int64_t, 4>{b, h, i, j}.data()));
+    if (alibi) {
+      const int64_t ia = bottom_right ? i + skv - sq : i;
+      s += slopes[size_t(h)] * double(j - ia);
+    }
+    return s;
+  }
+  bool keep(int64_t b, int64_t h, int64_t i, int64_t j) const {
+    uint64_t lin = uint64_t(((b * Hq + h) * Sq + i) * Skv + j);
+    return philox_uniform(philox_word(seed, 0, rng_offset + lin)) >= p;
+  }
+  // The dropout multiplier Z_ij.
+  double z(int64_t b, int64_t h, int64_t i, int64_t j) const {
+    if (dmask) return dmask->get(dmask->broadcast_offset_of(std::array<int64_t, 4>{b, h, i, j}.data())) * dscale;
+    if (philox && p > 0) return keep(b, h, i, j) ? 1.0 / (1.0 - p) : 0.0;
+    return 1.0;
+  }
+  double sink_logit(int64_t h) const { return sink->get(sink->broadcast_offset_of(std::array<int64_t, 4>{0, h, 0, 0}.data())); }
+};
+
+std::vector<double> alibi_slopes(int64_t H) {
+  std::vector<double> s(static_cast<size_t>(H));
+  int64_t n = 1;
+  while (n * 2 <= H) n *= 2;
+  for (int64_t h = 0; h < n && h < H; ++h) s[size_t(h)] = std::pow(2.0, -8.0 * double(h + 1) / double(n));
+  for (int64_t k = 0; n + k < H; ++k) s[size_t(n + k)] = std::pow(2.0, -4.0 * double(2 * k + 1) / double(n));
+  return s;
+}
+
+// Builds the configuration common to all four ops. `fp8` adds descales on Q/K/V.
+Status make_cfg(const Node& n, const Args& a, Cfg& c, bool fp8, bool backward) {
+  const View* q = in_view(n, a, "Q");
+  const View* k = in_view(n, a, "K");
+  const View* v = in_view(n, a, "V");
+  if (!q || !k || !v) return n.fail(ErrorCode::INVALID_VARIANT_PACK, "reference: Q, K and V need data");
+  if (q->rank() != 4 || k->rank() != 4 || v->rank() != 4)
+    return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "reference: Q, K, V must be 4-D");
+  c.q.v = q, c.k.v = k, c.v.v = v;
+  c.B = q->dims[0], c.Hq = q->dims[1], c.Sq = q->dims[2], c.D = q->dims[3];
+  c.Hk = k->dims[1], c.Hv = v->dims[1], c.Dv = v->dims[3];
+  c.Skv = k->dims[2];
+  if (c.Hk <= 0 || c.Hv <= 0 || c.Hq % c.Hk || c.Hq % c.Hv)
+    return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "reference: Hq must be a multiple of Hk and Hv");
+  if (k->dims[3] != c.D) return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "reference: K head dim differs from Q's");
+  c.seq_q = in_view(n, a, "seq_len_q");
+  c.seq_kv = in_view(n, a, "seq_len_kv");
+  c.cu_q = in_view(n, a, "cu_seq_len_q");
+  c.cu_kv = in_view(n, a, "cu_seq_len_kv");
+  c.q.ragged = fam::ragged_view(n, a, false, "Q");
+  c.k.ragged = fam::ragged_view(n, a, false, "K");
+  c.v.ragged = fam::ragged_view(n, a, false, "V");
+  c.q.cu = c.cu_q, c.k.cu = c.cu_kv, c.v.cu = c.cu_kv;
+  if (!backward && !fp8) {
+    const View* ptk = in_view(n, a, "page_table_k");
+    const View* ptv = in_view(n, a, "page_table_v");
+    if (ptk || ptv) {
+      if (!ptk || !ptv) return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "reference: paged KV needs both page tables");
+      c.k.table = ptk, c.v.table = ptv, c.k.block = k->dims[2], c.v.block = v->dims[2];
+      c.k.ragged = c.v.ragged = nullptr, c.k.cu = c.v.cu = nullptr;
+      c.Skv = n.has("max_seq_len_kv") ? n.attr_int("max_seq_len_kv") : ptk->dims[2] * k->dims[2];
+    }
+  }
+  if (!c.k.table && v->dims[2] != c.Skv) return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "reference: K and V sequence lengths differ");
+  if (fp8) {
+    c.q.mul = fam::scalar_in(n, a, "descale_q", 1.0);
+    c.k.mul = fam::scalar_in(n, a, "descale_k", 1.0);
+    c.v.mul = fam::scalar_in(n, a, "descale_v", 1.0);
+  }
+  if (fam::has_scalar(n, a, "attn_scale")) c.scale = fam::scalar_in(n, a, "attn_scale", 1.0);
+  else if (n.has("attn_scale_value")) c.scale = n.attr_float("attn_scale_value");
+  c.has_left = n.has("left_bound");
+  c.has_right = n.has("right_bound");
+  c.left = c.has_left ? n.attr_int("left_bound") : 0;
+  c.right = c.has_right ? n.attr_int("right_bound") : 0;
+  c.bottom_right = n.attr_str("diagonal_alignment") == "BOTTOM_RIGHT";
+  c.alibi = n.attr_bool("use_alibi_mask");
+  if (c.alibi) c.slopes = alibi_slopes(c.Hq);
+  if (n.spec().input_index("bias") >= 0) c.bias = in_view(n, a, "bias");
+  if (n.spec().input_index("sink_token") >= 0) c.sink = in_view(n, a, "sink_token");
+  if (c.bias && c.bias->rank() != 4) return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "reference: bias must be 4-D");
+  // Dropout.
+  if (n.spec().input_index("dropout_mask") >= 0) c.dmask = in_view(n, a, "dropout_mask");
+  if (c.dmask) {
+    c.dscale = fam::scalar_in(n, a, "dropout_scale", 1.0);
+  } else {
+    c.p = n.attr_float("dropout_probability");
+    if (c.p > 0) {
+      if (c.p >= 1.0) return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "reference: dropout probability must be < 1");
+      if (!fam::has_scalar(n, a, "seed")) return n.fail(ErrorCode::INVALID_VARIANT_PACK, "reference: dropout needs a seed");
+      c.philox = true;
+      c.seed = uint64_t(fam::int_scalar_in(n, a, "seed", 0));
+      c.rng_offset = uint64_t(fam::int_scalar_in(n, a, "offset", 0));
+    }
+  }
+  return {};
+}
+
+Status check_sdpa(const Node& n) {
+  if (n.spec().input_index("block_mask") >= 0 && n.in("block_mask"))
+    return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "reference: block_mask is not supported");
+  return {};
+}
+
+void stats_set(const View* s, const View* ragged, int64_t b, int64_t h, int64_t i, double x) {
+  if (!s) return;
+  int64_t base = ragged ? int64_t(ragged->get(b)) : b * s->strides[0];
+  s->set(base + h * s->strides[1] + i * s->strides[2], x);
+}
+double stats_get(const View* s, const View* ragged, int64_t b, int64_t h, int64_t i) {
+  int64_t base = ragged ? int64_t(ragged->get(b)) : b * s->strides[0];
+  return s->get(base + h * s->strides[1] + i * s->strides[2]);
+}
+
+// ---------------------------------------------------------------------------------------------
+Status sdpa_forward(const Node& n, const Args& a, bool fp8) {
+  Cfg c;
+  OPENDNN_RETURN_IF_ERROR(make_cfg(n, a, c, fp8, false));
+  T4 o;
+  o.v = out_view(n, a, "O");
+  o.ragged = fam::ragged_view(n, a, true, "O");
+  o.cu = c.cu_q;
+  if (fp8) o.mul = fam::scalar_in(n, a, "scale_o", 1.0);
+  const View* stats = out_view(n, a, "Stats");
+  const View* stats_rag = fam::ragged_view(n, a, true, "Stats");
+  const View* mx = fp8 ? nullptr : out_view(n, a, "Max");
+  const View* se = fp8 ? nullptr : out_view(n, a, "Sum_exp");
+  const View* dump = fp8 ? nullptr : out_view(n, a, "RNG_dump");
+  double amax_s = 0, amax_o = 0;
+
+#pragma omp parallel for collapse(2) schedule(static) reduction(max : amax_s, amax_o)
+  for (int64_t b = 0; b < c.B; ++b)
+    for (int64_t h = 0; h < c.Hq; ++h) {
+      const int64_t sq = c.len_q(b), skv = c.len_kv(b), hv = h / (c.Hq / c.Hv);
+      std::vector<double> s(size_t(c.Skv)), acc(size_t(c.Dv));
+      std::vector<char> vis(size_t(c.Skv));
+      for (int64_t i = 0; i < c.Sq; ++i) {
+        if (i >= sq) {
+          if (!o.packed() && o.v)
+            for (int64_t d = 0; d < c.Dv; ++d) o.set(b, h, i, d, 0.0);
+          if (!stats_rag) {
+            stats_set(stats, nullptr, b, h, i, 0.0);
+            stats_set(mx, nullptr, b, h, i, 0.0);
+            stats_set(se, nullptr, b, h, i, 0.0);
+          }
+          continue;
+        }
+        double m = c.sink ? c.sink_logit(h) : -kInf;
+        for (int64_t j = 0; j < c.Skv; ++j) {
+          vis[size_t(j)] = c.visible(i, j, sq, skv);
+          if (vis[size_t(j)]) {
+            s[size_t(j)] = c.logit(b, h, i, j, sq, skv);
+            m = std::max(m, s[size_t(j)]);
+          }
+        }
+        std::fill(acc.begin(), acc.end(), 0.0);
+        double sum = 0;
+        if (m > -kInf) {
+          sum = c.sink ? std::exp(c.sink_logit(h) - m) : 0.0;
+          for (int64_t j = 0; j < c.Skv; ++j)
+            if (vis[size_t(j)]) sum += std::exp(s[size_t(j)] - m);
+          for (int64_t j = 0; j < c.Skv; ++j) {
+            if (!vis[size_t(j)]) continue;
+            double pz = std::exp(s[size_t(j)] - m) / sum * c.z(b, h, i, j);
+            amax_s = std::max(amax_s, std::fabs(pz));
+            if (pz != 0)
+              for (int64_t d = 0; d < c.Dv; ++d) acc[size_t(d)] += pz * c.v.get(b, hv, j, d);
+          }
+        }
+        if (o.v)
+          for (int64_t d = 0; d < c.Dv; ++d) {
+            amax_o = std::max(amax_o, std::fabs(acc[size_t(d)]));
+            o.set(b, h, i, d, acc[size_t(d)]);
+          }
+        stats_set(stats, stats_rag, b, h, i, m > -kInf ? m + std::log(sum) : -kInf);
+        stats_set(mx, stats_rag, b, h, i, m);
+        stats_set(se, stats_rag, b, h, i, sum);
+      }
+      if (dump && c.philox) {
+        for (int64_t i = 0; i < dump->dims[2] && i < c.Sq; ++i)
+          for (int64_t j = 0; j < dump->dims[3] && j < c.Skv; ++j)
+            if (b < dump->dims[0] && h < dump->dims[1])
+              dump->set(dump->offset_of(std::array<int64_t, 4>{b, h, i, j}.data()), c.keep(b, h, i, j) ? 1.0 : 0.0);
+      }
+    }
+  if (fp8) {
+    if (const View* as = out_view(n, a, "Amax_S")) as->set(0, amax_s);
+    if (const View* ao = out_view(n, a, "Amax_O")) ao->set(0, amax_o);
+  }
+  return {};
+}
+
+Status run_sdpa(const Node& n, const Args& a) { return sdpa_forward(n, a, false); }
+Status run_sdpa_fp8(const Node& n, const Args& a) { return sdpa_forward(n, a, true); }
+
+// ---------------------------------------------------------------------------------------------
+struct BwdSizes {
+  int64_t B, Hq, Sq, Skv, D, Dv;
+  bool dbias;
+};
+BwdSizes bwd_sizes(const Node& n) {
+  BwdSizes s{0, 0, 0, 0, 0, 0, false};
+  const TensorPtr& q = n.in("Q");
+  const TensorPtr& k = n.in("K");
+  const TensorPtr& v = n.in("V");
+  if (!q || !k || !v || q->get_dim().size() != 4 || k->get_dim().size() != 4 || v->get_dim().size() != 4) return s;
+  s.B = q->get_dim()[0], s.Hq = q->get_dim()[1], s.Sq = q->get_dim()[2], s.D = q->get_dim()[3];
+  s.Skv = k->get_dim()[2], s.Dv = v->get_dim()[3];
+  int di = n.spec().output_index("dBias");
+  s.dbias = di >= 0 && n.outputs()[size_t(di)] != nullptr;
+  return s;
+}
+int64_t bwd_scratch_doubles(const BwdSizes& s) {
+  int64_t r = s.B * s.Hq * s.Skv * (s.D + s.Dv) + s.B * s.Hq;
+  if (s.dbias) r += s.B * s.Hq * s.Sq * s.Skv;
+  return r;
+}
+int64_t sdpa_bwd_scratch(const Node& n) { return bwd_scratch_doubles(bwd_sizes(n)) * int64_t(sizeof(double)); }
+
+Status sdpa_backward(const Node& n, const Args& a, bool fp8) {
+  Cfg c;
+  OPENDNN_RETURN_IF_ERROR(make_cfg(n, a, c, fp8, true));
+  T4 dO;
+  dO.v = in_view(n, a, "dO");
+  dO.ragged = fam::ragged_view(n, a, false, "dO");
+  dO.cu = c.cu_q;
+  if (fp8) dO.mul = fam::scalar_in(n, a, "descale_dO", 1.0);
+  const View* stats = in_view(n, a, "Stats");
+  const View* stats_rag = fam::ragged_view(n, a, false, "Stats");
+  if (!dO.v || !stats) return n.fail(ErrorCode::INVALID_VARIANT_PACK, "reference: dO and Stats need data");
+  T4 dq, dk, dv;
+  dq.v = out_view(n, a, "dQ"), dk.v = out_view(n, a, "dK"), dv.v = out_view(n, a, "dV");
+  dq.ragged = fam::ragged_view(n, a, true, "dQ");
+  dk.ragged = fam::ragged_view(n, a, true, "dK");
+  dv.ragged = fam::ragged_view(n, a, true, "dV");
+  dq.cu = c.cu_q, dk.cu = c.cu_kv, dv.cu = c.cu_kv;
+  if (fp8) {
+    dq.mul = fam::scalar_in(n, a, "scale_dQ", 1.0);
+    dk.mul = fam::scalar_in(n, a, "scale_dK", 1.0);
+    dv.mul = fam::scalar_in(n, a, "scale_dV", 1.0);
+  }
+  const View* dbias = fp8 ? nullptr : out_view(n, a, "dBias");
+  const View* dsink = fp8 ? nullptr : out_view(n, a, "dSink_token");
+  BwdSizes sz = bwd_sizes(n);
+  if (sz.B != c.B || sz.Skv != c.Skv || sz.Sq != c.Sq) return n.fail(ErrorCode::INVALID_VALUE, "reference: dims changed since plan build");
+  if (dbias && !sz.dbias) return n.fail(ErrorCode::INVALID_VALUE, "reference: dBias bound without a dBias tensor");
+  double* kc = reinterpret_cast<double*>(a.scratch);  // [B,Hq,Skv,D]
+  double* vc = kc + c.B * c.Hq * c.Skv * c.D;          // [B,Hq,Skv,Dv]
+  double* sinkc = vc + c.B * c.Hq * c.Skv * c.Dv;      // [B,Hq]
+  double* dsb = sinkc + c.B * c.Hq;                    // [B,Hq,Sq,Skv] when dBias is wanted
+  double amax_dp = 0, amax_dq = 0, amax_dk = 0, amax_dv = 0;
+
+#pragma omp parallel for collapse(2) schedule(static) reduction(max : amax_dp, amax_dq)
+  for (int64_t b = 0; b < c.B; ++b)
+    for (int64_t h = 0; h < c.Hq; ++h) {
+      const int64_t sq = c.len_q(b), skv = c.len_kv(b), hk = h / (c.Hq / c.Hk), hv = h / (c.Hq / c.Hv);
+      double* kch = kc + (b * c.Hq + h) * c.Skv * c.D;
+      double* vch = vc + (b * c.Hq + h) * c.Skv * c.Dv;
+      double* dsh = sz.dbias ? dsb + (b * c.Hq + h) * c.Sq * c.Skv : nullptr;
+      std::fill(kch, kch + c.Skv * c.D, 0.0);
+      std::fill(vch, vch + c.Skv * c.Dv, 0.0);
+      if (dsh) std::fill(dsh, dsh + c.Sq * c.Skv, 0.0);
+      double sink_acc = 0;
+      std::vector<double> P(size_t(c.Skv)), dP(size_t(c.Skv)), Z(size_t(c.Skv)), dqi(size_t(c.D));
+      std::vector<char> vis(size_t(c.Skv));
+      for (int64_t i = 0; i < c.Sq; ++i) {
+        if (i >= sq) {
+          if (dq.v && !dq.packed())
+            for (int64_t d = 0; d < c.D; ++d) dq.set(b, h, i, d, 0.0);
+          continue;
+        }
+        const double lse = stats_get(stats, stats_rag, b, h, i);
+        double Di = 0;
+        for (int64_t j = 0; j < c.Skv; ++j) {
+          vis[size_t(j)] = c.visible(i, j, sq, skv);
+          P[size_t(j)] = dP[size_t(j)] = 0;
+          if (!vis[size_t(j)]) continue;
+          P[size_t(j)] = std::exp(c.logit(b, h, i, j, sq, skv) - lse);
+          Z[size_t(j)] = c.z(b, h, i, j);
+          double t = 0;
+          for (int64_t d = 0; d < c.Dv; ++d) t += dO.get(b, h, i, d) * c.v.get(b, hv, j, d);
+          dP[size_t(j)] = t * Z[size_t(j)];
+          amax_dp = std::max(amax_dp, std::fabs(dP[size_t(j)]));
+          Di += P[size_t(j)] * dP[size_t(j)];
+        }
+        if (c.sink) sink_acc -= std::exp(c.sink_logit(h) - lse) * Di;
+        std::fill(dqi.begin(), dqi.end(), 0.0);
+        for (int64_t j = 0; j < c.Skv; ++j) {
+          if (!vis[size_t(j)]) continue;
+          const double ds = P[size_t(j)] * (dP[size_t(j)] - Di);
+          if (dsh) dsh[i * c.Skv + j] = ds;
+          for (int64_t d = 0; d < c.D; ++d) {
+            dqi[size_t(d)] += c.scale * ds * c.k.get(b, hk, j, d);
+            kch[j * c.D + d] += c.scale * ds * c.q.get(b, h, i, d);
+          }
+          const double pz = P[size_t(j)] * Z[size_t(j)];
+          if (pz != 0)
+            for (int64_t d = 0; d < c.Dv; ++d) vch[j * c.Dv + d] += pz * dO.get(b, h, i, d);
+        }
+        if (dq.v)
+          for (int64_t d = 0; d < c.D; ++d) {
+            amax_dq = std::max(amax_dq, std::fabs(dqi[size_t(d)]));
+            dq.set(b, h, i, d, dqi[size_t(d)]);
+          }
+      }
+      sinkc[b * c.Hq + h] = sink_acc;
+    }
+
+  // dK and dV: sum each KV head's group of query heads in ascending order.
+  for (int which = 0; which < 2; ++which) {
+    const T4& out = which == 0 ? dk : dv;
+    if (!out.v) continue;
+    const int64_t H = which == 0 ? c.Hk : c.Hv, W = which == 0 ? c.D : c.Dv, G = c.Hq / H;
+    const double* src = which == 0 ? kc : vc;
+    double amax = 0;
+#pragma omp parallel for collapse(2) schedule(static) reduction(max : amax)
+    for (int64_t b = 0; b < c.B; ++b)
+      for (int64_t hh = 0; hh < H; ++hh) {
+        const int64_t skv = c.len_kv(b);
+        for (int64_t j = 0; j < c.Skv; ++j) {
+          if (j >= skv && out.packed()) break;
+          for (int64_t d = 0; d < W; ++d) {
+            double s = 0;
+            for (int64_t g = 0; g < G; ++g) s += src[((b * c.Hq + hh * G + g) * c.Skv + j) * W + d];
+            amax = std::max(amax, std::fabs(s));
+            out.set(b, hh, j, d, s);
+          }
+        }
+      }
+    (which == 0 ? amax_dk : amax_dv) = amax;
+  }
+  if (dbias) {
+    std::vector<bool> outer(4);
+    for (size_t i = 0; i < 4; ++i) outer[i] = dbias->dims[i] != 1;
+    fam::AxisSplit sp({c.B, c.Hq, c.Sq, c.Skv}, outer);
+#pragma omp parallel for schedule(static)
+    for (int64_t o = 0; o < sp.n_outer; ++o) {
+      int64_t idx[4];
+      double s = 0;
+      for (int64_t in = 0; in < sp.n_inner; ++in) {
+        sp.index(o, in, idx);
+        s += dsb[((idx[0] * c.Hq + idx[1]) * c.Sq + idx[2]) * c.Skv + idx[3]];
+      }
+      sp.index(o, 0, idx);
+      dbias->set(dbias->broadcast_offset_of(idx), s);
+    }
+  }
+  if (dsink)
+    for (int64_t h = 0; h < c.Hq; ++h) {
+      double s = 0;
+      for (int64_t b = 0; b < c.B; ++b) s += sinkc[b * c.Hq + h];
+      dsink->set(dsink->broadcast_offset_of(std::array<int64_t, 4>{0, h, 0, 0}.data()), s);
+    }
+  if (fp8) {
+    if (const View* v = out_view(n, a, "Amax_dQ")) v->set(0, amax_dq);
+    if (const View* v = out_view(n, a, "Amax_dK")) v->set(0, amax_dk);
+    if (const View* v = out_view(n, a, "Amax_dV")) v->set(0, amax_dv);
+    if (const View* v = out_view(n, a, "Amax_dP")) v->set(0, amax_dp);
+  }
+  return {};
+}
+
+Status run_sdpa_bwd(const Node& n, const Args& a) { return sdpa_backward(n, a, false); }
+Status run_sdpa_fp8_bwd(const Node& n, const Args& a) { return sdpa_backward(n, a, true); }
+
+}  // namespace
+
+extern const Kernel kernel_SDPA, kernel_SDPA_BACKWARD, kernel_SDPA_FP8, kernel_SDPA_FP8_BACKWARD;
+const Kernel kernel_SDPA = {check_sdpa, nullptr, run_sdpa};
+const Kernel kernel_SDPA_BACKWARD = {nullptr, sdpa_bwd_scratch, run_sdpa_bwd};
+const Kernel kernel_SDPA_FP8 = {nullptr, nullptr, run_sdpa_fp8};
+const Kernel kernel_SDPA_FP8_BACKWARD = {nullptr, sdpa_bwd_scratch, run_sdpa_fp8_bwd};
+
+}  // namespace opendnn::ref
