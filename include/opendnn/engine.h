@@ -54,9 +54,27 @@ class Plan {
   virtual int64_t workspace_size() const = 0;
 };
 
+// Times plan executions for autotune(). The router's default measures host wall time with
+// std::chrono, which is right for CPU plans; an engine whose plans run asynchronously on a stream
+// (CUDA) supplies one that records events instead.
+class Timer {
+ public:
+  virtual ~Timer() = default;
+  virtual void start(void* stream) = 0;
+  // Microseconds since start(), once the work enqueued on `stream` has completed.
+  virtual double stop_us(void* stream) = 0;
+};
+
 class Engine {
  public:
   virtual ~Engine() = default;
+  // Whether this engine's plans always work for graphs it accepts (HeurMode::FALLBACK keeps only these).
+  virtual bool is_fallback() const { return false; }
+  // A device probe: an engine that sees a device fills `out` and returns true; default_target()
+  // asks every registered engine (in id order) and takes the first answer.
+  virtual bool probe_device(Target& out) const { (void)out; return false; }
+  // The timer autotune() uses for this engine's plans; null means the host std::chrono timer.
+  virtual std::unique_ptr<Timer> make_timer(const Target& target) const { (void)target; return nullptr; }
   virtual std::string_view name() const = 0;
   virtual int64_t engine_id() const = 0;
   // Whether this engine's plans can run on the target at all (pointer locations).

@@ -33,6 +33,20 @@ using BuilderOutput = std::conditional_t<N == 1, TensorPtr, std::array<TensorPtr
 
 class ExecState;  // plans and router state (src/plan)
 
+// One entry of the ranked plan list (Graph::get_plan_info_at_index).
+struct PlanInfo {
+  int64_t engine_id = -1;
+  int64_t local_index = -1;  // the plan's stable index within its engine
+  std::string engine;        // engine name
+  std::string plan;          // plan name within the engine
+  double estimated_us = 0.0;
+  double measured_us = -1.0;  // autotune's measurement, -1 if not timed
+  int64_t workspace_bytes = 0;
+  bool built = false;
+  bool deselected = false;
+  std::string build_error;  // why building failed, if it was tried and failed
+};
+
 class Graph {
  public:
   Graph();
@@ -127,6 +141,9 @@ class Graph {
   int64_t selected_plan() const;
   Status deselect_engines(const std::vector<std::string>& engine_names);
   Status deselect_workspace_greater_than(int64_t bytes);
+  Status get_plan_info_at_index(int64_t index, PlanInfo& info) const;
+  // The flat index of the plan (engine_id, local_index), or -1 if the list has none.
+  int64_t find_plan_index(int64_t engine_id, int64_t local_index) const;
 
   // The variant pack's slots: uids of the non-virtual tensors that need a pointer, ascending.
   const std::vector<int64_t>& variant_uids() const;

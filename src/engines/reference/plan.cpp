@@ -1,0 +1,186 @@
+// SPDX-License-Identifier: Apache-2.0
+// The reference plan: everything is resolved at build time; execute() patches View::data pointers
+// from the slot array, the workspace and the plan's constants, then runs each node's kernel.
+#include "engines/reference/plan.h"
+
+#include <algorithm>
+#include <cstring>
+#include <unordered_set>
+
+namespace opendnn::ref {
+
+namespace {
+
+constexpr int64_t kAlign = 64;
+int64_t align_up(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+std::unordered_set<const TensorAttr*> consumed_tensors(const Graph& g) {
+  std::unordered_set<const TensorAttr*> used;
+  for (const auto& n : g.nodes())
+    for (const auto& t : n->inputs())
+      if (t) used.insert(t.get());
+  return used;
+}
+
+bool is_constant(const TensorAttr& t) { return t.get_is_pass_by_value() && t.get_value().is_set(); }
+
+// Where a port's data comes from at execute time.
+struct Source {
+  enum Kind : uint8_t { NONE, SLOT, WORKSPACE, CONSTANT } kind = NONE;
+  int64_t index = 0;  // slot number, workspace byte offset, or constant number
+};
+
+struct Step {
+  const Node* node = nullptr;
+  const Kernel* kernel = nullptr;
+  Args args;
+  std::vector<Source> in;
+  std::vector<Source> out;
+  bool scratch = false;
+};
+
+class ReferencePlan final : public Plan {
+ public:
+  std::vector<Step> steps;
+  std::vector<std::array<uint64_t, 2>> constants;  // one 16-byte cell per pass-by-value constant
+  WorkspaceLayout layout;
+
+  int64_t workspace_size() const override { return layout.bytes; }
+
+  Status execute(void* const* slots, void* workspace, void*) override {
+    std::byte* base = nullptr;
+    if (workspace) {
+      auto p = reinterpret_cast<uintptr_t>(workspace);
+      base = reinterpret_cast<std::byte*>((p + uintptr_t(kAlign - 1)) & ~uintptr_t(kAlign - 1));
+    }
+    for (Step& s : steps) {
+      for (size_t i = 0; i < s.in.size(); ++i) s.args.in[i].data = resolve(s.in[i], slots, base);
+      for (size_t i = 0; i < s.out.size(); ++i) s.args.out[i].data = resolve(s.out[i], slots, base);
+      s.args.scratch = s.scratch ? base + layout.scratch_offset : nullptr;
+      Status st = s.kernel->run(*s.node, s.args);
+      if (st.is_bad()) {
+        if (st.message().find(s.node->name()) != std::string::npos) return st;
+        return s.node->fail(st.code() == ErrorCode::OK ? ErrorCode::GRAPH_EXECUTION_FAILED : st.code(), st.message());
+      }
+    }
+    return {};
+  }
+
+ private:
+  void* resolve(const Source& src, void* const* slots, std::byte* base) {
+    switch (src.kind) {
+      case Source::NONE: return nullptr;
+      case Source::SLOT: return slots[src.index];
+      case Source::WORKSPACE: return base + src.index;
+      case Source::CONSTANT: return constants[size_t(src.index)].data();
+    }
+    return nullptr;
+  }
+};
+
+}  // namespace
+
+WorkspaceLayout layout_workspace(const Graph& g) {
+  WorkspaceLayout l;
+  auto used = consumed_tensors(g);
+  int64_t cur = 0;
+  for (const auto& n : g.nodes())
+    for (const auto& t : n->outputs()) {
+      if (!t || !t->get_is_virtual() || is_constant(*t) || !used.count(t.get()) || l.offsets.count(t.get())) continue;
+      l.offsets.emplace(t.get(), cur);
+      cur = align_up(cur + std::max<int64_t>(t->storage_bytes(), 1));
+    }
+  for (const auto& n : g.nodes()) {
+    const Kernel* k = kernel_for(n->kind());
+    if (k && k->scratch_bytes) l.scratch_bytes = std::max(l.scratch_bytes, k->scratch_bytes(*n));
+  }
+  l.scratch_offset = cur;
+  cur = align_up(cur + l.scratch_bytes);
+  l.bytes = cur > 0 ? cur + kAlign : 0;  // slack to align the caller's pointer
+  return l;
+}
+
+Status build_reference_plan(const Graph& g, std::unique_ptr<Plan>& out) {
+  auto declines = reference_declines(g);
+  if (!declines.empty()) return {ErrorCode::GRAPH_NOT_SUPPORTED, declines.front()};
+  auto plan = std::make_unique<ReferencePlan>();
+  plan->layout = layout_workspace(g);
+  const std::vector<int64_t>& uids = g.variant_uids();
+
+  // Constants first, so their cells never move.
+  std::unordered_map<const TensorAttr*, int64_t> const_index;
+  for (const auto& n : g.nodes())
+    for (const auto& t : n->inputs())
+      if (t && is_constant(*t) && !const_index.count(t.get())) {
+        int64_t k = int64_t(const_index.size());
+        const_index.emplace(t.get(), k);
+      }
+  plan->constants.assign(const_index.size(), {0, 0});
+  for (const auto& [t, k] : const_index) {
+    void* cell = plan->constants[size_t(k)].data();
+    const Scalar& v = t->get_value();
+    DataType dt = t->get_data_type();
+    if (is_integer(v.type) && dt == DataType::INT64) {
+      std::memcpy(cell, &v.i, sizeof v.i);
+    } else if (is_integer(v.type) && dt == DataType::INT32) {
+      int32_t x = int32_t(std::clamp<int64_t>(v.i, INT32_MIN, INT32_MAX));
+      std::memcpy(cell, &x, sizeof x);
+    } else {
+      store_element(dt, cell, 0, v.as_double());
+    }
+  }
+
+  auto source_of = [&](const TensorPtr& t, Source& src) -> Status {
+    src = {};
+    if (!t) return {};
+    if (is_constant(*t)) {
+      src = {Source::CONSTANT, const_index.at(t.get())};
+      return {};
+    }
+    if (!t->get_is_virtual()) {
+      auto it = std::lower_bound(uids.begin(), uids.end(), t->get_uid());
+      if (it == uids.end() || *it != t->get_uid())
+        return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
+                "tensor \"" + t->get_name() + "\" (uid " + std::to_string(t->get_uid()) +
+                    ") has no variant-pack slot: plan the graph with create_execution_plans() first"};
+      src = {Source::SLOT, int64_t(it - uids.begin())};
+      return {};
+    }
+    auto it = plan->layout.offsets.find(t.get());
+    if (it != plan->layout.offsets.end()) src = {Source::WORKSPACE, it->second};
+    return {};  // a virtual output nobody reads: data stays null and the kernel skips it
+  };
+  auto view_of = [](const TensorPtr& t) {
+    View v;
+    if (!t) return v;
+    v.attr = t.get();
+    v.dtype = t->get_data_type();
+    v.dims = t->get_dim();
+    v.strides = t->get_stride();
+    return v;
+  };
+
+  for (const auto& n : g.nodes()) {
+    Step s;
+    s.node = n.get();
+    s.kernel = kernel_for(n->kind());
+    s.scratch = s.kernel->scratch_bytes && s.kernel->scratch_bytes(*n) > 0;
+    for (const auto& t : n->inputs()) {
+      s.args.in.push_back(view_of(t));
+      Source src;
+      OPENDNN_RETURN_IF_ERROR(source_of(t, src));
+      s.in.push_back(src);
+    }
+    for (const auto& t : n->outputs()) {
+      s.args.out.push_back(view_of(t));
+      Source src;
+      OPENDNN_RETURN_IF_ERROR(source_of(t, src));
+      s.out.push_back(src);
+    }
+    plan->steps.push_back(std::move(s));
+  }
+  out = std::move(plan);
+  return {};
+}
+
+}  // namespace opendnn::ref
