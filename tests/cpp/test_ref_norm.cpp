@@ -57,24 +57,28 @@ TEST(RefNorm, LayerNormForwardByHandStrided) {
 }
 
 TEST(RefNorm, LayerNormInferenceSkipsStats) {
-  RefCall c(OpKind::LAYERNORM);
-  c.attr("forward_phase", "INFERENCE");
-  c.in("X", {2, 4}, rand_vec(8, 1));
-  c.in("scale", {1, 4}, rand_vec(4, 2));
-  c.in("bias", {1, 4}, rand_vec(4, 3));
-  c.scalar("epsilon", Scalar::of_double(1e-5));
-  c.out("Y", {2, 4});
-  ASSERT_TRUE(c.run().is_good());
-  RefCall t(OpKind::LAYERNORM);
-  t.in("X", {2, 4}, rand_vec(8, 1));
-  t.in("scale", {1, 4}, rand_vec(4, 2));
-  t.in("bias", {1, 4}, rand_vec(4, 3));
-  t.scalar("epsilon", Scalar::of_double(1e-5));
-  t.out("Y", {2, 4});
-  t.out("mean", {2, 1});
-  t.out("inv_variance", {2, 1});
-  ASSERT_TRUE(t.run().is_good());
-  expect_close(c.output("Y").values(), t.output("Y").values(), 0, "Y");
+  // X [2,3,4] with scale [1,1,4]: normalised over the last dim only (rows [2,3]).
+  auto run = [](bool inference) {
+    RefCall c(OpKind::LAYERNORM);
+    if (inference) c.attr("forward_phase", "INFERENCE");
+    c.in("X", {2, 3, 4}, rand_vec(24, 1));
+    c.in("scale", {1, 1, 4}, rand_vec(4, 2));
+    c.in("bias", {1, 1, 4}, rand_vec(4, 3));
+    c.scalar("epsilon", Scalar::of_double(1e-5));
+    c.out("Y", {2, 3, 4});
+    if (!inference) {
+      c.out("mean", {2, 3, 1});
+      c.out("inv_variance", {2, 3, 1});
+    }
+    EXPECT_TRUE(c.run().is_good());
+    return c.output("Y").values();
+  };
+  Vec a = run(true), b = run(false);
+  expect_close(a, b, 0, "Y");
+  Vec x = rand_vec(24, 1);
+  Vec row(x.begin() + 4, x.begin() + 8);
+  RowStats st = stats_of(row, 1e-5, false);
+  EXPECT_NEAR(a[4], (row[0] - st.mean) * st.inv * rand_vec(4, 2)[0] + rand_vec(4, 3)[0], 1e-12);
 }
 
 namespace {

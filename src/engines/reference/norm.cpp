@@ -4,8 +4,9 @@
 // Axis conventions. Every tensor of a node has X's rank; scale, bias and statistics broadcast to X
 // (a dim of 1 repeats). The statistics are taken per "row": the row axes are those where the
 // node's mean/inv_variance tensor (output in forward, input in backward) has X's extent; every
-// other axis is normalised. When no statistics tensor is bound (INFERENCE phase) the defaults are:
-//   LAYERNORM, RMSNORM          row axis 0 (all other dims normalised; mean [N,1,..,1])
+// other axis is normalised (the dims of src/ops/norm.cpp's rules). Without any statistics dims the
+// defaults are:
+//   LAYERNORM, RMSNORM          row axis 0 and every axis where scale has a dim of 1
 //   INSTANCENORM                row axes 0 and 1 (per sample and channel, over the spatial dims)
 //   ADALAYERNORM                every axis but the last (X [B,S,D], scale/bias [B,1,D])
 //   BATCHNORM*, DBN_WEIGHT      row axis 1 (per channel, over N and the spatial dims)
@@ -40,14 +41,30 @@ using fam::out_view;
 
 enum class Rows { FIRST, FIRST_TWO, ALL_BUT_LAST, CHANNEL };
 
-std::vector<bool> row_axes(const std::vector<int64_t>& xd, const View* stats, Rows dflt) {
+// The dims of a statistics tensor: its view's, else (INFERENCE phase, unbound output) the dims the
+// inference rules gave the port's tensor.
+const std::vector<int64_t>* stats_dims(const Node& n, const View* v, const char* port, bool output) {
+  if (v) return &v->dims;
+  int i = output ? n.spec().output_index(port) : n.spec().input_index(port);
+  if (i < 0) return nullptr;
+  const TensorPtr& t = output ? n.outputs()[size_t(i)] : n.inputs()[size_t(i)];
+  return t && !t->get_dim().empty() ? &t->get_dim() : nullptr;
+}
+
+std::vector<bool> row_axes(const std::vector<int64_t>& xd, const std::vector<int64_t>* stats, Rows dflt,
+                           const View* scale = nullptr) {
   std::vector<bool> outer(xd.size(), false);
-  if (stats && stats->dims.size() == xd.size()) {
-    for (size_t i = 0; i < xd.size(); ++i) outer[i] = stats->dims[i] == xd[i] && xd[i] != 1;
+  if (stats && stats->size() == xd.size() && xd.size() > 0) {
+    for (size_t i = 0; i < xd.size(); ++i) outer[i] = (*stats)[i] == xd[i] && xd[i] != 1;
     return outer;
   }
   switch (dflt) {
-    case Rows::FIRST: if (!xd.empty()) outer[0] = true; break;
+    case Rows::FIRST:
+      if (!xd.empty()) outer[0] = true;
+      // layernorm/rmsnorm: a dim of 1 in scale is a batch axis ([1,1,H] scale on [B,S,H] normalises H).
+      if (scale && scale->dims.size() == xd.size())
+        for (size_t i = 1; i < xd.size(); ++i) outer[i] = scale->dims[i] == 1 && xd[i] != 1;
+      break;
     case Rows::FIRST_TWO: for (size_t i = 0; i < xd.size() && i < 2; ++i) outer[i] = true; break;
     case Rows::ALL_BUT_LAST: for (size_t i = 0; i + 1 < xd.size(); ++i) outer[i] = true; break;
     case Rows::CHANNEL: if (xd.size() > 1) outer[1] = true; break;
@@ -78,9 +95,10 @@ Status norm_forward(const Node& n, const Args& a, bool rms, Rows dflt, bool batc
   const double eps = fam::scalar_in(n, a, "epsilon", 1e-5);
   bool inference = false;
   if (!batchnorm) inference = n.attr_str("forward_phase") == "INFERENCE";
-  const View* stats_out = inference ? nullptr : (mean ? mean : iv);
+  const std::vector<int64_t>* sd = stats_dims(n, mean, "mean", true);
+  if (!sd) sd = stats_dims(n, iv, "inv_variance", true);
   if (inference) mean = iv = nullptr;
-  AxisSplit sp(x->dims, row_axes(x->dims, stats_out, dflt));
+  AxisSplit sp(x->dims, row_axes(x->dims, sd, dflt, scale));
   const int64_t cnt = sp.n_inner;
 
   // Batchnorm running statistics.
@@ -177,7 +195,7 @@ Status norm_backward(const Node& n, const Args& a, bool rms, Rows dflt, bool wan
   if (!x || !dy || !iv || (!rms && !mean))
     return n.fail(ErrorCode::INVALID_VARIANT_PACK, "reference: DY, X, mean and inv_variance need data");
   OPENDNN_RETURN_IF_ERROR(check_rank(n, *x, {dy, scale, mean, iv, dx, dscale, dbias}));
-  AxisSplit sp(x->dims, row_axes(x->dims, mean ? mean : iv, dflt));
+  AxisSplit sp(x->dims, row_axes(x->dims, mean ? &mean->dims : &iv->dims, dflt, scale));
   const int64_t cnt = sp.n_inner;
   const size_t r = x->dims.size();
 
@@ -283,7 +301,7 @@ Status run_dbn_weight(const Node& n, const Args& a) {
   const View* e_x = out_view(n, a, "eq_scale_x");
   const View* e_b = out_view(n, a, "eq_bias");
   OPENDNN_RETURN_IF_ERROR(check_rank(n, *x, {dy, mean, iv, scale, ds, db, e_dy, e_x, e_b}));
-  AxisSplit sp(x->dims, row_axes(x->dims, mean, Rows::CHANNEL));
+  AxisSplit sp(x->dims, row_axes(x->dims, &mean->dims, Rows::CHANNEL));
   const size_t r = x->dims.size();
 #pragma omp parallel for schedule(static)
   for (int64_t o = 0; o < sp.n_outer; ++o) {
