@@ -260,7 +260,7 @@ Status check_seq_lens(const Node& n, const Problem& p) {
   return {};
 }
 
-// THD layout: ragged offsets on the token tensors.
+// THD layout: ragged offsets on the token tensors (and on Stats, which may be packed the same way).
 Status check_ragged(const Node& n, Variant v, const Problem& p) {
   auto one = [&](const TensorPtr& t, const char* port) -> Status {
     if (!t || !t->get_ragged_offset()) return {};
@@ -269,11 +269,11 @@ Status check_ragged(const Node& n, Variant v, const Problem& p) {
                                                                       "use_padding_mask and sequence lengths");
     return check_offsets_tensor(n, *t->get_ragged_offset(), std::string("ragged offset of ") + port, p.b);
   };
-  for (const char* port : {"Q", "K", "V", "O", "dO"}) OPENDNN_RETURN_IF_ERROR(one(ops::input_if(n, port), port));
+  for (const char* port : {"Q", "K", "V", "O", "dO", "Stats"}) OPENDNN_RETURN_IF_ERROR(one(ops::input_if(n, port), port));
   if (is_bwd(v)) {
     for (const char* port : {"dQ", "dK", "dV"}) OPENDNN_RETURN_IF_ERROR(one(ops::output_if(n, port), port));
   } else {
-    OPENDNN_RETURN_IF_ERROR(one(ops::output_if(n, "O"), "O"));
+    for (const char* port : {"O", "Stats"}) OPENDNN_RETURN_IF_ERROR(one(ops::output_if(n, port), port));
   }
   return {};
 }

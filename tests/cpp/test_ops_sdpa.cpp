@@ -302,6 +302,13 @@ TEST(SdpaReject, SeqLensAndPadding) {
     f.build();
     expect_fail(f.g, ErrorCode::SHAPE_DEDUCTION_FAILED, kNode, "ragged offset of Q has dims [2,1,1,1]");
   }
+  {
+    Fwd f;
+    f.attrs.set("generate_stats", true);
+    f.build();
+    f.out[1]->set_ragged_offset(T(f.g, "ro", {3, 1, 1, 1}, DataType::INT32));
+    expect_fail(f.g, ErrorCode::ATTRIBUTE_NOT_SET, kNode, "Stats has a ragged offset (THD layout)");
+  }
 }
 
 TEST(SdpaReject, Dropout) {
