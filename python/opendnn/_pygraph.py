@@ -1,0 +1,631 @@
+# SPDX-License-Identifier: Apache-2.0
+"""opendnn.pygraph: cuDNN Frontend's classic Python graph API over the opendnn C++ graph.
+
+Every op of the catalogue (``_C.op_specs()``) becomes a method generically: positional arguments fill
+the op's input ports in order; keywords are port names, their cuDNN Frontend aliases (``input``,
+``image``, ``q``...), attribute names, ``name`` and ``compute_data_type``. Thin adapters below
+translate the ops whose cuDNN Frontend keywords differ from the catalogue (sdpa, norms, slice...).
+Pointwise ops get one method per mode (add, relu, cmp_lt...).
+"""
+
+from __future__ import annotations
+
+import numbers
+
+from . import _C
+from ._C import build_plan_policy, data_type, heur_mode, tensor_reordering
+from ._dtypes import to_data_type
+from .enums import diagonal_alignment, norm_forward_phase
+
+_Tensor = _C.tensor
+_SPECS = {s["method"]: s for s in _C.op_specs()}
+_PW_MODES = _C.pointwise_modes()
+_NOT_GIVEN = object()
+
+
+def _row_major(dims):
+    strides, s = [], 1
+    for d in reversed(list(dims)):
+        strides.append(s)
+        s *= max(int(d), 1)
+    return list(reversed(strides))
+
+
+def _is_number(v):
+    return isinstance(v, numbers.Number) and not isinstance(v, bool)
+
+
+def _enum_name(v):
+    return v if isinstance(v, str) else getattr(v, "name", v)
+
+
+def _ports_of(spec):
+    """kwarg -> port name, for every port name and its cuDNN Frontend alias."""
+    alias = {}
+    for port, _req, py in spec["inputs"]:
+        alias[port] = port
+        if py:
+            alias[py] = port
+    return alias
+
+
+class pygraph(_C._Graph):
+    """A graph of tensors and operations (cuDNN Frontend's ``cudnn.pygraph``)."""
+
+    def __init__(self, name: str = "", io_data_type=data_type.NOT_SET, intermediate_data_type=data_type.NOT_SET,
+                 compute_data_type=data_type.NOT_SET, handle=None, sm_count: int = -1, sm_version: int = -1,
+                 kernel_cache=None, device_property=None, is_dynamic_shape_enabled: bool = False,
+                 is_override_shape_enabled: bool = False):
+        super().__init__()
+        if name:
+            self.set_name(name)
+        self.set_io_data_type(io_data_type)
+        self.set_intermediate_data_type(intermediate_data_type)
+        self.set_compute_data_type(compute_data_type)
+        if sm_count is not None and sm_count >= 0:
+            self.set_sm_count(int(sm_count))
+        if sm_version is not None and sm_version >= 0:
+            self.set_sm_version(int(sm_version))
+        if handle is not None:
+            self._set_handle(handle)
+        self.kernel_cache = kernel_cache
+        self.device_property = device_property
+        self.is_dynamic_shape_enabled = is_dynamic_shape_enabled
+        self.is_override_shape_enabled = is_override_shape_enabled
+
+    # ---- tensors ------------------------------------------------------------------------------
+
+    def tensor(self, dim=None, stride=None, data_type=data_type.NOT_SET, is_virtual: bool = False,
+               is_pass_by_value: bool = False, ragged_offset=None, reordering_type=tensor_reordering.NONE,
+               name: str = "", uid=None):
+        """A graph tensor. Strides default to packed row-major; data_type accepts opendnn, numpy and
+        torch dtypes."""
+        dim = [int(d) for d in (dim or [])]
+        stride = [int(s) for s in stride] if stride is not None else _row_major(dim)
+        return self._tensor(dim, stride, to_data_type(data_type), bool(is_virtual), bool(is_pass_by_value),
+                            ragged_offset, reordering_type, name or "", None if uid is None else int(uid))
+
+    def tensor_scalar(self, value, data_type=None, name: str = ""):
+        """A pass-by-value constant held by the graph (epsilon, a scale...)."""
+        if data_type is None:
+            dt = _C.data_type.FLOAT if isinstance(value, float) else _C.data_type.INT64
+        else:
+            dt = to_data_type(data_type)
+        if isinstance(value, bool) or not _is_number(value):
+            raise TypeError(f"tensor_scalar needs a number, got {type(value).__name__}")
+        t = self._tensor_scalar(float(value), int(value), dt)
+        if name:
+            t.set_name(name)
+        return t
+
+    def tensor_like(self, tensor, name: str = ""):
+        """A graph tensor with the dims, strides and data type of a graph tensor, numpy array, torch
+        tensor or any DLPack / array-interface object."""
+        if isinstance(tensor, _Tensor):
+            return self._tensor_like(tensor, name or "")
+        dims, strides, dt = _describe_array(tensor)
+        return self.tensor(dim=dims, stride=strides, data_type=dt, name=name)
+
+    def _as_tensor(self, v, what):
+        if v is None or isinstance(v, _Tensor):
+            return v
+        if _is_number(v):
+            return self.tensor_scalar(v)
+        raise TypeError(f"{what} must be a graph tensor (use graph.tensor_like(array)), got {type(v).__name__}")
+
+    # ---- the generic op layer ---------------------------------------------------------------
+
+    def _op(self, method, *args, name="", compute_data_type=None, **kwargs):
+        spec = _SPECS[method]
+        alias = _ports_of(spec)
+        attr_names = {a[0] for a in spec["attrs"]}
+        ports = [p[0] for p in spec["inputs"]]
+        if len(args) > len(ports) and spec["positional"] >= 0:
+            raise TypeError(f"{method}() takes at most {len(ports)} tensor arguments ({len(args)} given)")
+        given = set(ports[: len(args)])
+        positional = [self._as_tensor(a, f"{method}() argument {i}") for i, a in enumerate(args)]
+        inputs, attrs = {}, {}
+        for k, v in kwargs.items():
+            if k in alias:
+                port = alias[k]
+                if port in given or port in inputs:
+                    raise TypeError(f"{method}() got multiple values for input {port}")
+                inputs[port] = self._as_tensor(v, f"{method}() argument {k}")
+            elif k in attr_names:
+                attrs[k] = v
+            else:
+                raise TypeError(f"{method}() got an unexpected keyword argument '{k}'")
+        if compute_data_type is not None:
+            compute_data_type = to_data_type(compute_data_type)
+            if compute_data_type == data_type.NOT_SET:
+                compute_data_type = None
+        outs = self._add_node(spec["kind"], positional, inputs, attrs, name or "", compute_data_type)
+        return outs[0] if spec["num_outputs"] == 1 else list(outs)
+
+    def _pointwise(self, mode, inputs, attrs, name, compute_data_type):
+        positional = [self._as_tensor(inputs[0], "input")]
+        rest = {}
+        for i, t in enumerate(inputs[1:], start=1):
+            rest[f"IN_{i}"] = self._as_tensor(t, f"input {i}")
+        attrs = {k: v for k, v in attrs.items() if v is not None}
+        attrs["mode"] = mode
+        if compute_data_type is not None:
+            compute_data_type = to_data_type(compute_data_type)
+            if compute_data_type == data_type.NOT_SET:
+                compute_data_type = None
+        return self._add_node(_SPECS["pointwise"]["kind"], positional, rest, attrs, name or "", compute_data_type)[0]
+
+    # ---- adapters: cuDNN Frontend keyword names -------------------------------------------------
+
+    def bias(self, input, bias, compute_data_type=None, name=""):
+        return self._pointwise("ADD", [input, bias], {}, name, compute_data_type)
+
+    def scale(self, input, scale, compute_data_type=None, name=""):
+        return self._pointwise("MUL", [input, scale], {}, name, compute_data_type)
+
+    def leaky_relu(self, input, negative_slope, compute_data_type=None, name=""):
+        return self._pointwise("RELU_FWD", [input], {"relu_lower_clip_slope": negative_slope}, name,
+                               compute_data_type)
+
+    def conv_fprop(self, image, weight, padding=None, pre_padding=None, post_padding=None, stride=None,
+                   dilation=None, convolution_mode=None, compute_data_type=None, name=""):
+        return self._conv("conv_fprop", image, weight, padding, pre_padding, post_padding, stride, dilation,
+                          convolution_mode, compute_data_type, name)
+
+    def conv_dgrad(self, loss, filter, padding=None, pre_padding=None, post_padding=None, stride=None,
+                   dilation=None, convolution_mode=None, compute_data_type=None, name=""):
+        return self._conv("conv_dgrad", loss, filter, padding, pre_padding, post_padding, stride, dilation,
+                          convolution_mode, compute_data_type, name)
+
+    def conv_wgrad(self, image, loss, padding=None, pre_padding=None, post_padding=None, stride=None,
+                   dilation=None, convolution_mode=None, compute_data_type=None, name=""):
+        return self._conv("conv_wgrad", image, loss, padding, pre_padding, post_padding, stride, dilation,
+                          convolution_mode, compute_data_type, name)
+
+    def _conv(self, method, a, b, padding, pre, post, stride, dilation, mode, compute_data_type, name):
+        if padding is not None:
+            if pre is not None or post is not None:
+                raise ValueError(f"{method}: give padding or pre_padding/post_padding, not both")
+            pre = post = padding
+        attrs = {"pre_padding": pre, "post_padding": post, "stride": stride, "dilation": dilation,
+                 "convolution_mode": mode}
+        attrs = {k: list(v) if isinstance(v, tuple) else v for k, v in attrs.items() if v is not None}
+        return self._op(method, a, b, name=name, compute_data_type=compute_data_type, **attrs)
+
+    def matmul(self, A, B, compute_data_type=None, padding=None, name="", M_override=None, N_override=None,
+               K_override=None):
+        kw = {"M_override": M_override, "N_override": N_override, "K_override": K_override}
+        kw = {k: v for k, v in kw.items() if v is not None}
+        if padding is not None:
+            kw["padding"] = float(padding)
+        return self._op("matmul", A, B, name=name, compute_data_type=compute_data_type, **kw)
+
+    def reduction(self, input, mode, compute_data_type=None, name="", is_deterministic=None, dims=None):
+        kw = {"mode": mode}
+        if is_deterministic is not None:
+            kw["is_deterministic"] = bool(is_deterministic)
+        if dims is not None:
+            kw["dims"] = list(dims)
+        return self._op("reduction", input, name=name, compute_data_type=compute_data_type, **kw)
+
+    def reshape(self, input, reshape_mode=None, compute_data_type=None, name="", dims=None):
+        kw = {}
+        if reshape_mode is not None:
+            kw["reshape_mode"] = reshape_mode
+        if dims is not None:
+            kw["dims"] = list(dims)
+        return self._op("reshape", input, name=name, compute_data_type=compute_data_type, **kw)
+
+    def transpose(self, input, permutation, compute_data_type=None, name=""):
+        return self._op("transpose", input, name=name, compute_data_type=compute_data_type,
+                        permutation=list(permutation))
+
+    def slice(self, input, slices, compute_data_type=None, name=""):
+        """slices: one python ``slice`` (or (start, end) pair) per axis."""
+        dims = list(input.get_dim())
+        start, end, step = [], [], []
+        for axis, s in enumerate(slices):
+            if not isinstance(s, slice):
+                s = slice(*s)
+            d = dims[axis] if axis < len(dims) else None
+            if d is None:
+                b = 0 if s.start is None else s.start
+                e = s.stop
+                if e is None:
+                    raise ValueError("slice: input dims must be set to slice to the end of an axis")
+                st = 1 if s.step is None else s.step
+            else:
+                b, e, st = s.indices(d)
+            start.append(int(b))
+            end.append(int(e))
+            step.append(int(st))
+        for axis in range(len(slices), len(dims)):
+            start.append(0)
+            end.append(dims[axis])
+            step.append(1)
+        return self._op("slice", input, name=name, compute_data_type=compute_data_type, start=start, end=end,
+                        stride=step)
+
+    def concatenate(self, inputs, axis, in_place_index=None, compute_data_type=None, name=""):
+        kw = {"axis": int(axis)}
+        if in_place_index is not None:
+            kw["in_place_index"] = int(in_place_index)
+        ts = [self._as_tensor(t, "concatenate input") for t in inputs]
+        return self._op("concatenate", *ts, name=name, compute_data_type=compute_data_type, **kw)
+
+    def gen_index(self, input, axis, compute_data_type=None, name=""):
+        return self._pointwise("GEN_INDEX", [input], {"axis": int(axis)}, name, compute_data_type)
+
+    # ---- norms ------------------------------------------------------------------------------
+
+    def _norm(self, method, phase, kwargs, stats_in_inference):
+        if phase is not None:
+            kwargs["forward_phase"] = phase
+        if "epsilon" in kwargs and _is_number(kwargs["epsilon"]):
+            kwargs["epsilon"] = self.tensor_scalar(float(kwargs["epsilon"]), _C.data_type.FLOAT)
+        kwargs = {k: v for k, v in kwargs.items() if v is not None}
+        outs = self._op(method, **kwargs)
+        if _enum_name(phase) == "INFERENCE":
+            outs = outs[:1] + [None] * stats_in_inference
+        return outs
+
+    def layernorm(self, norm_forward_phase, input, scale, bias, epsilon, compute_data_type=None, name=""):
+        return self._norm("layernorm", norm_forward_phase, dict(input=input, scale=scale, bias=bias, epsilon=epsilon,
+                                                                compute_data_type=compute_data_type, name=name), 2)
+
+    def instancenorm(self, norm_forward_phase, input, scale, bias, epsilon, compute_data_type=None, name=""):
+        return self._norm("instancenorm", norm_forward_phase, dict(input=input, scale=scale, bias=bias,
+                                                                   epsilon=epsilon, compute_data_type=compute_data_type,
+                                                                   name=name), 2)
+
+    def adalayernorm(self, norm_forward_phase, input, scale, bias, epsilon, compute_data_type=None, name=""):
+        return self._norm("adalayernorm", norm_forward_phase, dict(input=input, scale=scale, bias=bias,
+                                                                   epsilon=epsilon, compute_data_type=compute_data_type,
+                                                                   name=name), 2)
+
+    def rmsnorm(self, norm_forward_phase, input, scale, bias=None, epsilon=None, compute_data_type=None, name=""):
+        return self._norm("rmsnorm", norm_forward_phase, dict(input=input, scale=scale, bias=bias, epsilon=epsilon,
+                                                              compute_data_type=compute_data_type, name=name), 1)
+
+    def rmsnorm_backward(self, grad, input, scale, inv_variance, has_dbias=False, compute_data_type=None, name=""):
+        outs = self._op("rmsnorm_backward", grad, input, scale, inv_variance, has_dbias=bool(has_dbias),
+                        compute_data_type=compute_data_type, name=name)
+        return outs if has_dbias else outs[:2] + [None]
+
+    def batchnorm(self, input, scale, bias, in_running_mean=None, in_running_var=None, epsilon=None,
+                  momentum=None, peer_stats=None, compute_data_type=None, name=""):
+        if peer_stats:
+            raise NotImplementedError("batchnorm: peer_stats (multi-GPU statistics) are not supported")
+        kw = dict(in_running_mean=in_running_mean, in_running_var=in_running_var, epsilon=epsilon, momentum=momentum)
+        for k in ("epsilon", "momentum"):
+            if _is_number(kw[k]):
+                kw[k] = self.tensor_scalar(float(kw[k]), _C.data_type.FLOAT)
+        kw = {k: v for k, v in kw.items() if v is not None}
+        return self._op("batchnorm", input, scale, bias, name=name, compute_data_type=compute_data_type, **kw)
+
+    def batchnorm_backward(self, grad, input, scale, mean, inv_variance, peer_stats=None, compute_data_type=None,
+                           name=""):
+        if peer_stats:
+            raise NotImplementedError("batchnorm_backward: peer_stats are not supported")
+        return self._op("batchnorm_backward", grad, input, scale, mean, inv_variance, name=name,
+                        compute_data_type=compute_data_type)
+
+    # ---- attention --------------------------------------------------------------------------
+
+    def _sdpa_common(self, method, kw, inputs, attrs, outputs_to_bind):
+        """Translates cuDNN Frontend's SDPA options (masks, scale, dropout, padding) into attributes."""
+
+        def take(key, default=None):
+            return kw.pop(key, default)
+
+        attn_scale = take("attn_scale")
+        if attn_scale is not None:
+            if _is_number(attn_scale):
+                attrs["attn_scale_value"] = float(attn_scale)
+            else:
+                inputs["attn_scale"] = attn_scale
+        if take("attn_scale_value") is not None:
+            raise ValueError(f"{method}: pass attn_scale (a float or a tensor)")
+        align = take("diagonal_alignment")
+        left = take("diagonal_band_left_bound")
+        right = take("diagonal_band_right_bound")
+        if take("use_causal_mask", False):
+            right, align = 0 if right is None else right, align or diagonal_alignment.TOP_LEFT
+        if take("use_causal_mask_bottom_right", False):
+            right, align = 0 if right is None else right, diagonal_alignment.BOTTOM_RIGHT
+        window = take("sliding_window_length")
+        if window is not None:
+            left = int(window)
+            right = 0 if right is None else right
+        if align is not None:
+            attrs["diagonal_alignment"] = align
+        if left is not None:
+            attrs["left_bound"] = int(left)
+        if right is not None:
+            attrs["right_bound"] = int(right)
+        for k in ("use_padding_mask", "use_alibi_mask"):
+            v = take(k)
+            if v is not None:
+                attrs[k] = bool(v)
+        if take("implementation") is not None:
+            pass
+        for k in ("bias", "seq_len_q", "seq_len_kv", "cu_seq_len_q", "cu_seq_len_kv", "sink_token", "block_mask"):
+            v = take(k)
+            if v is not None:
+                inputs[k] = v
+        dropout = take("dropout")
+        if dropout is not None:
+            dropout = tuple(dropout)
+            if len(dropout) == 3 and _is_number(dropout[0]):
+                p, seed, offset = dropout
+                attrs["dropout_probability"] = float(p)
+                inputs["seed"] = seed if not _is_number(seed) else self.tensor_scalar(int(seed), _C.data_type.INT64)
+                inputs["offset"] = offset if not _is_number(offset) else self.tensor_scalar(int(offset),
+                                                                                            _C.data_type.INT64)
+            elif len(dropout) in (2, 3):
+                inputs["dropout_mask"] = dropout[0]
+                inputs["dropout_scale"] = dropout[1]
+                if len(dropout) == 3:
+                    inputs["dropout_scale_inv"] = dropout[2]
+            else:
+                raise ValueError(f"{method}: dropout is (probability, seed, offset) or (mask, scale[, scale_inv])")
+        for fe, port in outputs_to_bind.items():
+            v = take(fe)
+            if v is not None:
+                self._pending_binds.append((port, v))
+
+    def _call_sdpa(self, method, positional, kw, outputs_to_bind, extra_attrs=()):
+        inputs, attrs = {}, {}
+        self._pending_binds = []
+        impl = kw.get("implementation")
+        self._sdpa_common(method, kw, inputs, attrs, outputs_to_bind)
+        if impl is not None:
+            attrs["implementation"] = impl
+        for k in extra_attrs:
+            v = kw.pop(k, None)
+            if v is not None:
+                attrs[k] = v
+        name = kw.pop("name", "") or ""
+        compute = kw.pop("compute_data_type", None)
+        for k, v in list(kw.items()):  # remaining: ports by name (descales, page tables...)
+            if v is None:
+                kw.pop(k)
+        outs = self._op(method, *positional, name=name, compute_data_type=compute, **inputs, **attrs, **kw)
+        spec = _SPECS[method]
+        out_names = [o[0] for o in spec["outputs"]]
+        for port, user in self._pending_binds:
+            created = outs[out_names.index(port)]
+            self._bind_output(created, user)
+            outs[out_names.index(port)] = user
+        self._pending_binds = []
+        return outs
+
+    @staticmethod
+    def _stats_flag(kw):
+        gen = kw.pop("generate_stats", None)
+        inf = kw.pop("is_inference", None)
+        if gen is not None and inf is not None and bool(gen) == bool(inf):
+            raise ValueError("sdpa: generate_stats and is_inference disagree")
+        if gen is None:
+            gen = (not inf) if inf is not None else False
+        return bool(gen)
+
+    def sdpa(self, q, k, v, **kw):
+        """Scaled dot-product attention; returns [O, Stats] (Stats is None unless generate_stats)."""
+        gen = self._stats_flag(kw)
+        if "paged_attention_max_seq_len_kv" in kw:
+            kw["max_seq_len_kv"] = kw.pop("paged_attention_max_seq_len_kv")
+        kw["generate_stats"] = gen
+        outs = self._call_sdpa("sdpa", [q, k, v], kw, {"rng_dump": "RNG_dump", "score_max": "Max",
+                                                      "score_sum_exp": "Sum_exp"})
+        return [outs[0], outs[1] if gen else None]
+
+    def sdpa_backward(self, q, k, v, o, dO, stats, **kw):
+        """SDPA backward; returns [dQ, dK, dV]."""
+        outs = self._call_sdpa("sdpa_backward", [q, k, v, o, dO, stats], kw,
+                               {"dBias": "dBias", "dSink_token": "dSink_token"})
+        return outs[:3]
+
+    def sdpa_fp8(self, q, k, v, descale_q, descale_k, descale_v, descale_s, scale_s, scale_o, **kw):
+        """FP8 SDPA; returns [O, Stats, Amax_S, Amax_O]."""
+        gen = self._stats_flag(kw)
+        kw["generate_stats"] = gen
+        outs = self._call_sdpa("sdpa_fp8", [q, k, v, descale_q, descale_k, descale_v, descale_s, scale_s, scale_o],
+                               kw, {})
+        return [outs[0], outs[1] if gen else None, outs[2], outs[3]]
+
+    def sdpa_fp8_backward(self, q, k, v, o, dO, stats, descale_q, descale_k, descale_v, descale_o, descale_dO,
+                          descale_s, descale_dP, scale_s, scale_dQ, scale_dK, scale_dV, scale_dP, **kw):
+        """FP8 SDPA backward; returns [dQ, dK, dV, Amax_dQ, Amax_dK, Amax_dV, Amax_dP]."""
+        return self._call_sdpa("sdpa_fp8_backward",
+                               [q, k, v, o, dO, stats, descale_q, descale_k, descale_v, descale_o, descale_dO,
+                                descale_s, descale_dP, scale_s, scale_dQ, scale_dK, scale_dV, scale_dP], kw, {})
+
+    # Deprecated cuDNN Frontend names.
+    def scaled_dot_product_flash_attention(self, q, k, v, **kw):
+        return self.sdpa(q, k, v, **kw)
+
+    def scaled_dot_product_flash_attention_backward(self, q, k, v, o, dO, stats, **kw):
+        return self.sdpa_backward(q, k, v, o, dO, stats, **kw)
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+
+    def validate(self):
+        self._validate()
+
+    def build_operation_graph(self, handle=None):
+        if handle is not None:
+            self._set_handle(handle)
+        self._build_operation_graph()
+
+    def create_execution_plans(self, heur_modes=None):
+        if heur_modes is None:
+            heur_modes = [heur_mode.A, heur_mode.FALLBACK]
+        self._create_execution_plans(heur_modes)
+
+    def check_support(self, handle=None):
+        if handle is not None:
+            self._set_handle(handle)
+        self._check_support()
+
+    def build_plans(self, *args, policy=None, handle=None):
+        """build_plans(policy=HEURISTICS_CHOICE); an optional leading handle is accepted."""
+        for a in args:
+            if isinstance(a, build_plan_policy):
+                policy = a
+            elif a is not None:
+                handle = a
+        if handle is not None:
+            self._set_handle(handle)
+        self._build_plans(policy if policy is not None else build_plan_policy.HEURISTICS_CHOICE)
+
+    def build(self, heur_modes=None, policy=build_plan_policy.HEURISTICS_CHOICE):
+        if heur_modes is None:
+            heur_modes = [heur_mode.A, heur_mode.FALLBACK]
+        self._build(heur_modes, policy)
+
+    def serialize(self, serialize_structure: bool = False) -> str:
+        return self._serialize(bool(serialize_structure))
+
+    def deserialize(self, *args):
+        """deserialize(data) or deserialize(handle, data); data is JSON text, bytes or a list of ints."""
+        data = args[-1]
+        if len(args) > 1 and args[0] is not None:
+            self._set_handle(args[0])
+        if isinstance(data, (bytes, bytearray)):
+            data = data.decode()
+        elif isinstance(data, list):
+            data = bytes(data).decode()
+        self._deserialize(data)
+
+    def query_tensor_attributes_of_uid(self, uid):
+        return self.find_tensor(int(uid))
+
+    def get_inputs(self):
+        return [t for t in self.tensors() if not t.get_is_virtual() and not self._is_produced(t)]
+
+    def get_outputs(self):
+        return [t for t in self.tensors() if not t.get_is_virtual() and self._is_produced(t)]
+
+    def _is_produced(self, t):
+        for n in self.nodes_info():
+            for o in n["outputs"].values():
+                if o is not None and o.get_uid() == t.get_uid() and o.get_name() == t.get_name():
+                    return True
+        return False
+
+    def __repr__(self):
+        try:
+            return self.serialize()
+        except Exception:
+            nodes = ", ".join(f'{n["method"]} "{n["name"]}"' for n in self.nodes_info())
+            return f"<opendnn.pygraph {self.get_name()!r}: {nodes}>"
+
+    def print(self):
+        print(repr(self))
+
+
+def _describe_array(a):
+    """(dims, strides in elements, data type) of an array-like without importing its library."""
+    if hasattr(a, "data_ptr") and hasattr(a, "stride") and hasattr(a, "dtype"):  # torch.Tensor
+        return list(a.shape), list(a.stride()), to_data_type(a.dtype)
+    if hasattr(a, "strides") and hasattr(a, "itemsize") and hasattr(a, "dtype"):  # numpy
+        item = a.itemsize
+        return list(a.shape), [s // item for s in a.strides], to_data_type(a.dtype)
+    for attr in ("__cuda_array_interface__", "__array_interface__"):
+        iface = getattr(a, attr, None)
+        if iface is not None:
+            import numpy as np
+
+            dt = np.dtype(iface["descr"] if "descr" in iface and len(iface["descr"]) > 1 else iface["typestr"])
+            dims = list(iface["shape"])
+            st = iface.get("strides")
+            strides = [s // dt.itemsize for s in st] if st else _row_major(dims)
+            return dims, strides, to_data_type(dt)
+    if hasattr(a, "__dlpack__"):
+        from ._dtypes import DLPACK
+
+        info = _C._dlpack_info(a)
+        key = (info["code"], info["bits"])
+        if key not in DLPACK:
+            raise TypeError(f"DLPack dtype {key} has no opendnn data_type")
+        return info["shape"], info["strides"], DLPACK[key]
+    raise TypeError(f"cannot describe a {type(a).__name__} as a tensor")
+
+
+# ---- generated methods ---------------------------------------------------------------------------
+
+def _make_generic(method):
+    def op(self, *args, name="", compute_data_type=None, **kwargs):
+        return self._op(method, *args, name=name, compute_data_type=compute_data_type, **kwargs)
+
+    spec = _SPECS[method]
+    ports = ", ".join((p[2] or p[0]) + ("" if p[1] else "=None") for p in spec["inputs"])
+    attrs = ", ".join(a[0] for a in spec["attrs"])
+    op.__name__ = method
+    op.__qualname__ = f"pygraph.{method}"
+    op.__doc__ = (f"{spec['tag']}: inputs ({ports}); attributes ({attrs}); "
+                  f"returns {', '.join(o[0] for o in spec['outputs'][:spec['num_outputs']])}.")
+    return op
+
+
+# Keyword names of each pointwise slot, by family (cuDNN Frontend names first).
+_BINARY = (("a", "input", "input0", "x"), ("b", "comparison", "input1", "y"))
+_UNARY = (("input", "a", "x"),)
+_BACKWARD = (("loss", "grad", "dy", "input0"), ("input", "x", "input1"))
+_SELECT = (("input0", "a"), ("input1", "b"), ("mask", "input2"))
+# FE keyword -> our attribute, per mode family
+_PW_ATTRS = {
+    "RELU": {"negative_slope": "relu_lower_clip_slope", "lower_clip": "relu_lower_clip",
+             "upper_clip": "relu_upper_clip"},
+    "ELU": {"alpha": "elu_alpha", "elu_alpha": "elu_alpha"},
+    "SOFTPLUS": {"beta": "softplus_beta", "softplus_beta": "softplus_beta"},
+    "SWISH": {"beta": "swish_beta", "swish_beta": "swish_beta"},
+    "GEN_INDEX": {"axis": "axis"},
+}
+
+
+def _make_pointwise(mode, method, arity):
+    if mode == "BINARY_SELECT":
+        slots = _SELECT
+    elif mode.endswith("_BWD"):
+        slots = _BACKWARD
+    elif arity == 2:
+        slots = _BINARY
+    else:
+        slots = _UNARY
+    family = mode[:-4] if mode.endswith(("_FWD", "_BWD")) else mode
+    attr_map = _PW_ATTRS.get(family, {})
+    params = [s[0] for s in slots] + list(dict.fromkeys(attr_map))
+
+    def op(self, *args, name="", compute_data_type=None, **kwargs):
+        if len(args) > len(params):
+            raise TypeError(f"{method}() takes at most {len(params)} arguments ({len(args)} given)")
+        values = dict(zip(params, args))
+        for k, v in kwargs.items():
+            canon = next((s[0] for s in slots if k in s), k)
+            if canon not in params:
+                raise TypeError(f"{method}() got an unexpected keyword argument '{k}'")
+            if canon in values:
+                raise TypeError(f"{method}() got multiple values for argument '{canon}'")
+            values[canon] = v
+        inputs = []
+        for s in slots:
+            if s[0] not in values:
+                raise TypeError(f"{method}() missing required argument '{s[0]}'")
+            inputs.append(values[s[0]])
+        attrs = {attr_map[p]: values[p] for p in attr_map if p in values and values[p] is not None}
+        return self._pointwise(mode, inputs, attrs, name, compute_data_type)
+
+    op.__name__ = method
+    op.__qualname__ = f"pygraph.{method}"
+    op.__doc__ = f"Pointwise {mode}({', '.join(params)})."
+    return op
+
+
+for _method in _SPECS:
+    if _method not in pygraph.__dict__:
+        setattr(pygraph, _method, _make_generic(_method))
+for _mode, _method, _arity in _PW_MODES:
+    if _method not in pygraph.__dict__:
+        setattr(pygraph, _method, _make_pointwise(_mode, _method, _arity))
