@@ -1,12 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
-"""opendnn: an open-source graph API for deep-learning primitives.
+"""The public API of opendnn (re-exported by the package; see __init__).
 
 ``import opendnn as cudnn`` runs code written for cuDNN Frontend's classic Python API: build a
 ``pygraph``, validate it, build plans and ``execute`` it on numpy arrays, torch tensors, DLPack
 objects or raw pointers. This package never imports torch.
 """
 
-from . import _C
+from . import _C  # noqa: F401
 from ._C import (  # noqa: F401
     build_info,
     build_plan_policy,

@@ -37,6 +37,11 @@ def opendnn_info():
     out = {}
     try:
         mod = importlib.import_module("opendnn")
+        if getattr(mod, "_import_error", None):
+            out["import opendnn"] = "FAILED: " + mod._import_error.strip().splitlines()[-1]
+            out["traceback"] = "\n    " + "\n    ".join(mod._import_error.strip().splitlines())
+            _flag("`import opendnn` fails; see above")
+            return out
         out["version"] = getattr(mod, "__version__", "?")
         out["location"] = os.path.dirname(getattr(mod, "__file__", "") or "")
         try:
@@ -191,6 +196,7 @@ def loaded_libraries(pattern):
 
 def cudnn_info():
     out = {}
+    loaded = loaded_libraries("libcudnn")  # before probing versions below (which loads libraries)
     cands = cudnn_candidates()
     versions = {}
     if not cands:
@@ -199,8 +205,7 @@ def cudnn_info():
         v = _cudnn_version_of(p) if os.path.exists(p) and re.search(r"libcudnn\.so", p) else "-"
         versions[p] = v
         out[f"candidate {i}"] = f"{p} [{src}] version {v}"
-    loaded = loaded_libraries("libcudnn")
-    out["loaded in this process"] = ", ".join(loaded) or "none"
+    out["loaded by opendnn"] = ", ".join(loaded) or "none (the cudnn engine loads it on first use)"
     majors = {v.split(".")[0] for v in versions.values() if v and v[0].isdigit()}
     if len(majors) > 1:
         _flag(f"several cuDNN major versions are installed: {sorted(majors)}")
@@ -229,9 +234,11 @@ def torch_info(cudnn_versions):
             if others:
                 _flag(f"torch uses cuDNN {out['torch cuDNN']} but other versions are installed: "
                       + ", ".join(f"{x} ({p})" for p, x in others.items()))
-        loaded = loaded_libraries("libcudnn")
+        if torch.cuda.is_available():
+            torch.backends.cudnn.version()
+        loaded = [p for p in loaded_libraries("libcudnn") if "libcudnn.so" in p or "libcudnn_graph" in p]
         if loaded:
-            out["cuDNN loaded after importing torch"] = ", ".join(loaded)
+            out["cuDNN mapped after importing torch"] = ", ".join(loaded)
     except Exception as e:
         out["torch details"] = f"failed ({_error(e)})"
     return out

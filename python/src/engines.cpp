@@ -38,10 +38,15 @@ void release_object(nb::object& o) {
   o.reset();
 }
 
+// "ZeroDivisionError: boom" (the traceback stays out of status messages).
 std::string python_error_text(const nb::python_error& e) {
-  std::string s = e.what();
-  size_t nl = s.find('\n');
-  return nl == std::string::npos ? s : s.substr(0, nl);
+  try {
+    std::string type = nb::cast<std::string>(nb::handle(e.type()).attr("__name__"));
+    std::string value = nb::cast<std::string>(nb::str(e.value()));
+    return value.empty() ? type : type + ": " + value;
+  } catch (...) {
+    return "an exception";
+  }
 }
 
 nb::object call_or_value(nb::handle obj, const char* attr) {
