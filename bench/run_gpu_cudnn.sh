@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# One device call: build (all cores), run the cudnn engine's GPU tests, then the benchmark.
+# Needs .carry/cudnn (nlohmann-json, GoogleTest and cuDNN headers: the device image has none); carry it.
+# Results and logs go to $OUT (or ./gpu-out). Usage: bash bench/run_gpu_cudnn.sh [--quick]
+set -o pipefail
+OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+# libcudnn: torch's pip wheel folder, found through the interpreter (the loader also honours this).
+export OPENDNN_PIP_CUDNN_DIR=$(python3 -c 'import os,nvidia.cudnn as m; print(os.path.join(list(m.__path__)[0],"lib"))' 2>/dev/null)
+echo "OPENDNN_PIP_CUDNN_DIR=$OPENDNN_PIP_CUDNN_DIR" | tee "$OUT/log.txt"
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DOPENDNN_BUILD_TOOLS=OFF -DCMAKE_PREFIX_PATH=$PWD/.carry/cudnn >>"$OUT/log.txt" 2>&1 || { tail -30 "$OUT/log.txt"; exit 1; }
+ninja -C build-gpu -j"$(nproc)" opendnn test_cudnn_engine 2>&1 | tail -20 | tee -a "$OUT/log.txt"
+./build-gpu/test_cudnn_engine 2>&1 | tee "$OUT/test_cudnn_engine.txt" | grep -E "^\[|note|plan|decline|Failure|mismatch|error|cuDNN" | head -150
+OPENDNN_LIB=$PWD/build-gpu/libopendnn.so timeout 420 python3 bench/cudnn_engine.py "$@" 2>&1 | tee "$OUT/bench.txt" | tail -40

@@ -1,0 +1,514 @@
+// SPDX-License-Identifier: Apache-2.0
+// The cudnn engine: heuristics -> candidates, execution plans, handles and the execute hot path.
+#include "engines/cudnn/cudnn_engine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include "engines/cudnn/lower.h"
+
+namespace opendnn {
+namespace cudnn {
+namespace {
+
+std::atomic<int> g_vp_mode{0};  // 0 unknown, 1 set, 2 fresh
+
+// Makes `device` current for the scope (restores the previous one).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    const auto& a = api();
+    if (device < 0 || !a.cudaGetDevice) return;
+    if (a.cudaGetDevice(&prev_) == cudaSuccess && prev_ != device && a.cudaSetDevice(device) == cudaSuccess) switched_ = true;
+  }
+  ~DeviceGuard() {
+    if (switched_) api().cudaSetDevice(prev_);
+  }
+
+ private:
+  int prev_ = -1;
+  bool switched_ = false;
+};
+
+// One cudnnHandle per (device, stream), created on first use and kept for the process's life
+// (handles are never destroyed: plans may run until exit and static destruction order is unknown).
+class HandlePool {
+ public:
+  Status get(int device, void* stream, cudnnHandle_t& out) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto key = std::make_pair(device, stream);
+    auto it = handles_.find(key);
+    if (it != handles_.end()) {
+      out = it->second;
+      return {};
+    }
+    DeviceGuard guard(device);
+    cudnnHandle_t h = nullptr;
+    cudnnStatus_t s = api().Create(&h);
+    if (s != CUDNN_STATUS_SUCCESS) return {ErrorCode::HANDLE_ERROR, "cudnnCreate: " + api().status_string(s)};
+    if (stream) {
+      s = api().SetStream(h, static_cast<cudaStream_t>(stream));
+      if (s != CUDNN_STATUS_SUCCESS) return {ErrorCode::HANDLE_ERROR, "cudnnSetStream: " + api().status_string(s)};
+    }
+    handles_[key] = h;
+    out = h;
+    return {};
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::pair<int, void*>, cudnnHandle_t> handles_;
+};
+
+HandlePool& pool() {
+  static HandlePool* p = new HandlePool;
+  return *p;
+}
+
+int current_device(const Target& t) {
+  if (t.device >= 0) return t.device;
+  int d = 0;
+  if (api().cudaGetDevice) api().cudaGetDevice(&d);
+  return d;
+}
+
+struct Knobs {
+  int64_t engine = -1;
+  std::vector<std::pair<int64_t, int64_t>> choices;  // (type, value)
+};
+
+uint64_t fnv1a(const std::vector<std::pair<int64_t, int64_t>>& v) {
+  uint64_t h = 1469598103934665603ull;
+  for (auto [a, b] : v)
+    for (int64_t x : {a, b})
+      for (int i = 0; i < 8; ++i) {
+        h ^= uint64_t((x >> (8 * i)) & 0xFF);
+        h *= 1099511628211ull;
+      }
+  return h;
+}
+
+// Reads the engine id and knob choices of an engine config.
+bool read_cfg(Builder& b, const DescPtr& cfg, Knobs& k, bool& nondeterministic) {
+  DescPtr eng = b.make(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  if (!eng) return false;
+  cudnnBackendDescriptor_t raw = eng->get();
+  int64_t n = 0;
+  if (!get_attr(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &raw)) return false;
+  if (!get_attr(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &k.engine)) return false;
+  cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+  int64_t nn = 0;
+  nondeterministic = false;
+  if (get_attr(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE, CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &nn, notes))
+    for (int64_t i = 0; i < nn && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; ++i)
+      if (notes[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) nondeterministic = true;
+  std::vector<DescPtr> kc;
+  std::vector<cudnnBackendDescriptor_t> raws;
+  for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; ++i) {
+    DescPtr d = b.make(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
+    if (!d) return false;
+    kc.push_back(d);
+    raws.push_back(d->get());
+  }
+  int64_t count = 0;
+  if (!get_attr(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(raws.size()), &count, raws.data()))
+    return true;  // no knobs
+  for (int64_t i = 0; i < count && i < int64_t(kc.size()); ++i) {
+    cudnnBackendKnobType_t type;
+    int64_t value = 0, m = 0;
+    if (get_attr(kc[size_t(i)], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &m, &type) &&
+        get_attr(kc[size_t(i)], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &m, &value))
+      k.choices.push_back({int64_t(type), value});
+  }
+  std::sort(k.choices.begin(), k.choices.end());
+  return true;
+}
+
+// An engine config from an engine id and knob choices.
+DescPtr make_cfg(Builder& b, const LoweredGraph& lg, const Knobs& k, std::vector<DescPtr>& keep) {
+  DescPtr eng = b.make(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  b.set_desc(eng, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, lg.op_graph);
+  b.set_i64(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, k.engine);
+  b.finalize(eng, "engine " + std::to_string(k.engine));
+  std::vector<DescPtr> choices;
+  for (auto [type, value] : k.choices) {
+    DescPtr kc = b.make(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
+    cudnnBackendKnobType_t t = cudnnBackendKnobType_t(type);
+    b.set(kc, CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &t);
+    b.set_i64(kc, CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, value);
+    b.finalize(kc, "knob choice");
+    choices.push_back(kc);
+  }
+  DescPtr cfg = b.make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+  b.set_desc(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, eng);
+  if (!choices.empty()) b.set_descs(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, choices);
+  b.finalize(cfg, "engine config");
+  keep.push_back(eng);
+  for (auto& c : choices) keep.push_back(c);
+  return b.ok() ? cfg : nullptr;
+}
+
+DescPtr make_plan(Builder& b, cudnnHandle_t handle, const DescPtr& cfg, int64_t& ws) {
+  DescPtr plan = b.make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+  b.set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+  b.set_desc(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, cfg);
+  b.finalize(plan, "execution plan");
+  if (!b.ok()) return nullptr;
+  int64_t n = 0;
+  ws = 0;
+  if (!get_attr(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &ws)) {
+    b.fail("execution plan: workspace size query failed");
+    return nullptr;
+  }
+  return plan;
+}
+
+int64_t align256(int64_t x) { return (x + 255) / 256 * 256; }
+
+// A finalized execution plan kept between propose_plans and build_plan.
+struct BuiltEntry {
+  std::shared_ptr<LoweredGraph> lg;
+  std::vector<DescPtr> keep;
+  DescPtr cfg, plan;
+  int64_t ws = 0;
+};
+
+class CudnnPlan final : public Plan {
+ public:
+  CudnnPlan(std::shared_ptr<BuiltEntry> e, int device) : e_(std::move(e)), device_(device) {}
+
+  Status init() {
+    const LoweredGraph& lg = *e_->lg;
+    cudnn_ws_ = align256(e_->ws);
+    total_ws_ = cudnn_ws_ + lg.ws_bytes;
+    n_slots_ = lg.slot_uids.size();
+    uids_ = lg.slot_uids;
+    for (auto& w : lg.ws_tensors) {
+      ws_index_.push_back({uids_.size(), cudnn_ws_ + w.offset});
+      uids_.push_back(w.uid);
+      if (w.zero) zero_.push_back({cudnn_ws_ + w.offset, w.bytes});
+    }
+    for (auto& h : lg.host_values) {
+      bool in_slots = std::find(lg.slot_uids.begin(), lg.slot_uids.end(), h.uid) != lg.slot_uids.end();
+      if (in_slots) continue;
+      host_index_.push_back({uids_.size(), const_cast<unsigned char*>(h.bytes)});
+      uids_.push_back(h.uid);
+    }
+    for (auto& a : lg.aliases) {
+      alias_index_.push_back({uids_.size(), a.slot});
+      uids_.push_back(a.uid);
+    }
+    ptrs_.assign(uids_.size(), nullptr);
+    for (size_t i = 0; i < n_slots_; ++i)
+      if (lg.slot_host[i] >= 0) ptrs_[i] = const_cast<unsigned char*>(lg.host_values[size_t(lg.slot_host[i])].bytes);
+    for (auto& [i, p] : host_index_) ptrs_[i] = p;
+    OPENDNN_RETURN_IF_ERROR(pool().get(device_, nullptr, handle_));
+    last_stream_ = nullptr;
+    // The variant pack, built once. Data pointers are placeholders until execute().
+    std::vector<void*> dummy(ptrs_);
+    for (auto& p : dummy)
+      if (!p) p = reinterpret_cast<void*>(uintptr_t(4096));
+    Builder b;
+    vp_ = b.make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+    b.set(vp_, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, int64_t(uids_.size()), uids_.data());
+    b.set(vp_, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, int64_t(dummy.size()), dummy.data());
+    void* ws = reinterpret_cast<void*>(uintptr_t(4096));
+    b.set(vp_, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
+    b.finalize(vp_, "variant pack");
+    fresh_ = true;
+    if (b.ok()) {
+      // Can a finalized variant pack take new pointers? Then execute() only re-sets them.
+      cudnnStatus_t s = api().BackendSetAttribute(vp_->get(), CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
+                                                  int64_t(dummy.size()), dummy.data());
+      fresh_ = s != CUDNN_STATUS_SUCCESS;
+    }
+    g_vp_mode.store(fresh_ ? 2 : 1);
+    return {};
+  }
+
+  int64_t workspace_size() const override { return total_ws_; }
+
+  Status execute(void* const* slots, void* workspace, void* stream) override {
+    const auto& a = api();
+    if (stream != last_stream_) {
+      OPENDNN_RETURN_IF_ERROR(pool().get(device_, stream, handle_));
+      last_stream_ = stream;
+    }
+    const LoweredGraph& lg = *e_->lg;
+    for (size_t i = 0; i < n_slots_; ++i) {
+      if (lg.slot_host[i] >= 0) continue;
+      if (!slots[i])
+        return {ErrorCode::INVALID_VARIANT_PACK, "cudnn: no pointer for tensor uid " + std::to_string(uids_[i])};
+      ptrs_[i] = slots[i];
+    }
+    if (total_ws_ > 0 && !workspace)
+      return {ErrorCode::INVALID_VARIANT_PACK,
+              "cudnn: the plan needs " + std::to_string(total_ws_) + " bytes of workspace but none was given"};
+    char* ws = static_cast<char*>(workspace);
+    for (auto& [i, off] : ws_index_) ptrs_[i] = ws + off;
+    for (auto& [i, slot] : alias_index_) ptrs_[i] = slots[slot];
+    for (auto& [off, bytes] : zero_) {
+      cudaError_t e = a.cudaMemsetAsync(ws + off, 0, size_t(bytes), static_cast<cudaStream_t>(stream));
+      if (e != cudaSuccess) return {ErrorCode::CUDA_API_FAILED, std::string("cudaMemsetAsync: ") + a.cudaGetErrorString(e)};
+    }
+    void* cudnn_ws = e_->ws > 0 ? workspace : nullptr;
+    cudnnBackendDescriptor_t vp = nullptr;
+    DescPtr fresh;
+    if (!fresh_) {
+      cudnnStatus_t s = a.BackendSetAttribute(vp_->get(), CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
+                                              int64_t(ptrs_.size()), ptrs_.data());
+      if (s == CUDNN_STATUS_SUCCESS)
+        s = a.BackendSetAttribute(vp_->get(), CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &cudnn_ws);
+      if (s != CUDNN_STATUS_SUCCESS)
+        return {ErrorCode::CUDNN_BACKEND_API_FAILED, "cudnn: variant pack update: " + a.status_string(s)};
+      vp = vp_->get();
+    } else {
+      // cuDNN would not re-set a finalized pack: build a fresh one (one small host allocation per call).
+      Builder b;
+      fresh = b.make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+      b.set(fresh, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, int64_t(uids_.size()), uids_.data());
+      b.set(fresh, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, int64_t(ptrs_.size()), ptrs_.data());
+      b.set(fresh, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &cudnn_ws);
+      b.finalize(fresh, "variant pack");
+      if (!b.ok()) return {ErrorCode::CUDNN_BACKEND_API_FAILED, "cudnn: " + b.error()};
+      vp = fresh->get();
+    }
+    cudnnStatus_t s = a.BackendExecute(handle_, e_->plan->get(), vp);
+    if (s != CUDNN_STATUS_SUCCESS)
+      return {ErrorCode::GRAPH_EXECUTION_FAILED, "cudnn: cudnnBackendExecute: " + a.status_string(s)};
+    return {};
+  }
+
+ private:
+  std::shared_ptr<BuiltEntry> e_;
+  int device_;
+  int64_t cudnn_ws_ = 0, total_ws_ = 0;
+  size_t n_slots_ = 0;
+  std::vector<int64_t> uids_;
+  std::vector<void*> ptrs_;
+  std::vector<std::pair<size_t, int64_t>> ws_index_;
+  std::vector<std::pair<size_t, unsigned char*>> host_index_;
+  std::vector<std::pair<size_t, int>> alias_index_;
+  std::vector<std::pair<int64_t, int64_t>> zero_;
+  DescPtr vp_;
+  bool fresh_ = true;
+  cudnnHandle_t handle_ = nullptr;
+  void* last_stream_ = nullptr;
+};
+
+std::vector<SdpaImpl> impls_for(const Graph& g) {
+  for (const auto& n : g.nodes()) {
+    if (n->kind() != OpKind::SDPA && n->kind() != OpKind::SDPA_BACKWARD) continue;
+    const std::string& m = n->attr_str("implementation");
+    if (m == "COMPOSITE") return {SdpaImpl::COMPOSITE};
+    if (m == "UNIFIED") return {SdpaImpl::UNIFIED};
+    return {SdpaImpl::COMPOSITE, SdpaImpl::UNIFIED};
+  }
+  return {SdpaImpl::COMPOSITE};
+}
+
+bool sixteen_bit_io(const Graph& g) {
+  for (const auto& t : g.tensors()) {
+    DataType d = t->get_data_type();
+    if (!t->get_is_virtual() && (d == DataType::HALF || d == DataType::BFLOAT16 || is_fp8(d))) return true;
+  }
+  return false;
+}
+
+class CudnnEngine final : public Engine {
+ public:
+  std::string_view name() const override { return "cudnn"; }
+  int64_t engine_id() const override { return kCudnnEngineId; }
+  bool serves(const Target& t) const override { return t.kind == DeviceKind::CUDA && api().ok(); }
+
+  Proposal propose_plans(const Graph& g, const Target& target) override {
+    Proposal p;
+    const auto& a = api();
+    if (!a.ok()) {
+      p.declines.push_back(a.decline_reason());
+      return p;
+    }
+    if (target.kind != DeviceKind::CUDA) {
+      p.declines.push_back("cudnn: serves CUDA targets only");
+      return p;
+    }
+    int device = current_device(target);
+    DeviceGuard guard(device);
+    cudnnHandle_t handle = nullptr;
+    Status hs = pool().get(device, nullptr, handle);
+    if (hs.is_bad()) {
+      p.declines.push_back("cudnn: " + hs.message());
+      return p;
+    }
+    std::vector<std::string> notes;
+    const int64_t kMaxPerImpl = 6;
+    bool is16 = sixteen_bit_io(g);
+    for (SdpaImpl impl : impls_for(g)) {
+      std::shared_ptr<LoweredGraph> lg;
+      std::vector<std::string> why;
+      if (!lower_graph(g, handle, impl, a.version, why, lg)) {
+        for (auto& w : why) notes.push_back(w);
+        continue;
+      }
+      std::string tag = impl == SdpaImpl::UNIFIED ? "unified_" : "";
+      std::vector<Knobs> seen;
+      int64_t built = 0, rank = 0;
+      for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_FALLBACK}) {
+        if (built >= kMaxPerImpl) break;
+        Builder b;
+        DescPtr heur = b.make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+        b.set_desc(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, lg->op_graph);
+        b.set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+        if (g.context().sm_count > 0) b.set_i64(heur, CUDNN_ATTR_ENGINEHEUR_SM_COUNT_TARGET, g.context().sm_count);
+        b.finalize(heur, "heuristics (mode " + std::to_string(int(mode)) + ")");
+        int64_t count = 0;
+        if (b.ok() && !get_attr(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr))
+          b.fail("heuristics results count query failed");
+        if (!b.ok()) {
+          notes.push_back("cudnn: " + tag + b.error());
+          continue;
+        }
+        std::vector<DescPtr> cfgs;
+        std::vector<cudnnBackendDescriptor_t> raws;
+        for (int64_t i = 0; i < count; ++i) {
+          DescPtr d = b.make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+          if (!d) break;
+          cfgs.push_back(d);
+          raws.push_back(d->get());
+        }
+        int64_t got = 0;
+        if (count > 0 &&
+            !get_attr(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, raws.data())) {
+          notes.push_back("cudnn: " + tag + "heuristics results query failed: " + a.last_error());
+          continue;
+        }
+        if (got == 0) notes.push_back("cudnn: " + tag + "heuristics mode " + std::to_string(int(mode)) + " found no engine config");
+        for (int64_t i = 0; i < got && built < kMaxPerImpl; ++i) {
+          Knobs k;
+          bool nondet = false;
+          Builder rb;
+          if (!read_cfg(rb, cfgs[size_t(i)], k, nondet)) continue;
+          bool dup = false;
+          for (auto& s : seen) dup |= s.engine == k.engine && s.choices == k.choices;
+          if (dup) continue;
+          seen.push_back(k);
+          auto entry = std::make_shared<BuiltEntry>();
+          entry->lg = lg;
+          Builder pb;
+          entry->cfg = make_cfg(pb, *lg, k, entry->keep);
+          if (entry->cfg) entry->plan = make_plan(pb, handle, entry->cfg, entry->ws);
+          std::string name = tag + "eng" + std::to_string(k.engine);
+          for (auto [t, v] : k.choices) name += "_k" + std::to_string(t) + "=" + std::to_string(v);
+          if (!pb.ok()) {
+            notes.push_back("cudnn: " + name + ": " + pb.error());
+            continue;
+          }
+          PlanCandidate c;
+          c.name = name;
+          c.local_index = k.engine * 1000 + int64_t(fnv1a(k.choices) % 1000) + (impl == SdpaImpl::UNIFIED ? 1000000 : 0);
+          for (auto& q : p.plans)
+            while (q.local_index == c.local_index) ++c.local_index;
+          double peak = is16 ? 700e12 : 50e12;
+          c.estimated_us = (lg->flops / peak + lg->bytes / 3.5e12) * 1e6 * (1.0 + 0.02 * double(rank)) + 5.0;
+          c.workspace_bytes = align256(entry->ws) + lg->ws_bytes;
+          c.knobs.push_back({"engine", k.engine});
+          c.knobs.push_back({"unified", impl == SdpaImpl::UNIFIED ? 1 : 0});
+          for (auto [t, v] : k.choices) c.knobs.push_back({"knob" + std::to_string(t), v});
+          c.deterministic = !nondet;
+          for (const auto& n : g.nodes())
+            if (n->kind() == OpKind::SDPA_BACKWARD && impl == SdpaImpl::COMPOSITE && !n->attr_bool("use_deterministic_algorithm"))
+              c.deterministic = false;
+          remember(lg->signature, c.local_index, entry);
+          p.plans.push_back(std::move(c));
+          ++built;
+          ++rank;
+        }
+      }
+    }
+    if (p.plans.empty()) {
+      p.declines = std::move(notes);
+      if (p.declines.empty()) p.declines.push_back("cudnn: no engine config supports this graph");
+    }
+    return p;
+  }
+
+  Status build_plan(const Graph& g, const Target& target, const PlanCandidate& cand, std::unique_ptr<Plan>& out) override {
+    const auto& a = api();
+    if (!a.ok()) return {ErrorCode::GRAPH_NOT_SUPPORTED, a.decline_reason()};
+    int device = current_device(target);
+    DeviceGuard guard(device);
+    cudnnHandle_t handle = nullptr;
+    OPENDNN_RETURN_IF_ERROR(pool().get(device, nullptr, handle));
+    Knobs k;
+    SdpaImpl impl = SdpaImpl::COMPOSITE;
+    for (auto& [name, v] : cand.knobs) {
+      if (name == "engine") k.engine = v;
+      else if (name == "unified") impl = v ? SdpaImpl::UNIFIED : SdpaImpl::COMPOSITE;
+      else if (name.rfind("knob", 0) == 0) k.choices.push_back({std::stoll(name.substr(4)), v});
+    }
+    std::sort(k.choices.begin(), k.choices.end());
+    if (k.engine < 0) return {ErrorCode::INVALID_VALUE, "cudnn: candidate " + cand.name + " has no engine knob"};
+    std::shared_ptr<LoweredGraph> lg;
+    std::vector<std::string> why;
+    if (!lower_graph(g, handle, impl, a.version, why, lg)) {
+      std::string m;
+      for (auto& w : why) m += (m.empty() ? "" : "; ") + w;
+      return {ErrorCode::GRAPH_NOT_SUPPORTED, m};
+    }
+    std::shared_ptr<BuiltEntry> entry = recall(lg->signature, cand.local_index);
+    if (!entry) {
+      entry = std::make_shared<BuiltEntry>();
+      entry->lg = lg;
+      Builder b;
+      entry->cfg = make_cfg(b, *lg, k, entry->keep);
+      if (entry->cfg) entry->plan = make_plan(b, handle, entry->cfg, entry->ws);
+      if (!b.ok()) return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cudnn: " + cand.name + ": " + b.error()};
+    }
+    auto plan = std::make_unique<CudnnPlan>(entry, device);
+    OPENDNN_RETURN_IF_ERROR(plan->init());
+    out = std::move(plan);
+    return {};
+  }
+
+ private:
+  void remember(const std::string& sig, int64_t index, std::shared_ptr<BuiltEntry> e) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (cache_.size() > 256) cache_.clear();
+    cache_[sig + "#" + std::to_string(index)] = std::move(e);
+  }
+  std::shared_ptr<BuiltEntry> recall(const std::string& sig, int64_t index) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = cache_.find(sig + "#" + std::to_string(index));
+    return it == cache_.end() ? nullptr : it->second;
+  }
+  std::mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<BuiltEntry>> cache_;
+};
+
+}  // namespace
+
+std::string describe_loaded() {
+  const auto& a = api();
+  if (!a.ok()) return a.decline_reason();
+  size_t v = a.version;
+  return "cuDNN " + std::to_string(v / 10000) + "." + std::to_string((v % 10000) / 100) + "." + std::to_string(v % 100) +
+         " from " + a.cudnn_path + "; cudart " + a.cudart_name;
+}
+
+const char* variant_pack_mode() {
+  int m = g_vp_mode.load();
+  return m == 1 ? "set" : m == 2 ? "fresh" : "";
+}
+
+}  // namespace cudnn
+
+std::shared_ptr<Engine> make_cudnn_engine() {
+  static std::shared_ptr<Engine> e = std::make_shared<cudnn::CudnnEngine>();
+  return e;
+}
+
+}  // namespace opendnn

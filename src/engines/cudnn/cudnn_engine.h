@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: Apache-2.0
+// The `cudnn` engine: lowers opendnn graphs to cuDNN's backend API (libcudnn 9.x, loaded at run time).
+//
+// Plans. Each engine config that cuDNN's heuristics (modes A, B and FALLBACK) return, and that
+// finalizes into an execution plan, becomes one PlanCandidate:
+//   name         "eng<global engine id>_<knob>=<value>_..." (prefixed "unified_" for the SDPA_FWD/BWD op)
+//   local_index  global engine id * 1000 + (FNV-1a of the knob choices mod 1000), + 1,000,000 for
+//                unified SDPA; stable across runs and machines for the same cuDNN engine config
+//   knobs        ("engine", id), ("unified", 0|1), then ("knob<type>", value) for each knob choice
+//   workspace    the execution plan's workspace + the engine's own workspace tensors (256-aligned)
+//   estimate     a roofline guess: FLOPs at 700 TFLOP/s (16-bit) or 50 (fp32) + bytes at 3.5 TB/s,
+//                2% more per heuristic rank
+// The router finds the engine with the weak-symbol pattern of the reference kernel table:
+//   std::shared_ptr<Engine> make_cudnn_engine() __attribute__((weak));  if (make_cudnn_engine) ...
+// (the symbol is absent when opendnn is built without the cuDNN headers).
+#pragma once
+
+#include <memory>
+
+#include "opendnn/engine.h"
+
+namespace opendnn {
+
+inline constexpr int64_t kCudnnEngineId = kBackendEngineIdBase;  // 0
+
+// The process-wide cudnn engine (one instance; cheap to call).
+std::shared_ptr<Engine> make_cudnn_engine();
+
+namespace cudnn {
+// What the loader found, for collect_env and error messages: "cuDNN 9.19.0 from <path>; cudart <soname>"
+// or the decline reason with every path tried.
+std::string describe_loaded();
+// How execute() refreshes the variant pack: "set" (pointers re-set on the finalized descriptor) or
+// "fresh" (a new descriptor per call). Known after the first plan is built; "" before.
+const char* variant_pack_mode();
+}  // namespace cudnn
+
+}  // namespace opendnn

@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: Apache-2.0
+// Lowering an opendnn graph to a cuDNN backend operation graph.
+//
+// Every opendnn tensor becomes a backend tensor with the same uid (virtual stays virtual). Tensors of
+// rank < R (R = max(3, the graph's largest rank)) get leading 1 dims so every op sees equal ranks.
+// Extra backend tensors the lowering invents get fresh uids above the graph's largest:
+//   - aliases: a transposed view of a user tensor (Kᵀ, Vᵀ); its variant-pack pointer is the user's;
+//   - by-value scalars (attention scale, -inf, index shifts): host memory owned by the LoweredGraph;
+//   - workspace tensors (SDPA backward softmax_sum and dQ accumulator): carved from the workspace
+//     after cuDNN's own part, zeroed with cudaMemsetAsync before execution when needed.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engines/cudnn/backend.h"
+#include "opendnn/graph.h"
+
+namespace opendnn::cudnn {
+
+enum class SdpaImpl : uint8_t { COMPOSITE, UNIFIED };
+
+struct LoweredGraph {
+  std::vector<DescPtr> keep;  // every descriptor the op graph references
+  DescPtr op_graph;
+  std::string signature;
+  SdpaImpl sdpa_impl = SdpaImpl::COMPOSITE;
+  bool has_sdpa = false;
+
+  // Variant pack layout: [user slots (variant_uids order)] [workspace tensors] [host values] [aliases]
+  std::vector<int64_t> slot_uids;   // the graph's variant uids
+  std::vector<int> slot_host;       // per slot: index into host_values if the tensor is by-value, else -1
+  struct WsTensor { int64_t uid; int64_t offset; int64_t bytes; bool zero; };
+  std::vector<WsTensor> ws_tensors;  // offsets relative to the end of cuDNN's workspace (256-aligned)
+  int64_t ws_bytes = 0;
+  struct HostValue { int64_t uid; alignas(16) unsigned char bytes[16]; };
+  std::deque<HostValue> host_values;  // stable addresses
+  struct Alias { int64_t uid; int slot; };
+  std::vector<Alias> aliases;
+
+  double flops = 0;  // for the cost estimate
+  double bytes = 0;
+};
+
+// The variant slots of a graph: Graph::variant_uids() when the router provides it, else the uids of
+// the non-virtual, non-by-value tensors, ascending (the definition in graph.h).
+std::vector<int64_t> variant_slots(const Graph& g);
+
+// Lowers the graph; on failure returns false and appends the reasons (naming node and tensor).
+bool lower_graph(const Graph& g, cudnnHandle_t handle, SdpaImpl impl, size_t cudnn_version,
+                 std::vector<std::string>& declines, std::shared_ptr<LoweredGraph>& out);
+
+// ---- internals shared by the lower_*.cpp files
+struct LowerCtx {
+  Builder b;
+  const Graph& g;
+  LoweredGraph& out;
+  size_t version = 0;
+  int rank = 3;
+  int64_t next_uid = 1;
+  std::unordered_map<const TensorAttr*, DescPtr> tensors;
+  std::unordered_map<int64_t, int> slot_of_uid;
+  std::vector<DescPtr> ops;
+
+  LowerCtx(const Graph& graph, LoweredGraph& o) : g(graph), out(o) {}
+  std::vector<int64_t> padded_dims(const TensorAttr& t) const;
+  std::vector<int64_t> padded_strides(const TensorAttr& t) const;
+  // The backend tensor of an opendnn tensor (created once).
+  DescPtr tensor(const TensorPtr& t);
+  // A new backend tensor. uid < 0 takes a fresh uid.
+  DescPtr make_tensor(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides, DataType dt, bool is_virtual,
+                      int64_t uid = -1, bool by_value = false);
+  DescPtr virt(const std::vector<int64_t>& dims, DataType dt = DataType::FLOAT);
+  DescPtr scalar_f32(float v);
+  DescPtr scalar_i32(int32_t v);
+  // A view of a user tensor with other dims/strides, reading the same memory.
+  DescPtr alias(const TensorPtr& src, const std::vector<int64_t>& dims, const std::vector<int64_t>& strides);
+  DescPtr ws_tensor(const std::vector<int64_t>& dims, DataType dt, bool zero);
+  // Ops
+  DescPtr pointwise(cudnnPointwiseMode_t mode, const DescPtr& x, const DescPtr& b, const DescPtr& y,
+                    const DescPtr& t = nullptr, DataType prec = DataType::FLOAT, int64_t axis = -1);
+  DescPtr matmul(const DescPtr& a, const DescPtr& bm, const DescPtr& c, DataType prec = DataType::FLOAT);
+  DescPtr reduction(cudnnReduceTensorOp_t op, const DescPtr& x, const DescPtr& y, DataType prec = DataType::FLOAT);
+  DescPtr reshape(const DescPtr& x, const DescPtr& y);
+  DataType compute_type(const Node& n) const;
+};
+
+bool lower_generic_node(LowerCtx& c, const Node& n, std::string& why);
+bool lower_sdpa_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string& why);
+bool lower_sdpa_backward_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string& why);
+
+}  // namespace opendnn::cudnn

@@ -1,0 +1,341 @@
+// SPDX-License-Identifier: Apache-2.0
+// The lowering driver: tensors, the shared op helpers, and the operation graph.
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "engines/cudnn/lower.h"
+
+namespace opendnn::cudnn {
+
+std::vector<int64_t> variant_slots(const Graph& g) {
+  const auto& v = g.variant_uids();
+  if (!v.empty()) return v;
+  std::vector<int64_t> uids;
+  for (const auto& t : g.tensors())
+    if (!t->get_is_virtual() && !t->get_is_pass_by_value() && t->has_uid()) uids.push_back(t->get_uid());
+  std::sort(uids.begin(), uids.end());
+  uids.erase(std::unique(uids.begin(), uids.end()), uids.end());
+  return uids;
+}
+
+std::vector<int64_t> LowerCtx::padded_dims(const TensorAttr& t) const {
+  std::vector<int64_t> d = t.get_dim();
+  while (int(d.size()) < rank) d.insert(d.begin(), 1);
+  return d;
+}
+
+std::vector<int64_t> LowerCtx::padded_strides(const TensorAttr& t) const {
+  std::vector<int64_t> s = t.get_stride();
+  const auto& d = t.get_dim();
+  int64_t span = 1;
+  for (size_t i = 0; i < d.size() && i < s.size(); ++i) span = std::max(span, d[i] * s[i]);
+  while (int(s.size()) < rank) s.insert(s.begin(), span);
+  return s;
+}
+
+DescPtr LowerCtx::make_tensor(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides, DataType dt,
+                              bool is_virtual, int64_t uid, bool by_value) {
+  bool ok = true;
+  cudnnDataType_t cdt = to_cudnn(dt, &ok);
+  if (!ok) {
+    b.fail("data type " + std::string(to_string(dt)) + " has no cuDNN equivalent");
+    return nullptr;
+  }
+  if (uid < 0) uid = next_uid++;
+  DescPtr d = b.make(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  b.set_dtype(d, CUDNN_ATTR_TENSOR_DATA_TYPE, cdt);
+  b.set_i64s(d, CUDNN_ATTR_TENSOR_DIMENSIONS, dims);
+  b.set_i64s(d, CUDNN_ATTR_TENSOR_STRIDES, strides);
+  b.set_i64(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, uid);
+  b.set_i64(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, 16);
+  b.set_bool(d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, is_virtual);
+  if (by_value) b.set_bool(d, CUDNN_ATTR_TENSOR_IS_BY_VALUE, true);
+  b.finalize(d, "tensor uid " + std::to_string(uid));
+  if (d) out.keep.push_back(d);
+  return b.ok() ? d : nullptr;
+}
+
+DescPtr LowerCtx::tensor(const TensorPtr& t) {
+  if (!t) {
+    b.fail("internal: null tensor");
+    return nullptr;
+  }
+  auto it = tensors.find(t.get());
+  if (it != tensors.end()) return it->second;
+  bool by_value = t->get_is_pass_by_value();
+  std::vector<int64_t> dims = padded_dims(*t), strides = padded_strides(*t);
+  DescPtr d;
+  if (t->get_ragged_offset()) {
+    // Ragged (THD) tensors: the offset tensor is an ordinary int tensor, referenced by the data tensor.
+    DescPtr r = tensor(t->get_ragged_offset());
+    bool ok = true;
+    cudnnDataType_t cdt = to_cudnn(t->get_data_type(), &ok);
+    d = b.make(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+    b.set_dtype(d, CUDNN_ATTR_TENSOR_DATA_TYPE, cdt);
+    b.set_i64s(d, CUDNN_ATTR_TENSOR_DIMENSIONS, dims);
+    b.set_i64s(d, CUDNN_ATTR_TENSOR_STRIDES, strides);
+    b.set_i64(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, t->get_uid());
+    b.set_i64(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, 16);
+    b.set_bool(d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, t->get_is_virtual());
+    b.set_desc(d, CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC, r);
+    b.finalize(d, "tensor " + t->get_name());
+    if (d) out.keep.push_back(d);
+  } else {
+    d = make_tensor(dims, strides, t->get_data_type(), t->get_is_virtual(), t->get_uid(), by_value);
+  }
+  if (by_value && d) {
+    // Host copy of the value in the tensor's type.
+    LoweredGraph::HostValue hv{};
+    hv.uid = t->get_uid();
+    const Scalar& s = t->get_value();
+    switch (t->get_data_type()) {
+      case DataType::FLOAT: { float f = float(s.as_double()); std::memcpy(hv.bytes, &f, 4); break; }
+      case DataType::DOUBLE: { double f = s.as_double(); std::memcpy(hv.bytes, &f, 8); break; }
+      case DataType::INT32: { int32_t v = int32_t(s.i); std::memcpy(hv.bytes, &v, 4); break; }
+      case DataType::INT64: { int64_t v = s.i; std::memcpy(hv.bytes, &v, 8); break; }
+      case DataType::HALF: case DataType::BFLOAT16: {
+        float f = float(s.as_double());
+        uint32_t u; std::memcpy(&u, &f, 4);
+        uint16_t h;
+        if (t->get_data_type() == DataType::BFLOAT16) {
+          h = uint16_t((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
+        } else {
+          // float -> half (round to nearest even; no denormal care needed for scalars used here)
+          uint32_t sign = (u >> 16) & 0x8000, exp = (u >> 23) & 0xFF, man = u & 0x7FFFFF;
+          if (exp == 0xFF) h = uint16_t(sign | 0x7C00 | (man ? 0x200 : 0));
+          else if (int(exp) - 127 + 15 >= 31) h = uint16_t(sign | 0x7C00);
+          else if (int(exp) - 127 + 15 <= 0) h = uint16_t(sign);
+          else {
+            uint32_t he = exp - 127 + 15, hm = man >> 13, rem = man & 0x1FFF;
+            uint32_t r = (he << 10) | hm;
+            if (rem > 0x1000 || (rem == 0x1000 && (hm & 1))) ++r;
+            h = uint16_t(sign | r);
+          }
+        }
+        std::memcpy(hv.bytes, &h, 2);
+        break;
+      }
+      default: b.fail("by-value tensor " + t->get_name() + " has an unsupported type"); break;
+    }
+    out.host_values.push_back(hv);
+  }
+  tensors[t.get()] = d;
+  return d;
+}
+
+DescPtr LowerCtx::virt(const std::vector<int64_t>& dims, DataType dt) {
+  return make_tensor(dims, row_major_strides(dims), dt, true);
+}
+
+DescPtr LowerCtx::scalar_f32(float v) {
+  std::vector<int64_t> one(size_t(rank), 1);
+  int64_t uid = next_uid;
+  DescPtr d = make_tensor(one, one, DataType::FLOAT, false, -1, true);
+  LoweredGraph::HostValue hv{};
+  hv.uid = uid;
+  std::memcpy(hv.bytes, &v, 4);
+  out.host_values.push_back(hv);
+  return d;
+}
+
+DescPtr LowerCtx::scalar_i32(int32_t v) {
+  std::vector<int64_t> one(size_t(rank), 1);
+  int64_t uid = next_uid;
+  DescPtr d = make_tensor(one, one, DataType::INT32, false, -1, true);
+  LoweredGraph::HostValue hv{};
+  hv.uid = uid;
+  std::memcpy(hv.bytes, &v, 4);
+  out.host_values.push_back(hv);
+  return d;
+}
+
+DescPtr LowerCtx::alias(const TensorPtr& src, const std::vector<int64_t>& dims, const std::vector<int64_t>& strides) {
+  auto it = slot_of_uid.find(src->get_uid());
+  if (it == slot_of_uid.end()) {
+    b.fail("tensor " + src->get_name() + " has no variant-pack slot");
+    return nullptr;
+  }
+  int64_t uid = next_uid;
+  DescPtr d = make_tensor(dims, strides, src->get_data_type(), false, -1);
+  out.aliases.push_back({uid, it->second});
+  return d;
+}
+
+DescPtr LowerCtx::ws_tensor(const std::vector<int64_t>& dims, DataType dt, bool zero) {
+  int64_t uid = next_uid;
+  DescPtr d = make_tensor(dims, row_major_strides(dims), dt, false, -1);
+  int64_t n = 1;
+  for (int64_t x : dims) n *= x;
+  int64_t bytes = n * (bits_of(dt) / 8);
+  out.ws_tensors.push_back({uid, out.ws_bytes, bytes, zero});
+  out.ws_bytes += (bytes + 255) / 256 * 256;
+  return d;
+}
+
+DataType LowerCtx::compute_type(const Node& n) const {
+  if (n.compute_data_type() != DataType::NOT_SET) return n.compute_data_type();
+  if (g.context().compute_data_type != DataType::NOT_SET) return g.context().compute_data_type;
+  return DataType::FLOAT;
+}
+
+DescPtr LowerCtx::pointwise(cudnnPointwiseMode_t mode, const DescPtr& x, const DescPtr& bb, const DescPtr& y,
+                            const DescPtr& t, DataType prec, int64_t axis) {
+  bool ok = true;
+  DescPtr pw = b.make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+  b.set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
+  cudnnDataType_t p = to_cudnn(prec, &ok);
+  b.set_dtype(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, p);
+  if (axis >= 0) b.set_i64(pw, CUDNN_ATTR_POINTWISE_AXIS, axis);
+  b.finalize(pw, "pointwise descriptor");
+  if (pw) out.keep.push_back(pw);
+  DescPtr op = b.make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+  b.set_desc(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw);
+  b.set_desc(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x);
+  if (bb) b.set_desc(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, bb);
+  if (t) b.set_desc(op, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, t);
+  b.set_desc(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y);
+  b.finalize(op, "pointwise operation");
+  if (op) {
+    out.keep.push_back(op);
+    ops.push_back(op);
+  }
+  return op;
+}
+
+DescPtr LowerCtx::matmul(const DescPtr& a, const DescPtr& bm, const DescPtr& cm, DataType prec) {
+  bool ok = true;
+  DescPtr md = b.make(CUDNN_BACKEND_MATMUL_DESCRIPTOR);
+  b.set_dtype(md, CUDNN_ATTR_MATMUL_COMP_TYPE, to_cudnn(prec, &ok));
+  b.finalize(md, "matmul descriptor");
+  if (md) out.keep.push_back(md);
+  DescPtr op = b.make(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR);
+  b.set_desc(op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, a);
+  b.set_desc(op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, bm);
+  b.set_desc(op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, cm);
+  b.set_desc(op, CUDNN_ATTR_OPERATION_MATMUL_DESC, md);
+  b.finalize(op, "matmul operation");
+  if (op) {
+    out.keep.push_back(op);
+    ops.push_back(op);
+  }
+  return op;
+}
+
+DescPtr LowerCtx::reduction(cudnnReduceTensorOp_t rop, const DescPtr& x, const DescPtr& y, DataType prec) {
+  bool ok = true;
+  DescPtr rd = b.make(CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
+  b.set(rd, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &rop);
+  b.set_dtype(rd, CUDNN_ATTR_REDUCTION_COMP_TYPE, to_cudnn(prec, &ok));
+  b.finalize(rd, "reduction descriptor");
+  if (rd) out.keep.push_back(rd);
+  DescPtr op = b.make(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
+  b.set_desc(op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, x);
+  b.set_desc(op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, y);
+  b.set_desc(op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, rd);
+  b.finalize(op, "reduction operation");
+  if (op) {
+    out.keep.push_back(op);
+    ops.push_back(op);
+  }
+  return op;
+}
+
+DescPtr LowerCtx::reshape(const DescPtr& x, const DescPtr& y) {
+  DescPtr op = b.make(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR);
+  b.set_desc(op, CUDNN_ATTR_OPERATION_RESHAPE_XDESC, x);
+  b.set_desc(op, CUDNN_ATTR_OPERATION_RESHAPE_YDESC, y);
+  b.finalize(op, "reshape operation");
+  if (op) {
+    out.keep.push_back(op);
+    ops.push_back(op);
+  }
+  return op;
+}
+
+bool lower_graph(const Graph& g, cudnnHandle_t handle, SdpaImpl impl, size_t version, std::vector<std::string>& declines,
+                 std::shared_ptr<LoweredGraph>& result) {
+  auto lg = std::make_shared<LoweredGraph>();
+  lg->sdpa_impl = impl;
+  LowerCtx c(g, *lg);
+  c.version = version;
+  int64_t max_uid = 0;
+  int max_rank = 0;
+  for (const auto& t : g.tensors()) {
+    if (!t->has_uid()) {
+      declines.push_back("cudnn: tensor " + t->get_name() + " has no uid (validate the graph first)");
+      return false;
+    }
+    max_uid = std::max(max_uid, t->get_uid());
+    max_rank = std::max(max_rank, int(t->get_dim().size()));
+    if (t->get_dim().empty() || t->get_stride().size() != t->get_dim().size()) {
+      declines.push_back("cudnn: tensor " + t->get_name() + " has incomplete dims/strides (validate the graph first)");
+      return false;
+    }
+  }
+  if (max_rank > 8) {
+    declines.push_back("cudnn: tensors of rank " + std::to_string(max_rank) + " exceed cuDNN's 8 dims");
+    return false;
+  }
+  c.rank = std::max(3, max_rank);
+  c.next_uid = (max_uid / 1000 + 1) * 1000 + 1000000;  // well clear of the user's uids
+  lg->slot_uids = variant_slots(g);
+  for (size_t i = 0; i < lg->slot_uids.size(); ++i) c.slot_of_uid[lg->slot_uids[i]] = int(i);
+
+  bool ok = true;
+  for (const auto& n : g.nodes()) {
+    std::string why;
+    bool good;
+    if (n->kind() == OpKind::SDPA) {
+      lg->has_sdpa = true;
+      good = lower_sdpa_node(c, *n, impl, why);
+    } else if (n->kind() == OpKind::SDPA_BACKWARD) {
+      lg->has_sdpa = true;
+      good = lower_sdpa_backward_node(c, *n, impl, why);
+    } else {
+      good = lower_generic_node(c, *n, why);
+    }
+    if (!good || !c.b.ok()) {
+      if (why.empty()) why = c.b.error();
+      declines.push_back(std::string("cudnn: ") + n->spec().method + " \"" + n->name() + "\": " + why);
+      ok = false;
+      c.b.clear_error();
+    }
+  }
+  if (!ok) return false;
+  if (c.ops.empty()) {
+    declines.push_back("cudnn: the graph has no operations");
+    return false;
+  }
+  // Slots of by-value tensors read the engine's host copy.
+  lg->slot_host.assign(lg->slot_uids.size(), -1);
+  for (size_t i = 0; i < lg->slot_uids.size(); ++i)
+    for (size_t h = 0; h < lg->host_values.size(); ++h)
+      if (lg->host_values[h].uid == lg->slot_uids[i]) lg->slot_host[i] = int(h);
+  // Every non-virtual tensor that is used must have a slot (or be by-value / alias / workspace).
+  for (const auto& [attr, d] : c.tensors) {
+    if (attr->get_is_virtual() || attr->get_is_pass_by_value()) continue;
+    if (!c.slot_of_uid.count(attr->get_uid())) {
+      declines.push_back("cudnn: tensor " + attr->get_name() + " (uid " + std::to_string(attr->get_uid()) +
+                         ") is not in the variant pack");
+      return false;
+    }
+  }
+  DescPtr og = c.b.make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  c.b.set(og, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+  c.b.set_descs(og, CUDNN_ATTR_OPERATIONGRAPH_OPS, c.ops);
+  c.b.finalize(og, "operation graph");
+  if (!c.b.ok()) {
+    declines.push_back("cudnn: cuDNN rejects the operation graph: " + c.b.error());
+    return false;
+  }
+  lg->op_graph = og;
+  lg->keep.push_back(og);
+  lg->signature = c.b.signature();
+  for (const auto& t : g.tensors())
+    if (!t->get_is_virtual() && !t->get_is_pass_by_value() && t->storage_bytes() > 0) lg->bytes += double(t->storage_bytes());
+  result = std::move(lg);
+  return true;
+}
+
+}  // namespace opendnn::cudnn
