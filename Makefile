@@ -5,9 +5,9 @@ SHELL := /bin/bash
 JOBS ?= $(shell nproc)
 BUILD ?= build
 APT_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev nlohmann-json3-dev libgtest-dev \
-                libbenchmark-dev libcli11-dev python3-pip python3-venv
+                libbenchmark-dev libcli11-dev libomp-dev python3-pip python3-venv
 
-.PHONY: deps build build-asan demo test test-cpp test-asan
+.PHONY: deps build build-asan demo test test-cpp test-asan fuzz
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -26,7 +26,8 @@ build-asan: deps
 	cmake --build $(BUILD)-asan -j $(JOBS)
 
 demo: build
-	@for f in examples/graphs/*.json; do [ -e "$$f" ] || continue; echo "== $$f"; ./$(BUILD)/opendnn validate $$f; done
+	@for f in examples/graphs/*.json; do [ -e "$$f" ] || continue; echo "== $$f"; ./$(BUILD)/opendnn validate $$f || exit 1; done
+	@if [ -f tools/cmd_demo.cpp ]; then ./$(BUILD)/opendnn demo; fi
 
 test-cpp: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -34,4 +35,16 @@ test-cpp: build
 test-asan: build-asan
 	cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS)
 
-test: test-cpp test-asan
+test: test-cpp test-asan fuzz
+
+# libFuzzer on Graph JSON v2 (clang, ASan+UBSan, leak detection). Seeds: examples/graphs; new inputs go
+# to $(BUILD)-fuzz/corpus. Fails on a crash, a leak, a UB report or an input slower than 10 s.
+FUZZ_TIME ?= 60
+fuzz: deps
+	cmake -S . -B $(BUILD)-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+	  -DOPENDNN_FUZZ=ON -DOPENDNN_SANITIZE=address,undefined -DOPENDNN_BUILD_TESTS=OFF -DOPENDNN_BUILD_TOOLS=OFF >/dev/null
+	cmake --build $(BUILD)-fuzz -j $(JOBS) --target fuzz_graph_json
+	mkdir -p $(BUILD)-fuzz/corpus
+	ASAN_OPTIONS=detect_leaks=1 ./$(BUILD)-fuzz/fuzz_graph_json -max_total_time=$(FUZZ_TIME) -max_len=65536 -timeout=10 \
+	  -print_final_stats=1 -dict=tests/fuzz/graph_json.dict -artifact_prefix=$(BUILD)-fuzz/ \
+	  $(BUILD)-fuzz/corpus examples/graphs examples/graphs/invalid

@@ -25,6 +25,7 @@ inline constexpr size_t kMaxValues = size_t(1) << 22;      // JSON values in one
 inline constexpr size_t kMaxRank = 16;                     // dims and strides of a tensor
 inline constexpr size_t kMaxListLength = 4096;             // INT_LIST / FLOAT_LIST attributes
 inline constexpr size_t kMaxVariadicInputs = 4096;         // CONCATENATE ports "0", "1", ...
+inline constexpr size_t kMaxRaggedChain = 4;               // tensor -> offset -> offset ...
 
 // Parses text into a DOM without recursion and within the limits above. Rejects duplicate keys.
 Status parse_document(std::string_view text, Json& out);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Graph JSON v2 reader: checks the document against the op catalogue and names the JSON path of
 // the first problem (`nodes[3].inputs.Q: no tensor with uid 17`).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -466,20 +467,19 @@ Status read_graph(const Json& doc, ParsedGraph& out) {
     OPENDNN_RETURN_IF_ERROR(table.lookup(*r.ref, join(at("tensors", r.tensor), "ragged_offset_uid"), target));
     tensors[r.tensor]->set_ragged_offset(std::move(target));
   }
-  // Ragged offsets must not form a cycle (a tensor that is, through offsets, its own offset).
-  {
-    std::unordered_set<const TensorAttr*> acyclic;
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      std::unordered_set<const TensorAttr*> path;
-      const TensorAttr* t = tensors[i].get();
-      while (t && !acyclic.count(t)) {
-        if (!path.insert(t).second) {
-          for (auto& u : tensors) u->set_ragged_offset(nullptr);  // break the cycle before freeing
-          return fail(kFormat, join(at("tensors", i), "ragged_offset_uid"), "ragged offsets form a cycle");
-        }
-        t = t->get_ragged_offset().get();
-      }
-      acyclic.insert(path.begin(), path.end());
+  // Ragged offsets must not form a cycle (a tensor that is, through offsets, its own offset), and
+  // chains stay short (an offset tensor is a plain integer tensor; nothing needs deep chains).
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    std::string why;
+    std::vector<const TensorAttr*> chain;
+    for (const TensorAttr* t = tensors[i].get(); t && why.empty(); t = t->get_ragged_offset().get()) {
+      if (std::find(chain.begin(), chain.end(), t) != chain.end()) why = "ragged offsets form a cycle";
+      else if (chain.size() > kMaxRaggedChain) why = "ragged offsets nest deeper than " + std::to_string(kMaxRaggedChain);
+      chain.push_back(t);
+    }
+    if (!why.empty()) {
+      for (auto& u : tensors) u->set_ragged_offset(nullptr);  // no cycle may outlive this function
+      return fail(kFormat, join(at("tensors", i), "ragged_offset_uid"), why);
     }
   }
 
