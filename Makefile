@@ -7,7 +7,7 @@ BUILD ?= build
 APT_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev nlohmann-json3-dev libgtest-dev \
                 libbenchmark-dev libcli11-dev libomp-dev python3-pip python3-venv
 
-.PHONY: deps build build-asan demo test test-cpp test-asan fuzz
+.PHONY: deps build build-asan demo test test-cpp test-asan fuzz test-python
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -35,9 +35,20 @@ test-cpp: build
 test-asan: build-asan
 	cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS)
 
-test: test-cpp test-asan fuzz
+test: test-cpp test-asan fuzz test-python
 
-# libFuzzer on Graph JSON v2 (clang, ASan+UBSan, leak detection). Seeds: examples/graphs; new inputs go
+# The Python package: `pip install .` into a venv that sees this Python's packages (so the build needs
+# no network: scikit-build-core, nanobind, numpy, ml_dtypes, pytest), then the pytest suite.
+PYVENV ?= $(BUILD)-venv
+PIP_CCACHE := $(if $(shell command -v ccache),-C cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache)
+test-python: deps
+	[ -x $(PYVENV)/bin/python ] || python3 -m venv --system-site-packages $(PYVENV)
+	$(PYVENV)/bin/python -m pip install -q scikit-build-core nanobind numpy ml_dtypes pytest
+	$(PYVENV)/bin/python -m pip install -q --no-build-isolation $(PIP_CCACHE) .
+	$(PYVENV)/bin/python -m pytest tests/python -q
+
+# libFuzzer on Graph JSON v2 (clang, ASan+UBSan, leak detection). Seeds: tests/fuzz/seeds (one graph per
+# op) and examples/graphs; new inputs go
 # to $(BUILD)-fuzz/corpus. Fails on a crash, a leak, a UB report or an input slower than 10 s.
 FUZZ_TIME ?= 60
 fuzz: deps
@@ -47,4 +58,4 @@ fuzz: deps
 	mkdir -p $(BUILD)-fuzz/corpus
 	ASAN_OPTIONS=detect_leaks=1 ./$(BUILD)-fuzz/fuzz_graph_json -max_total_time=$(FUZZ_TIME) -max_len=65536 -timeout=10 \
 	  -print_final_stats=1 -dict=tests/fuzz/graph_json.dict -artifact_prefix=$(BUILD)-fuzz/ \
-	  $(BUILD)-fuzz/corpus examples/graphs examples/graphs/invalid
+	  $(BUILD)-fuzz/corpus tests/fuzz/seeds examples/graphs examples/graphs/invalid

@@ -538,7 +538,7 @@ void bind_graph(nb::module_& m) {
     for (int64_t i = 0; i < iters; ++i) (void)g.execute(copy.data(), ws, stream);
     auto t1 = std::chrono::steady_clock::now();
     return double(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()) / double(iters);
-  });
+  }, nb::arg("graph"), nb::arg("variant_pack"), nb::arg("workspace").none(), nb::arg("iters"));
   // Times only the dict → slot conversion, in ns per call.
   m.def("_bench_fill_slots", [](PyGraph& g, nb::handle pack, int64_t iters) {
     auto t0 = std::chrono::steady_clock::now();
