@@ -476,3 +476,99 @@ TEST(RefSdpa, BackwardThreadCountIndependent) {
   EXPECT_EQ(a.dv, b.dv);
   EXPECT_EQ(a.dbias, b.dbias);
 }
+
+TEST(RefSdpa, BlockMaskHidesTiles) {
+  Prob p;
+  p.Hq = p.Hk = p.Hv = 1, p.Sq = 2, p.Skv = 130, p.D = 2, p.Dv = 2;
+  p.fill(61);
+  RefCall c(OpKind::SDPA);
+  set_common(c, p, p.q, p.k, p.v);
+  c.in("block_mask", {1, 1, 1, 2}, {1, 0}, {}, DataType::UINT8);
+  c.out("O", {1, 1, 2, 2});
+  c.out("Stats", {1, 1, 2, 1});
+  ASSERT_TRUE(c.run().is_good());
+  Prob t = p;
+  t.Skv = 128;
+  Vec k(p.k.begin(), p.k.begin() + 128 * 2), v(p.v.begin(), p.v.begin() + 128 * 2);
+  Fwd want = run_fwd(t, p.q, k, v);
+  expect_close(c.output("O").values(), want.o, 1e-13, "O");
+  expect_close(c.output("Stats").values(), want.stats, 1e-13, "Stats");
+}
+
+TEST(RefSdpa, AttnScaleTensorEqualsValue) {
+  Prob p;
+  p.fill(62);
+  Fwd want = run_fwd(p, p.q, p.k, p.v);
+  RefCall c(OpKind::SDPA);
+  set_common(c, p, p.q, p.k, p.v);
+  c.attr("attn_scale_value", AttrValue());
+  c.in("attn_scale", {1, 1, 1, 1}, {p.scale});
+  c.out("O", {p.B, p.Hq, p.Sq, p.Dv});
+  ASSERT_TRUE(c.run().is_good());
+  expect_close(c.output("O").values(), want.o, 0, "O");
+}
+
+TEST(RefSdpa, Fp8BackwardDescalesScalesAndAmax) {
+  Prob p;
+  p.Hq = 2, p.Hk = 1, p.Hv = 1;
+  p.causal = true;
+  p.fill(63);
+  const double dq = 0.5, dk = 2.0, dv = 0.25, ddo = 3.0, sdq = 2.0, sdk = 0.5, sdv = 4.0;
+  auto scaled = [](const Vec& x, double s) {
+    Vec r = x;
+    for (auto& e : r) e *= s;
+    return r;
+  };
+  Prob ps = p;
+  ps.q = scaled(p.q, dq), ps.k = scaled(p.k, dk), ps.v = scaled(p.v, dv), ps.dO = scaled(p.dO, ddo);
+  Fwd f = run_fwd(ps, ps.q, ps.k, ps.v);
+  Bwd want = run_bwd(ps, f.stats);
+  RefCall c(OpKind::SDPA_FP8_BACKWARD);
+  c.in("Q", {p.B, p.Hq, p.Sq, p.D}, p.q);
+  c.in("K", {p.B, p.Hk, p.Skv, p.D}, p.k);
+  c.in("V", {p.B, p.Hv, p.Skv, p.Dv}, p.v);
+  c.in("O", {p.B, p.Hq, p.Sq, p.Dv}, f.o);
+  c.in("dO", {p.B, p.Hq, p.Sq, p.Dv}, p.dO);
+  c.in("Stats", {p.B, p.Hq, p.Sq, 1}, f.stats);
+  const std::pair<const char*, double> sc[] = {{"descale_q", dq},  {"descale_k", dk},  {"descale_v", dv},
+                                               {"descale_o", 1.0}, {"descale_dO", ddo}, {"descale_s", 1.0},
+                                               {"descale_dP", 1.0}, {"scale_s", 1.0},   {"scale_dQ", sdq},
+                                               {"scale_dK", sdk},  {"scale_dV", sdv},   {"scale_dP", 1.0}};
+  for (auto& [name, v] : sc) c.scalar(name, Scalar::of_double(v));
+  c.attr("attn_scale_value", p.scale).attr("right_bound", int64_t(0));
+  c.out("dQ", {p.B, p.Hq, p.Sq, p.D});
+  c.out("dK", {p.B, p.Hk, p.Skv, p.D});
+  c.out("dV", {p.B, p.Hv, p.Skv, p.Dv});
+  for (const char* a : {"Amax_dQ", "Amax_dK", "Amax_dV", "Amax_dP"}) c.out(a, {1, 1, 1, 1});
+  ASSERT_TRUE(c.run().is_good());
+  expect_close(c.output("dQ").values(), scaled(want.dq, sdq), 1e-13, "dQ");
+  expect_close(c.output("dK").values(), scaled(want.dk, sdk), 1e-13, "dK");
+  expect_close(c.output("dV").values(), scaled(want.dv, sdv), 1e-13, "dV");
+  auto amax = [](const Vec& x) {
+    double m = 0;
+    for (double e : x) m = std::max(m, std::fabs(e));
+    return m;
+  };
+  EXPECT_NEAR(c.output("Amax_dQ").values()[0], amax(want.dq), 1e-14);
+  EXPECT_NEAR(c.output("Amax_dK").values()[0], amax(want.dk), 1e-14);
+  EXPECT_NEAR(c.output("Amax_dV").values()[0], amax(want.dv), 1e-14);
+  EXPECT_GT(c.output("Amax_dP").values()[0], 0.0);
+}
+
+TEST(RefSdpa, ZeroSizeOptionalOutputsAreSkipped) {
+  Prob p;
+  p.fill(64);
+  Fwd f = run_fwd(p, p.q, p.k, p.v);
+  RefCall c(OpKind::SDPA_BACKWARD);
+  set_common(c, p, p.q, p.k, p.v);
+  c.in("O", {p.B, p.Hq, p.Sq, p.Dv}, f.o);
+  c.in("dO", {p.B, p.Hq, p.Sq, p.Dv}, p.dO);
+  c.in("Stats", {p.B, p.Hq, p.Sq, 1}, f.stats);
+  c.out("dQ", {p.B, p.Hq, p.Sq, p.D});
+  c.out("dK", {p.B, p.Hk, p.Skv, p.D});
+  c.out("dV", {p.B, p.Hv, p.Skv, p.Dv});
+  c.out("dBias", {0, 0, 0, 0});
+  c.out("dSink_token", {0, 0, 0, 0});
+  ASSERT_TRUE(c.run().is_good());
+  expect_close(c.output("dQ").values(), run_bwd(p, f.stats).dq, 0, "dQ");
+}

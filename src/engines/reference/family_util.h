@@ -24,7 +24,8 @@ inline const View* out_view(const Node& n, const Args& a, const char* port) {
   int i = n.spec().output_index(port);
   if (i < 0 || size_t(i) >= a.out.size()) return nullptr;
   const View& v = a.out[size_t(i)];
-  return v.present() ? &v : nullptr;
+  // A zero-size output (an optional output the configuration does not produce) is absent.
+  return v.present() && (v.dims.empty() || v.volume() > 0) ? &v : nullptr;
 }
 // The tensor attributes on a port (independent of data), or null.
 inline const TensorAttr* in_attr(const Node& n, const char* port) {

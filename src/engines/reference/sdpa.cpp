@@ -15,7 +15,7 @@
 //     else attn_scale_value, else 1. Alibi adds slope_h*(j - i_a) with slope_h = 2^(-8(h+1)/H) for
 //     power-of-two H = Hq (otherwise the ALiBi paper's interleave: the first n = 2^floor(log2 H)
 //     slopes of n, then 2^(-4(2k+1)/n) for k = 0..H-n-1).
-//   Visibility: key j is visible from query i iff i < sq_b, j < skv_b, and with i_a = i (TOP_LEFT)
+//   Visibility: key j is visible from query i iff i < sq_b, j < skv_b, its block_mask tile is nonzero, and with i_a = i (TOP_LEFT)
 //     or i + skv_b - sq_b (BOTTOM_RIGHT): j <= i_a + right_bound (if set; 0 = causal) and
 //     j > i_a - left_bound (if set: keys at distance i_a - j >= left_bound are excluded).
 //   Softmax: m_i = max over visible s_ij and the sink logit of head h (if sink_token is given);
@@ -40,7 +40,8 @@
 //     their scales (O*scale_o, dQ*scale_dQ, ...). Amax_O/Amax_dQ/dK/dV are max |value| before scaling;
 //     Amax_S = max of P*Z; Amax_dP = max |dP| (after the dropout mask). P is not quantised (descale_s,
 //     scale_s, descale_dP, scale_dP do not change the results).
-//   Not supported (check() declines): block_mask.
+//   block_mask: one byte per 128x128 tile, broadcast to [B,Hq,ceil(Sq/128),ceil(Skv/128)]; a zero tile
+//     hides its keys (on top of every other mask).
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -112,8 +113,11 @@ struct Cfg {
     if (cu_kv) return std::min<int64_t>(int64_t(cu_kv->get(b + 1) - cu_kv->get(b)), Skv);
     return Skv;
   }
-  bool visible(int64_t i, int64_t j, int64_t sq, int64_t skv) const {
+  const View* bmask = nullptr;
+  bool visible(int64_t b, int64_t h, int64_t i, int64_t j, int64_t sq, int64_t skv) const {
     if (i >= sq || j >= skv) return false;
+    if (bmask && bmask->get(bmask->broadcast_offset_of(std::array<int64_t, 4>{b, h, i / 128, j / 128}.data())) == 0)
+      return false;
     const int64_t ia = bottom_right ? i + skv - sq : i;
     if (has_right && j > ia + right) return false;
     if (has_left && j <= ia - left) return false;
@@ -204,6 +208,8 @@ Status make_cfg(const Node& n, const Args& a, Cfg& c, bool fp8, bool backward) {
   if (c.alibi) c.slopes = alibi_slopes(c.Hq);
   if (n.spec().input_index("bias") >= 0) c.bias = in_view(n, a, "bias");
   if (n.spec().input_index("sink_token") >= 0) c.sink = in_view(n, a, "sink_token");
+  if (n.spec().input_index("block_mask") >= 0) c.bmask = in_view(n, a, "block_mask");
+  if (c.bmask && c.bmask->rank() != 4) return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "reference: block_mask must be 4-D");
   if (c.bias && c.bias->rank() != 4) return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "reference: bias must be 4-D");
   // Dropout.
   if (n.spec().input_index("dropout_mask") >= 0) c.dmask = in_view(n, a, "dropout_mask");
@@ -219,12 +225,6 @@ Status make_cfg(const Node& n, const Args& a, Cfg& c, bool fp8, bool backward) {
       c.rng_offset = uint64_t(fam::int_scalar_in(n, a, "offset", 0));
     }
   }
-  return {};
-}
-
-Status check_sdpa(const Node& n) {
-  if (n.spec().input_index("block_mask") >= 0 && n.in("block_mask"))
-    return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "reference: block_mask is not supported");
   return {};
 }
 
@@ -273,7 +273,7 @@ Status sdpa_forward(const Node& n, const Args& a, bool fp8) {
         }
         double m = c.sink ? c.sink_logit(h) : -kInf;
         for (int64_t j = 0; j < c.Skv; ++j) {
-          vis[size_t(j)] = c.visible(i, j, sq, skv);
+          vis[size_t(j)] = c.visible(b, h, i, j, sq, skv);
           if (vis[size_t(j)]) {
             s[size_t(j)] = c.logit(b, h, i, j, sq, skv);
             m = std::max(m, s[size_t(j)]);
@@ -333,7 +333,7 @@ BwdSizes bwd_sizes(const Node& n) {
   s.B = q->get_dim()[0], s.Hq = q->get_dim()[1], s.Sq = q->get_dim()[2], s.D = q->get_dim()[3];
   s.Skv = k->get_dim()[2], s.Dv = v->get_dim()[3];
   int di = n.spec().output_index("dBias");
-  s.dbias = di >= 0 && n.outputs()[size_t(di)] != nullptr;
+  s.dbias = di >= 0 && n.outputs()[size_t(di)] != nullptr && n.outputs()[size_t(di)]->volume() > 0;
   return s;
 }
 int64_t bwd_scratch_doubles(const BwdSizes& s) {
@@ -398,7 +398,7 @@ Status sdpa_backward(const Node& n, const Args& a, bool fp8) {
         const double lse = stats_get(stats, stats_rag, b, h, i);
         double Di = 0;
         for (int64_t j = 0; j < c.Skv; ++j) {
-          vis[size_t(j)] = c.visible(i, j, sq, skv);
+          vis[size_t(j)] = c.visible(b, h, i, j, sq, skv);
           P[size_t(j)] = dP[size_t(j)] = 0;
           if (!vis[size_t(j)]) continue;
           P[size_t(j)] = std::exp(c.logit(b, h, i, j, sq, skv) - lse);
@@ -492,7 +492,7 @@ Status run_sdpa_fp8_bwd(const Node& n, const Args& a) { return sdpa_backward(n, 
 }  // namespace
 
 extern const Kernel kernel_SDPA, kernel_SDPA_BACKWARD, kernel_SDPA_FP8, kernel_SDPA_FP8_BACKWARD;
-const Kernel kernel_SDPA = {check_sdpa, nullptr, run_sdpa};
+const Kernel kernel_SDPA = {nullptr, nullptr, run_sdpa};
 const Kernel kernel_SDPA_BACKWARD = {nullptr, sdpa_bwd_scratch, run_sdpa_bwd};
 const Kernel kernel_SDPA_FP8 = {nullptr, nullptr, run_sdpa_fp8};
 const Kernel kernel_SDPA_FP8_BACKWARD = {nullptr, sdpa_bwd_scratch, run_sdpa_fp8_bwd};
