@@ -47,9 +47,9 @@ test-python: deps
 	$(PYVENV)/bin/python -m pip install -q --no-build-isolation $(PIP_CCACHE) .
 	$(PYVENV)/bin/python -m pytest tests/python -q
 
-# libFuzzer on Graph JSON v2 (clang, ASan+UBSan, leak detection). Seeds: tests/fuzz/seeds (one graph per
-# op) and examples/graphs; new inputs go
-# to $(BUILD)-fuzz/corpus. Fails on a crash, a leak, a UB report or an input slower than 10 s.
+# libFuzzer on Graph JSON v2 (clang, ASan+UBSan, leak detection). Seeds: tests/fuzz/seeds (one graph
+# per op) and examples/graphs; new inputs go to $(BUILD)-fuzz/corpus. Fails on a crash, a leak, a UB
+# report or an input slower than 10 s.
 FUZZ_TIME ?= 60
 fuzz: deps
 	cmake -S . -B $(BUILD)-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
@@ -58,4 +58,4 @@ fuzz: deps
 	mkdir -p $(BUILD)-fuzz/corpus
 	ASAN_OPTIONS=detect_leaks=1 ./$(BUILD)-fuzz/fuzz_graph_json -max_total_time=$(FUZZ_TIME) -max_len=65536 -timeout=10 \
 	  -print_final_stats=1 -dict=tests/fuzz/graph_json.dict -artifact_prefix=$(BUILD)-fuzz/ \
-	  $(BUILD)-fuzz/corpus tests/fuzz/seeds examples/graphs examples/graphs/invalid
+	  $(BUILD)-fuzz/corpus tests/fuzz/seeds examples/graphs
