@@ -16,8 +16,8 @@
 //   layer/instance/ada/batch norm:  y = (x - mean) * inv_variance * scale + bias
 //   rmsnorm:                        inv_variance = 1/sqrt(sum(x^2)/n + eps), y = x * inv_variance * scale (+ bias)
 //   batchnorm running statistics (as PyTorch): next_mean = (1-m)*prev_mean + m*mean,
-//     next_var = (1-m)*prev_var + m*var*n/(n-1) (unbiased); momentum m defaults to 0.1, an absent
-//     prev_running_mean/var counts as 0/1 (PyTorch's initial values).
+//     next_var = (1-m)*prev_var + m*var*n/(n-1) (unbiased); momentum m defaults to 0.1. Without
+//     prev_running_mean/var the next running statistics are not written (src/ops/norm.cpp's rule).
 //   backward (given the saved mean/inv_variance): xhat = (x-mean)*iv, g = dy*scale,
 //     dx = iv*(g - mean(g) - xhat*mean(g*xhat)); rmsnorm: xhat = x*iv, dx = iv*(g - xhat*mean(g*xhat));
 //     dscale = sum(dy*xhat), dbias = sum(dy) over everything that broadcasts to one scale element.
@@ -102,10 +102,10 @@ Status norm_forward(const Node& n, const Args& a, bool rms, Rows dflt, bool batc
   const int64_t cnt = sp.n_inner;
 
   // Batchnorm running statistics.
-  const View* rm = batchnorm ? out_view(n, a, "next_running_mean") : nullptr;
-  const View* rv = batchnorm ? out_view(n, a, "next_running_var") : nullptr;
   const View* pm = batchnorm ? in_view(n, a, "prev_running_mean") : nullptr;
   const View* pv = batchnorm ? in_view(n, a, "prev_running_var") : nullptr;
+  const View* rm = pm && pv ? out_view(n, a, "next_running_mean") : nullptr;
+  const View* rv = pm && pv ? out_view(n, a, "next_running_var") : nullptr;
   OPENDNN_RETURN_IF_ERROR(check_rank(n, *x, {rm, rv, pm, pv}));
   const double mom = batchnorm ? fam::scalar_in(n, a, "momentum", 0.1) : 0.0;
 
@@ -269,8 +269,8 @@ Status run_bn_finalize(const Node& n, const Args& a) {
   const View* eqb = out_view(n, a, "eq_bias");
   const View* mo = out_view(n, a, "mean");
   const View* ivo = out_view(n, a, "inv_variance");
-  const View* rm = out_view(n, a, "next_running_mean");
-  const View* rv = out_view(n, a, "next_running_var");
+  const View* rm = pm && pv ? out_view(n, a, "next_running_mean") : nullptr;
+  const View* rv = pm && pv ? out_view(n, a, "next_running_var") : nullptr;
   OPENDNN_RETURN_IF_ERROR(check_rank(n, *sum, {sq, scale, bias, pm, pv, eqs, eqb, mo, ivo, rm, rv}));
   for_each_index(sum->dims, [&](const int64_t* idx, int64_t) {
     double mu = sum->get(sum->offset_of(idx)) / cnt;
