@@ -5,6 +5,8 @@
 
 #include <cmath>
 
+#include "opendnn/graph.h"
+#include "support/ref_harness.h"
 #include "support/ref_harness2.h"
 
 using namespace opendnn;
@@ -167,4 +169,27 @@ TEST(RefCausalConv1d, BackwardFD) {
       expect_close(b.output("d_initial_states").values(),
                    fd_grad(p.init, [&](const Vec& v) { return L(p.x, p.w, p.bias, v); }), 1e-6, tag + "d_initial_states");
     }
+}
+
+TEST(RefCausalConv1d, GraphNwhSilu) {
+  ConvProb p;
+  p.nwh = true, p.silu = true, p.has_init = false;
+  p.fill(21);
+  for (Vec* v : {&p.x, &p.w, &p.bias})
+    for (double& e : *v) e = double(float(e));
+  Graph g;
+  g.set_io_data_type(DataType::FLOAT).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+  auto mk = [&](const char* name, Dims d) {
+    return g.tensor(TensorAttr().set_name(name).set_dim(d).set_stride(row_major_strides(d)).set_data_type(DataType::FLOAT));
+  };
+  auto X = mk("X", p.xdims()), W = mk("W", {p.C, p.Kw}), bias = mk("bias", {p.C});
+  NodeAttrs a;
+  a.set("layout", "NWH").set("activation", "SILU").input("bias", bias);
+  auto [Y, fin] = g.causal_conv1d(X, W, a);
+  Y->set_output(true);
+  test::RefRunner r(g);
+  r.set(X, p.to_layout(p.x)), r.set(W, p.w), r.set(bias, p.bias);
+  Status st = r.run_all();
+  ASSERT_TRUE(st.is_good()) << st.get_message();
+  expect_close(p.from_layout(r.get(Y)), lag_sum(p).y, 1e-6, "Y (float)");
 }

@@ -6,6 +6,8 @@
 
 #include <cmath>
 
+#include "opendnn/graph.h"
+#include "support/ref_harness.h"
 #include "support/ref_harness2.h"
 
 using namespace opendnn;
@@ -365,4 +367,33 @@ TEST(RefGdn, BackwardThreadCountIndependent) {
   Vec c = run();
   set_threads(1);
   EXPECT_EQ(a, c);
+}
+
+TEST(RefGdn, GraphFloatMatchesDoubleKernel) {
+  GdnProb p;  // H 1, HV 2, K 3, V 2, sequences 5,0,7,3
+  p.fill(12);
+  for (Vec* v : {&p.q, &p.k, &p.v, &p.g, &p.beta, &p.init})
+    for (double& x : *v) x = double(float(x));
+  const int64_t T = p.T(), HO = p.HO();
+  Graph gr;
+  gr.set_io_data_type(DataType::FLOAT).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+  auto mk = [&](const char* name, Dims d, DataType t = DataType::FLOAT) {
+    return gr.tensor(TensorAttr().set_name(name).set_dim(d).set_stride(row_major_strides(d)).set_data_type(t));
+  };
+  auto q = mk("q", {T, p.H, p.K}), k = mk("k", {T, p.HK, p.K}), v = mk("v", {T, p.HV, p.V});
+  auto g = mk("g", {T, HO}), beta = mk("beta", {T, HO}), cu = mk("cu", {p.N() + 1}, DataType::INT32);
+  auto init = mk("init", {p.N(), HO, p.V, p.K});
+  NodeAttrs a;
+  a.set("output_final_state", true).input("initial_state", init);
+  auto [O, fin, ck] = gr.gdn(q, k, v, g, beta, cu, a);
+  O->set_output(true);
+  fin->set_output(true);
+  test::RefRunner r(gr);
+  r.set(q, p.q), r.set(k, p.k), r.set(v, p.v), r.set(g, p.g), r.set(beta, p.beta), r.set(init, p.init);
+  r.set(cu, Vec(p.cu.begin(), p.cu.end()));
+  Status st = r.run_all();
+  ASSERT_TRUE(st.is_good()) << st.get_message();
+  Out want = run_fwd(p, p.q, p.k, p.v, p.g, p.beta, p.init, p.alog, p.dtb);
+  expect_close(r.get(O), want.o, 1e-6, "O (float)");
+  expect_close(r.get(fin), want.fin, 1e-6, "final_state (float)");
 }

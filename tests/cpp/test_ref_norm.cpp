@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "opendnn/graph.h"
+#include "support/ref_harness.h"
 #include "support/ref_harness2.h"
 
 using namespace opendnn;
@@ -269,4 +271,31 @@ TEST(RefNorm, DbnWeightMatchesBatchNormBackward) {
     dx[size_t(i)] = a[size_t(ch)] * dy[size_t(i)] + bx[size_t(ch)] * x[size_t(i)] + c0[size_t(ch)];
   }
   expect_close(dx, b.output("DX").values(), 1e-12, "DX from eq coefficients");
+}
+
+TEST(RefNorm, GraphLayerNormOverLastDim) {
+  Graph g;
+  g.set_io_data_type(DataType::FLOAT).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+  auto mk = [&](const char* name, Dims d) {
+    return g.tensor(TensorAttr().set_name(name).set_dim(d).set_stride(row_major_strides(d)).set_data_type(DataType::FLOAT));
+  };
+  auto X = mk("X", {2, 3, 4}), scale = mk("scale", {1, 1, 4}), bias = mk("bias", {1, 1, 4});
+  auto eps = g.tensor(Scalar::of_float(1e-5f));
+  auto [Y, mean, iv] = g.layernorm(X, scale, bias, eps);
+  Y->set_output(true);
+  mean->set_output(true);
+  test::RefRunner r(g);
+  Vec x = test::random_values(24, 1, -1, 1, DataType::FLOAT), s = test::random_values(4, 2, -1, 1, DataType::FLOAT),
+      b = test::random_values(4, 3, -1, 1, DataType::FLOAT);
+  r.set(X, x), r.set(scale, s), r.set(bias, b);
+  Status st = r.run_all();
+  ASSERT_TRUE(st.is_good()) << st.get_message();
+  EXPECT_EQ(mean->get_dim(), (Dims{2, 3, 1}));
+  Vec want;
+  for (int row = 0; row < 6; ++row) {
+    Vec v(x.begin() + 4 * row, x.begin() + 4 * row + 4);
+    RowStats rs = stats_of(v, double(1e-5f), false);
+    for (int j = 0; j < 4; ++j) want.push_back((v[size_t(j)] - rs.mean) * rs.inv * s[size_t(j)] + b[size_t(j)]);
+  }
+  expect_close(r.get(Y), want, 1e-6, "Y (float)");
 }

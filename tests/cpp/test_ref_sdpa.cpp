@@ -10,6 +10,8 @@
 
 #include "common/dtype_convert.h"
 
+#include "opendnn/graph.h"
+#include "support/ref_harness.h"
 #include "support/ref_harness2.h"
 
 using namespace opendnn;
@@ -571,4 +573,32 @@ TEST(RefSdpa, ZeroSizeOptionalOutputsAreSkipped) {
   c.out("dSink_token", {0, 0, 0, 0});
   ASSERT_TRUE(c.run().is_good());
   expect_close(c.output("dQ").values(), run_bwd(p, f.stats).dq, 0, "dQ");
+}
+
+// Through a validated graph (the rules' dims, strides and types) with the graph-level harness.
+TEST(RefSdpa, GraphHalfMatchesDoubleKernel) {
+  const int64_t B = 1, H = 2, S = 4, D = 8;
+  Graph g;
+  g.set_io_data_type(DataType::HALF).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+  auto mk = [&](const char* name) {
+    return g.tensor(TensorAttr().set_name(name).set_dim({B, H, S, D}).set_stride({H * S * D, S * D, D, 1}).set_data_type(DataType::HALF));
+  };
+  auto Q = mk("Q"), K = mk("K"), V = mk("V");
+  NodeAttrs a;
+  a.set("generate_stats", true).set("attn_scale_value", 0.35).set("right_bound", int64_t(0));
+  auto [O, Stats, Mx, Se, Dump] = g.sdpa(Q, K, V, a);
+  O->set_output(true);
+  Stats->set_output(true);
+  test::RefRunner r(g);
+  Vec q = test::random_values(size_t(B * H * S * D), 1, -1, 1, DataType::HALF);
+  Vec k = test::random_values(size_t(B * H * S * D), 2, -1, 1, DataType::HALF);
+  Vec v = test::random_values(size_t(B * H * S * D), 3, -1, 1, DataType::HALF);
+  r.set(Q, q), r.set(K, k), r.set(V, v);
+  Status st = r.run_all();
+  ASSERT_TRUE(st.is_good()) << st.get_message();
+  Prob p;
+  p.B = B, p.Hq = p.Hk = p.Hv = H, p.Sq = p.Skv = S, p.D = p.Dv = D, p.scale = 0.35, p.causal = true;
+  Fwd want = run_fwd(p, q, k, v);
+  expect_close(r.get(O), want.o, 2e-3, "O (half)");
+  expect_close(r.get(Stats), want.stats, 1e-6, "Stats (float)");
 }
