@@ -46,6 +46,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "common/philox.h"
@@ -158,6 +159,18 @@ std::vector<double> alibi_slopes(int64_t H) {
   return s;
 }
 
+// The ragged-offset data of a port, failing when the tensor has a ragged offset the engine did not
+// pass (see fam::ragged_view for the convention).
+Status ragged_of(const Node& n, const Args& a, bool output, const char* port, const View*& v) {
+  v = fam::ragged_view(n, a, output, port);
+  int i = output ? n.spec().output_index(port) : n.spec().input_index(port);
+  if (i < 0) return {};
+  const auto& ts = output ? n.outputs() : n.inputs();
+  if (!v && size_t(i) < ts.size() && ts[size_t(i)] && ts[size_t(i)]->get_ragged_offset())
+    return n.fail(ErrorCode::INVALID_VARIANT_PACK, std::string("reference: the ragged offset of ") + port + " has no data");
+  return {};
+}
+
 // Builds the configuration common to all four ops. `fp8` adds descales on Q/K/V.
 Status make_cfg(const Node& n, const Args& a, Cfg& c, bool fp8, bool backward) {
   const View* q = in_view(n, a, "Q");
@@ -177,9 +190,9 @@ Status make_cfg(const Node& n, const Args& a, Cfg& c, bool fp8, bool backward) {
   c.seq_kv = in_view(n, a, "seq_len_kv");
   c.cu_q = in_view(n, a, "cu_seq_len_q");
   c.cu_kv = in_view(n, a, "cu_seq_len_kv");
-  c.q.ragged = fam::ragged_view(n, a, false, "Q");
-  c.k.ragged = fam::ragged_view(n, a, false, "K");
-  c.v.ragged = fam::ragged_view(n, a, false, "V");
+  OPENDNN_RETURN_IF_ERROR(ragged_of(n, a, false, "Q", c.q.ragged));
+  OPENDNN_RETURN_IF_ERROR(ragged_of(n, a, false, "K", c.k.ragged));
+  OPENDNN_RETURN_IF_ERROR(ragged_of(n, a, false, "V", c.v.ragged));
   c.q.cu = c.cu_q, c.k.cu = c.cu_kv, c.v.cu = c.cu_kv;
   if (!backward && !fp8) {
     const View* ptk = in_view(n, a, "page_table_k");
@@ -244,11 +257,12 @@ Status sdpa_forward(const Node& n, const Args& a, bool fp8) {
   OPENDNN_RETURN_IF_ERROR(make_cfg(n, a, c, fp8, false));
   T4 o;
   o.v = out_view(n, a, "O");
-  o.ragged = fam::ragged_view(n, a, true, "O");
+  OPENDNN_RETURN_IF_ERROR(ragged_of(n, a, true, "O", o.ragged));
   o.cu = c.cu_q;
   if (fp8) o.mul = fam::scalar_in(n, a, "scale_o", 1.0);
   const View* stats = out_view(n, a, "Stats");
-  const View* stats_rag = fam::ragged_view(n, a, true, "Stats");
+  const View* stats_rag = nullptr;
+  OPENDNN_RETURN_IF_ERROR(ragged_of(n, a, true, "Stats", stats_rag));
   const View* mx = fp8 ? nullptr : out_view(n, a, "Max");
   const View* se = fp8 ? nullptr : out_view(n, a, "Sum_exp");
   const View* dump = fp8 ? nullptr : out_view(n, a, "RNG_dump");
@@ -348,17 +362,18 @@ Status sdpa_backward(const Node& n, const Args& a, bool fp8) {
   OPENDNN_RETURN_IF_ERROR(make_cfg(n, a, c, fp8, true));
   T4 dO;
   dO.v = in_view(n, a, "dO");
-  dO.ragged = fam::ragged_view(n, a, false, "dO");
+  OPENDNN_RETURN_IF_ERROR(ragged_of(n, a, false, "dO", dO.ragged));
   dO.cu = c.cu_q;
   if (fp8) dO.mul = fam::scalar_in(n, a, "descale_dO", 1.0);
   const View* stats = in_view(n, a, "Stats");
-  const View* stats_rag = fam::ragged_view(n, a, false, "Stats");
+  const View* stats_rag = nullptr;
+  OPENDNN_RETURN_IF_ERROR(ragged_of(n, a, false, "Stats", stats_rag));
   if (!dO.v || !stats) return n.fail(ErrorCode::INVALID_VARIANT_PACK, "reference: dO and Stats need data");
   T4 dq, dk, dv;
   dq.v = out_view(n, a, "dQ"), dk.v = out_view(n, a, "dK"), dv.v = out_view(n, a, "dV");
-  dq.ragged = fam::ragged_view(n, a, true, "dQ");
-  dk.ragged = fam::ragged_view(n, a, true, "dK");
-  dv.ragged = fam::ragged_view(n, a, true, "dV");
+  OPENDNN_RETURN_IF_ERROR(ragged_of(n, a, true, "dQ", dq.ragged));
+  OPENDNN_RETURN_IF_ERROR(ragged_of(n, a, true, "dK", dk.ragged));
+  OPENDNN_RETURN_IF_ERROR(ragged_of(n, a, true, "dV", dv.ragged));
   dq.cu = c.cu_q, dk.cu = c.cu_kv, dv.cu = c.cu_kv;
   if (fp8) {
     dq.mul = fam::scalar_in(n, a, "scale_dQ", 1.0);
