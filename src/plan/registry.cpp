@@ -11,6 +11,13 @@
 
 namespace opendnn {
 
+// Engines compiled in only where their toolchain exists (cuDNN headers, nvcc): weak, so a build
+// without them links and simply has no such engine.
+std::shared_ptr<Engine> make_cudnn_engine() __attribute__((weak));
+namespace cuda {
+std::shared_ptr<Engine> make_cuda_engine() __attribute__((weak));
+}
+
 namespace {
 
 struct Registry {
@@ -21,6 +28,10 @@ struct Registry {
   Registry() {
     auto ref = ref::make_reference_engine();
     engines.emplace(ref->engine_id(), std::move(ref));
+    for (auto factory : {make_cudnn_engine, cuda::make_cuda_engine}) {
+      if (!factory) continue;
+      if (auto e = factory()) engines.emplace(e->engine_id(), std::move(e));
+    }
   }
 };
 
