@@ -99,15 +99,17 @@ std::vector<TensorPtr> Graph::add_node(OpKind kind, std::vector<TensorPtr> posit
 std::vector<TensorPtr> Graph::tensors() const {
   std::vector<TensorPtr> all;
   std::unordered_set<const TensorAttr*> seen;
-  auto add = [&](const TensorPtr& t, auto&& self) -> void {
-    if (!t || !seen.insert(t.get()).second) return;
-    all.push_back(t);
-    self(t->get_ragged_offset(), self);
+  auto add = [&](TensorPtr t) {
+    // Follows the ragged-offset chain iteratively (a chain of any length cannot overflow the stack).
+    while (t && seen.insert(t.get()).second) {
+      all.push_back(t);
+      t = t->get_ragged_offset();
+    }
   };
-  for (const auto& t : user_tensors_) add(t, add);
+  for (const auto& t : user_tensors_) add(t);
   for (const auto& n : nodes_) {
-    for (const auto& t : n->inputs()) add(t, add);
-    for (const auto& t : n->outputs()) add(t, add);
+    for (const auto& t : n->inputs()) add(t);
+    for (const auto& t : n->outputs()) add(t);
   }
   return all;
 }
@@ -238,28 +240,35 @@ Status Graph::validate() {
     if (!names.insert(n->name()).second)
       return {ErrorCode::INVALID_VALUE, "two nodes are named \"" + n->name() + "\""};
 
-  // Topological order (stable): producers before consumers; a cycle is an error.
-  std::vector<int> state(nodes_.size(), 0);  // 0 new, 1 visiting, 2 done
+  // Topological order (stable): producers before consumers; a cycle is an error. Iterative, so a
+  // deserialized graph of any length cannot overflow the stack.
+  std::vector<int> state(nodes_.size(), 0);  // 0 new, 1 on the stack, 2 done
   std::vector<size_t> order;
-  std::string cycle;
-  auto visit = [&](size_t i, auto&& self) -> bool {
-    if (state[i] == 2) return true;
-    if (state[i] == 1) {
-      cycle = nodes_[i]->name();
-      return false;
+  order.reserve(nodes_.size());
+  std::vector<std::pair<size_t, size_t>> stack;  // (node, next input to look at)
+  for (size_t root = 0; root < nodes_.size(); ++root) {
+    if (state[root]) continue;
+    stack.push_back({root, 0});
+    state[root] = 1;
+    while (!stack.empty()) {
+      auto& [i, next] = stack.back();
+      const auto& ins = nodes_[i]->inputs();
+      if (next < ins.size()) {
+        const TensorPtr& t = ins[next++];
+        if (!t) continue;
+        auto it = producer.find(t.get());
+        if (it == producer.end() || state[it->second] == 2) continue;
+        if (state[it->second] == 1)
+          return {ErrorCode::INVALID_VALUE, "the graph has a cycle through node \"" + nodes_[it->second]->name() + "\""};
+        state[it->second] = 1;
+        stack.push_back({it->second, 0});
+        continue;
+      }
+      state[i] = 2;
+      order.push_back(i);
+      stack.pop_back();
     }
-    state[i] = 1;
-    for (const auto& t : nodes_[i]->inputs()) {
-      if (!t) continue;
-      auto it = producer.find(t.get());
-      if (it != producer.end() && !self(it->second, self)) return false;
-    }
-    state[i] = 2;
-    order.push_back(i);
-    return true;
-  };
-  for (size_t i = 0; i < nodes_.size(); ++i)
-    if (!visit(i, visit)) return {ErrorCode::INVALID_VALUE, "the graph has a cycle through node \"" + cycle + "\""};
+  }
   {
     std::vector<std::unique_ptr<Node>> sorted;
     for (size_t i : order) sorted.push_back(std::move(nodes_[i]));

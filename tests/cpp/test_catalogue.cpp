@@ -67,3 +67,22 @@ TEST(Catalogue, UnknownAttributeIsReportedByValidate) {
   EXPECT_NE(s.message().find("no_such_attr"), std::string::npos);
   EXPECT_NE(s.message().find("\"act\""), std::string::npos);
 }
+
+TEST(Graph, CycleIsRejectedAndLongChainsValidate) {
+  Graph g;
+  g.set_io_data_type(DataType::FLOAT);
+  auto a = g.tensor(TensorAttr().set_name("a").set_dim({4}));
+  auto y = g.relu(a, NodeAttrs().set_name("r0"));
+  auto z = g.relu(y, NodeAttrs().set_name("r1"));
+  g.mutable_nodes()[0]->inputs()[0] = z;  // r0 now reads r1's output: a cycle
+  Status s = g.validate();
+  EXPECT_EQ(s.code(), ErrorCode::INVALID_VALUE);
+  EXPECT_NE(s.message().find("cycle"), std::string::npos) << s.message();
+
+  Graph chain;
+  chain.set_io_data_type(DataType::FLOAT);
+  auto t = chain.tensor(TensorAttr().set_dim({2}));
+  for (int i = 0; i < 200000; ++i) t = chain.neg(t);
+  t->set_output(true);
+  EXPECT_TRUE(chain.validate().is_good());
+}
