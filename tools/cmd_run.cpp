@@ -88,6 +88,37 @@ bool load_input(const std::string& path, const TensorAttr& t, std::byte* dst, st
   return true;
 }
 
+// Integer inputs that carry sequence lengths must hold valid values, or the op has nothing to do:
+// per-batch lengths get the full length, cumulative ones an even split of the tokens.
+bool fill_lengths(const Graph& g, const TensorAttr& t, std::byte* dst) {
+  for (const auto& n : g.nodes()) {
+    const auto& ins = n->inputs();
+    for (size_t i = 0; i < ins.size() && !n->spec().variadic(); ++i) {
+      if (ins[i].get() != &t) continue;
+      std::string_view port = n->spec().def->inputs[i].name;
+      const TensorPtr& first = ins[0];
+      if (!first || first->get_dim().empty()) return false;
+      int64_t count = t.volume();
+      if (port.substr(0, 6) == "cu_seq") {
+        // GDN packs tokens in dim 0; SDPA's side has S tokens per sequence in dim 2.
+        bool packed = n->kind() == OpKind::GDN || n->kind() == OpKind::GDN_BACKWARD;
+        int64_t seqs = count - 1;
+        int64_t per = first->get_dim().size() > 2 ? first->get_dim()[2] : 1;
+        int64_t total = packed ? first->get_dim()[0] : seqs * per;
+        for (int64_t k = 0; k < count; ++k) store_element(t.get_data_type(), dst, k, double(seqs ? total * k / seqs : 0));
+        return true;
+      }
+      if (port.substr(0, 7) == "seq_len") {
+        const TensorPtr& side = port == "seq_len_q" ? first : n->in("K");
+        int64_t len = side && side->get_dim().size() > 2 ? side->get_dim()[2] : 1;
+        for (int64_t k = 0; k < count; ++k) store_element(t.get_data_type(), dst, k, double(len));
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
 void fill_random(const TensorAttr& t, std::byte* dst, std::mt19937_64& rng) {
   std::uniform_real_distribution<double> uni(-1.0, 1.0);
   int64_t n = std::max<int64_t>(t.storage_elements(), 1);
@@ -220,7 +251,7 @@ int run_graph(const RunOptions& o) {
       }
       std::printf("input %s <- %s\n", file_stem(*t).c_str(), src.c_str());
     } else {
-      fill_random(*t, buffers[k].data, rng);
+      if (!(is_integer(t->get_data_type()) && fill_lengths(g, *t, buffers[k].data))) fill_random(*t, buffers[k].data, rng);
     }
   }
   int64_t ws_bytes = 0;
