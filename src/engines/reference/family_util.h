@@ -59,9 +59,9 @@ inline int64_t int_scalar_in(const Node& n, const Args& a, const char* port, int
   return dflt;
 }
 
-// The ragged-offset data of the tensor on a port. Convention (to be honoured by the engine):
-// after the op's input ports, args.in holds one View per distinct port tensor with a ragged offset,
-// input ports first then output ports, in port order.
+// The ragged-offset data of the tensor on a port (null when it has none or no data). Convention
+// (ref_kernel.h, Args): after the op's input ports, args.in holds one View per port whose tensor has
+// a ragged offset, input ports first then output ports, in port order.
 inline const View* ragged_view(const Node& n, const Args& a, bool output, const char* port) {
   size_t slot = n.inputs().size();
   auto scan = [&](const std::vector<TensorPtr>& ts, bool is_out, int want) -> const View* {

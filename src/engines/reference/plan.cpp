@@ -16,9 +16,14 @@ int64_t align_up(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
 std::unordered_set<const TensorAttr*> consumed_tensors(const Graph& g) {
   std::unordered_set<const TensorAttr*> used;
-  for (const auto& n : g.nodes())
+  for (const auto& n : g.nodes()) {
     for (const auto& t : n->inputs())
       if (t) used.insert(t.get());
+    // A port tensor's ragged offset is read too (passed after the input ports).
+    for (const auto* ports : {&n->inputs(), &n->outputs()})
+      for (const auto& t : *ports)
+        if (t && t->get_ragged_offset()) used.insert(t->get_ragged_offset().get());
+  }
   return used;
 }
 
@@ -109,12 +114,18 @@ Status build_reference_plan(const Graph& g, std::unique_ptr<Plan>& out) {
 
   // Constants first, so their cells never move.
   std::unordered_map<const TensorAttr*, int64_t> const_index;
-  for (const auto& n : g.nodes())
-    for (const auto& t : n->inputs())
-      if (t && is_constant(*t) && !const_index.count(t.get())) {
-        int64_t k = int64_t(const_index.size());
-        const_index.emplace(t.get(), k);
-      }
+  auto add_constant = [&](const TensorPtr& t) {
+    if (t && is_constant(*t) && !const_index.count(t.get())) {
+      int64_t k = int64_t(const_index.size());
+      const_index.emplace(t.get(), k);
+    }
+  };
+  for (const auto& n : g.nodes()) {
+    for (const auto& t : n->inputs()) add_constant(t);
+    for (const auto* ports : {&n->inputs(), &n->outputs()})
+      for (const auto& t : *ports)
+        if (t) add_constant(t->get_ragged_offset());
+  }
   plan->constants.assign(const_index.size(), {0, 0});
   for (const auto& [t, k] : const_index) {
     void* cell = plan->constants[size_t(k)].data();
@@ -171,6 +182,17 @@ Status build_reference_plan(const Graph& g, std::unique_ptr<Plan>& out) {
       OPENDNN_RETURN_IF_ERROR(source_of(t, src));
       s.in.push_back(src);
     }
+    // Ragged offsets after the input ports (the convention in ref_kernel.h): one View per port whose
+    // tensor has a ragged offset, input ports first, then output ports, in port order.
+    for (const auto* ports : {&n->inputs(), &n->outputs()})
+      for (const auto& t : *ports) {
+        if (!t || !t->get_ragged_offset()) continue;
+        const TensorPtr& r = t->get_ragged_offset();
+        s.args.in.push_back(view_of(r));
+        Source src;
+        OPENDNN_RETURN_IF_ERROR(source_of(r, src));
+        s.in.push_back(src);
+      }
     for (const auto& t : n->outputs()) {
       s.args.out.push_back(view_of(t));
       Source src;

@@ -40,8 +40,13 @@ struct View {
   }
 };
 
+// A kernel's data. `in` first holds one View per input port (in port order; variadic ops: one per
+// input); after them come the ragged offsets: one View per port whose tensor has a ragged offset
+// (TensorAttr::get_ragged_offset), input ports first, then output ports, each in port order (a
+// tensor on two ports appears twice). fam::ragged_view finds the one for a port. The engine's plan
+// and the test harnesses build Args this way; kernels of ops without ragged tensors see only ports.
 struct Args {
-  std::vector<View> in;   // indexed like the op's input ports (variadic: one per input)
+  std::vector<View> in;   // the input ports, then the ragged offsets (see above)
   std::vector<View> out;  // indexed like the op's output ports
   std::byte* scratch = nullptr;  // scratch_bytes(node) bytes, 64-byte aligned, in the caller's workspace
 };
