@@ -6,26 +6,12 @@
 #include <vector>
 
 #include "opendnn/graph.h"
+#include "support/rule_test.h"
 
 using namespace opendnn;
-using Dims = std::vector<int64_t>;
+using namespace opendnn::test;
 
 namespace {
-
-TensorPtr T(Graph& g, const std::string& name, Dims dims, DataType t, Dims strides = {}) {
-  TensorAttr a;
-  a.set_name(name).set_dim(std::move(dims)).set_data_type(t);
-  if (!strides.empty()) a.set_stride(std::move(strides));
-  return g.tensor(a);
-}
-
-void expect_fail(Graph& g, ErrorCode code, const std::string& node, const std::string& what) {
-  Status s = g.validate();
-  ASSERT_TRUE(s.is_bad()) << "expected " << to_string(code) << " containing '" << what << "'";
-  EXPECT_EQ(s.code(), code) << s.to_string();
-  EXPECT_NE(s.message().find(node), std::string::npos) << s.to_string();
-  EXPECT_NE(s.message().find(what), std::string::npos) << s.to_string();
-}
 
 const std::string kFwd = "causal_conv1d \"conv\"";
 const std::string kBwd = "causal_conv1d_backward \"conv_bwd\"";
@@ -38,14 +24,14 @@ Graph make_graph() {
 
 TEST(CausalConv1dInfer, NcwWithBiasAndStates) {
   Graph g = make_graph();
-  auto x = T(g, "x", {2, 64, 100}, DataType::BFLOAT16);
-  auto w = T(g, "w", {64, 4}, DataType::FLOAT);
+  auto x = input(g, "x", {2, 64, 100}, DataType::BFLOAT16);
+  auto w = input(g, "w", {64, 4}, DataType::FLOAT);
   auto out = g.causal_conv1d(x, w,
                              NodeAttrs()
                                  .set_name("conv")
                                  .set("activation", "SILU")
-                                 .input("bias", T(g, "b", {64}, DataType::FLOAT))
-                                 .input("initial_states", T(g, "s0", {2, 64, 3}, DataType::FLOAT)));
+                                 .input("bias", input(g, "b", {64}, DataType::FLOAT))
+                                 .input("initial_states", input(g, "s0", {2, 64, 3}, DataType::FLOAT)));
   out[0]->set_output(true);
   out[1]->set_output(true);
   ASSERT_TRUE(g.validate().is_good()) << g.validate().to_string();
@@ -58,8 +44,8 @@ TEST(CausalConv1dInfer, NcwWithBiasAndStates) {
 
 TEST(CausalConv1dInfer, NwhKeepsChannelsLastStrides) {
   Graph g = make_graph();
-  auto x = T(g, "x", {2, 100, 64}, DataType::HALF);
-  auto w = T(g, "w", {64, 128}, DataType::HALF);
+  auto x = input(g, "x", {2, 100, 64}, DataType::HALF);
+  auto w = input(g, "w", {64, 128}, DataType::HALF);
   auto out = g.causal_conv1d(x, w, NodeAttrs().set_name("conv").set("layout", "NWH"));
   ASSERT_TRUE(g.validate().is_good()) << g.validate().to_string();
   EXPECT_EQ(out[0]->get_dim(), (Dims{2, 100, 64}));
@@ -69,8 +55,8 @@ TEST(CausalConv1dInfer, NwhKeepsChannelsLastStrides) {
 
   // X given as a channels-last view of [B,C,L] in NCW: Y keeps those strides.
   Graph g2 = make_graph();
-  auto x2 = T(g2, "x", {2, 64, 100}, DataType::BFLOAT16, {6400, 1, 64});
-  auto w2 = T(g2, "w", {64, 4}, DataType::BFLOAT16);
+  auto x2 = input(g2, "x", {2, 64, 100}, DataType::BFLOAT16, {6400, 1, 64});
+  auto w2 = input(g2, "w", {64, 4}, DataType::BFLOAT16);
   auto out2 = g2.causal_conv1d(x2, w2, NodeAttrs().set_name("conv"));
   ASSERT_TRUE(g2.validate().is_good()) << g2.validate().to_string();
   EXPECT_EQ(out2[0]->get_stride(), (Dims{6400, 1, 64}));
@@ -79,8 +65,8 @@ TEST(CausalConv1dInfer, NwhKeepsChannelsLastStrides) {
 TEST(CausalConv1dReject, Rules) {
   auto run = [](Dims xd, Dims wd, const char* layout, ErrorCode code, const std::string& what, NodeAttrs extra = {}) {
     Graph g = make_graph();
-    auto x = T(g, "x", xd, DataType::BFLOAT16);
-    auto w = T(g, "w", wd, DataType::BFLOAT16);
+    auto x = input(g, "x", xd, DataType::BFLOAT16);
+    auto w = input(g, "w", wd, DataType::BFLOAT16);
     extra.set_name("conv").set("layout", layout);
     g.causal_conv1d(x, w, extra);
     expect_fail(g, code, kFwd, what);
@@ -97,17 +83,17 @@ TEST(CausalConv1dReject, Rules) {
   {
     Graph g = make_graph();  // holds the extra tensor only
     run({2, 64, 100}, {64, 4}, "NCW", ErrorCode::SHAPE_DEDUCTION_FAILED, "input bias has dims [32] but must be [64]",
-        NodeAttrs().input("bias", T(g, "b", {32}, DataType::FLOAT)));
+        NodeAttrs().input("bias", input(g, "b", {32}, DataType::FLOAT)));
   }
   {
     Graph g = make_graph();
     run({2, 64, 100}, {64, 4}, "NCW", ErrorCode::SHAPE_DEDUCTION_FAILED, "input initial_states has dims [2,64,4] but must be [2,64,3]",
-        NodeAttrs().input("initial_states", T(g, "s0", {2, 64, 4}, DataType::FLOAT)));
+        NodeAttrs().input("initial_states", input(g, "s0", {2, 64, 4}, DataType::FLOAT)));
   }
   {
     Graph g = make_graph();
-    auto x = T(g, "x", {2, 64, 100}, DataType::INT8);
-    auto w = T(g, "w", {64, 4}, DataType::BFLOAT16);
+    auto x = input(g, "x", {2, 64, 100}, DataType::INT8);
+    auto w = input(g, "w", {64, 4}, DataType::BFLOAT16);
     g.causal_conv1d(x, w, NodeAttrs().set_name("conv"));
     expect_fail(g, ErrorCode::GRAPH_NOT_SUPPORTED, kFwd, "input X has data type INT8");
   }
@@ -115,15 +101,15 @@ TEST(CausalConv1dReject, Rules) {
 
 TEST(CausalConv1dBwdInfer, GradientsFollowInputs) {
   Graph g = make_graph();
-  auto x = T(g, "x", {2, 64, 100}, DataType::BFLOAT16);
-  auto w = T(g, "w", {64, 4}, DataType::FLOAT);
-  auto dy = T(g, "dy", {2, 64, 100}, DataType::BFLOAT16);
+  auto x = input(g, "x", {2, 64, 100}, DataType::BFLOAT16);
+  auto w = input(g, "w", {64, 4}, DataType::FLOAT);
+  auto dy = input(g, "dy", {2, 64, 100}, DataType::BFLOAT16);
   auto out = g.causal_conv1d_backward(x, w, dy,
                                       NodeAttrs()
                                           .set_name("conv_bwd")
-                                          .input("bias", T(g, "b", {64}, DataType::FLOAT))
-                                          .input("initial_states", T(g, "s0", {2, 64, 3}, DataType::BFLOAT16))
-                                          .input("d_final_states", T(g, "dsT", {2, 64, 3}, DataType::BFLOAT16)));
+                                          .input("bias", input(g, "b", {64}, DataType::FLOAT))
+                                          .input("initial_states", input(g, "s0", {2, 64, 3}, DataType::BFLOAT16))
+                                          .input("d_final_states", input(g, "dsT", {2, 64, 3}, DataType::BFLOAT16)));
   for (auto& o : out) o->set_output(true);
   ASSERT_TRUE(g.validate().is_good()) << g.validate().to_string();
   EXPECT_EQ(out[0]->get_dim(), (Dims{2, 64, 100}));
@@ -136,8 +122,8 @@ TEST(CausalConv1dBwdInfer, GradientsFollowInputs) {
   EXPECT_EQ(out[3]->get_data_type(), DataType::BFLOAT16);
 
   Graph g2 = make_graph();
-  auto out2 = g2.causal_conv1d_backward(T(g2, "x", {2, 64, 100}, DataType::BFLOAT16), T(g2, "w", {64, 4}, DataType::BFLOAT16),
-                                        T(g2, "dy", {2, 64, 100}, DataType::BFLOAT16), NodeAttrs().set_name("conv_bwd"));
+  auto out2 = g2.causal_conv1d_backward(input(g2, "x", {2, 64, 100}, DataType::BFLOAT16), input(g2, "w", {64, 4}, DataType::BFLOAT16),
+                                        input(g2, "dy", {2, 64, 100}, DataType::BFLOAT16), NodeAttrs().set_name("conv_bwd"));
   ASSERT_TRUE(g2.validate().is_good()) << g2.validate().to_string();
   EXPECT_EQ(out2[2]->get_dim(), (Dims{0}));
   EXPECT_EQ(out2[3]->get_dim(), (Dims{0, 0, 0}));
@@ -146,28 +132,28 @@ TEST(CausalConv1dBwdInfer, GradientsFollowInputs) {
 TEST(CausalConv1dBwdReject, Rules) {
   {
     Graph g = make_graph();
-    g.causal_conv1d_backward(T(g, "x", {2, 64, 100}, DataType::BFLOAT16), T(g, "w", {64, 4}, DataType::BFLOAT16),
-                             T(g, "dy", {2, 64, 99}, DataType::BFLOAT16), NodeAttrs().set_name("conv_bwd"));
+    g.causal_conv1d_backward(input(g, "x", {2, 64, 100}, DataType::BFLOAT16), input(g, "w", {64, 4}, DataType::BFLOAT16),
+                             input(g, "dy", {2, 64, 99}, DataType::BFLOAT16), NodeAttrs().set_name("conv_bwd"));
     expect_fail(g, ErrorCode::SHAPE_DEDUCTION_FAILED, kBwd, "input DY has dims [2,64,99] but must be [2,64,100]");
   }
   {
     Graph g = make_graph();
-    auto out = g.causal_conv1d_backward(T(g, "x", {2, 64, 100}, DataType::BFLOAT16), T(g, "w", {64, 4}, DataType::BFLOAT16),
-                                        T(g, "dy", {2, 64, 100}, DataType::BFLOAT16), NodeAttrs().set_name("conv_bwd"));
+    auto out = g.causal_conv1d_backward(input(g, "x", {2, 64, 100}, DataType::BFLOAT16), input(g, "w", {64, 4}, DataType::BFLOAT16),
+                                        input(g, "dy", {2, 64, 100}, DataType::BFLOAT16), NodeAttrs().set_name("conv_bwd"));
     out[2]->set_output(true);
     expect_fail(g, ErrorCode::ATTRIBUTE_NOT_SET, kBwd, "output dbias is marked as a graph output but input bias is not set");
   }
   {
     Graph g = make_graph();
-    g.causal_conv1d_backward(T(g, "x", {2, 100, 64}, DataType::BFLOAT16), T(g, "w", {64, 200}, DataType::BFLOAT16),
-                             T(g, "dy", {2, 100, 64}, DataType::BFLOAT16), NodeAttrs().set_name("conv_bwd").set("layout", "NWH"));
+    g.causal_conv1d_backward(input(g, "x", {2, 100, 64}, DataType::BFLOAT16), input(g, "w", {64, 200}, DataType::BFLOAT16),
+                             input(g, "dy", {2, 100, 64}, DataType::BFLOAT16), NodeAttrs().set_name("conv_bwd").set("layout", "NWH"));
     expect_fail(g, ErrorCode::GRAPH_NOT_SUPPORTED, kBwd, "kernel width 200 of W is outside 2..128");
   }
   {
     Graph g = make_graph();
-    g.causal_conv1d_backward(T(g, "x", {2, 64, 100}, DataType::BFLOAT16), T(g, "w", {64, 4}, DataType::BFLOAT16),
-                             T(g, "dy", {2, 64, 100}, DataType::BFLOAT16),
-                             NodeAttrs().set_name("conv_bwd").input("d_final_states", T(g, "d", {2, 64, 4}, DataType::FLOAT)));
+    g.causal_conv1d_backward(input(g, "x", {2, 64, 100}, DataType::BFLOAT16), input(g, "w", {64, 4}, DataType::BFLOAT16),
+                             input(g, "dy", {2, 64, 100}, DataType::BFLOAT16),
+                             NodeAttrs().set_name("conv_bwd").input("d_final_states", input(g, "d", {2, 64, 4}, DataType::FLOAT)));
     expect_fail(g, ErrorCode::SHAPE_DEDUCTION_FAILED, kBwd, "input d_final_states has dims [2,64,4] but must be [2,64,3]");
   }
 }

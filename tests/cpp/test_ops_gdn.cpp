@@ -6,23 +6,12 @@
 #include <vector>
 
 #include "opendnn/graph.h"
+#include "support/rule_test.h"
 
 using namespace opendnn;
-using Dims = std::vector<int64_t>;
+using namespace opendnn::test;
 
 namespace {
-
-TensorPtr T(Graph& g, const std::string& name, Dims dims, DataType t) {
-  return g.tensor(TensorAttr().set_name(name).set_dim(std::move(dims)).set_data_type(t));
-}
-
-void expect_fail(Graph& g, ErrorCode code, const std::string& node, const std::string& what) {
-  Status s = g.validate();
-  ASSERT_TRUE(s.is_bad()) << "expected " << to_string(code) << " containing '" << what << "'";
-  EXPECT_EQ(s.code(), code) << s.to_string();
-  EXPECT_NE(s.message().find(node), std::string::npos) << s.to_string();
-  EXPECT_NE(s.message().find(what), std::string::npos) << s.to_string();
-}
 
 const std::string kFwd = "gdn \"lin\"";
 const std::string kBwd = "gdn_bwd \"lin_bwd\"";
@@ -40,12 +29,12 @@ struct Gdn {
   }
   int64_t ho() const { return h > hv ? h : hv; }
   void make() {
-    q = T(g, "q", {t, h, k}, dt);
-    kk = T(g, "k", {t, h, k}, dt);
-    vv = T(g, "v", {t, hv, v}, dt);
-    gg = T(g, "g", {t, ho()}, DataType::FLOAT);
-    beta = T(g, "beta", {t, ho()}, DataType::FLOAT);
-    cu = T(g, "cu", {n + 1}, DataType::INT32);
+    q = input(g, "q", {t, h, k}, dt);
+    kk = input(g, "k", {t, h, k}, dt);
+    vv = input(g, "v", {t, hv, v}, dt);
+    gg = input(g, "g", {t, ho()}, DataType::FLOAT);
+    beta = input(g, "beta", {t, ho()}, DataType::FLOAT);
+    cu = input(g, "cu", {n + 1}, DataType::INT32);
   }
   std::array<TensorPtr, 3> fwd() {
     if (!q) make();
@@ -56,9 +45,9 @@ struct Gdn {
 TEST(GdnInfer, ForwardGvaFinalStateCheckpoints) {
   Gdn f;
   f.make();
-  auto init = T(f.g, "h0", {3, 8, 64, 128}, DataType::BFLOAT16);
+  auto init = input(f.g, "h0", {3, 8, 64, 128}, DataType::BFLOAT16);
   f.attrs.input("initial_state", init).set("output_final_state", true).set("checkpoint_every_n_tokens", 64);
-  f.attrs.set("safe_gate", true).input("a_log", T(f.g, "alog", {8}, DataType::FLOAT)).input("dt_bias", T(f.g, "dtb", {8}, DataType::FLOAT));
+  f.attrs.set("safe_gate", true).input("a_log", input(f.g, "alog", {8}, DataType::FLOAT)).input("dt_bias", input(f.g, "dtb", {8}, DataType::FLOAT));
   auto out = f.fwd();
   for (auto& o : out) o->set_output(true);
   ASSERT_TRUE(f.g.validate().is_good()) << f.g.validate().to_string();
@@ -87,8 +76,8 @@ TEST(GdnInfer, GqaOtherWayFp32AndDefaults) {
 TEST(GdnInfer, StatePoolWithIndices) {
   Gdn f;
   f.make();
-  f.attrs.input("initial_state", T(f.g, "pool", {16, 8, 64, 128}, DataType::FLOAT))
-      .input("state_indices", T(f.g, "idx", {3}, DataType::INT32))
+  f.attrs.input("initial_state", input(f.g, "pool", {16, 8, 64, 128}, DataType::FLOAT))
+      .input("state_indices", input(f.g, "idx", {3}, DataType::INT32))
       .set("overwrite_initial_state", true)
       .set("output_final_state", true);
   auto out = f.fwd();
@@ -160,21 +149,21 @@ TEST(GdnReject, AttributesAndStates) {
   run([](Gdn& f) { f.attrs.set("checkpoint_every_n_tokens", -64); }, ErrorCode::INVALID_VALUE,
       "checkpoint_every_n_tokens -64 must be >= 0");
   run([](Gdn& f) { f.attrs.set("gate_domain", "exp"); }, ErrorCode::INVALID_VALUE, "gate_domain");
-  run([](Gdn& f) { f.attrs.input("a_log", T(f.g, "alog", {8}, DataType::FLOAT)); }, ErrorCode::ATTRIBUTE_NOT_SET,
+  run([](Gdn& f) { f.attrs.input("a_log", input(f.g, "alog", {8}, DataType::FLOAT)); }, ErrorCode::ATTRIBUTE_NOT_SET,
       "input a_log is given but safe_gate is not set");
   run([](Gdn& f) { f.attrs.set("safe_gate", true); }, ErrorCode::ATTRIBUTE_NOT_SET, "safe_gate needs input a_log");
-  run([](Gdn& f) { f.attrs.set("safe_gate", true).input("a_log", T(f.g, "alog", {4}, DataType::FLOAT)); },
+  run([](Gdn& f) { f.attrs.set("safe_gate", true).input("a_log", input(f.g, "alog", {4}, DataType::FLOAT)); },
       ErrorCode::SHAPE_DEDUCTION_FAILED, "input a_log has dims [4] but must be [8]");
-  run([](Gdn& f) { f.attrs.input("initial_state", T(f.g, "h0", {3, 8, 128, 64}, DataType::FLOAT)); },
+  run([](Gdn& f) { f.attrs.input("initial_state", input(f.g, "h0", {3, 8, 128, 64}, DataType::FLOAT)); },
       ErrorCode::SHAPE_DEDUCTION_FAILED, "input initial_state has dims [3,8,128,64] but must be [3,8,64,128]");
-  run([](Gdn& f) { f.attrs.input("initial_state", T(f.g, "h0", {3, 8, 64, 128}, DataType::HALF)); },
+  run([](Gdn& f) { f.attrs.input("initial_state", input(f.g, "h0", {3, 8, 64, 128}, DataType::HALF)); },
       ErrorCode::GRAPH_NOT_SUPPORTED, "input initial_state has data type HALF");
-  run([](Gdn& f) { f.attrs.input("state_indices", T(f.g, "idx", {3}, DataType::INT32)); }, ErrorCode::ATTRIBUTE_NOT_SET,
+  run([](Gdn& f) { f.attrs.input("state_indices", input(f.g, "idx", {3}, DataType::INT32)); }, ErrorCode::ATTRIBUTE_NOT_SET,
       "input state_indices is given but initial_state is not set");
   run(
       [](Gdn& f) {
-        f.attrs.input("initial_state", T(f.g, "pool", {16, 8, 64, 128}, DataType::FLOAT))
-            .input("state_indices", T(f.g, "idx", {4}, DataType::INT32));
+        f.attrs.input("initial_state", input(f.g, "pool", {16, 8, 64, 128}, DataType::FLOAT))
+            .input("state_indices", input(f.g, "idx", {4}, DataType::INT32));
       },
       ErrorCode::SHAPE_DEDUCTION_FAILED, "input state_indices has dims [4] but must be [3]");
   run([](Gdn& f) { f.attrs.set("overwrite_initial_state", true); }, ErrorCode::ATTRIBUTE_NOT_SET,
@@ -210,7 +199,7 @@ struct GdnBwd : Gdn {
   GdnBwd() { attrs.set_name("lin_bwd"); }
   std::array<TensorPtr, 8> bwd() {
     if (!q) make();
-    if (!dO) dO = T(g, "dO", {t, ho(), v}, dt);
+    if (!dO) dO = input(g, "dO", {t, ho(), v}, dt);
     return g.gdn_bwd(q, kk, vv, gg, beta, cu, dO, attrs);
   }
 };
@@ -218,13 +207,13 @@ struct GdnBwd : Gdn {
 TEST(GdnBwdInfer, GradientsFollowInputs) {
   GdnBwd b;
   b.make();
-  b.attrs.input("initial_state", T(b.g, "h0", {3, 8, 64, 128}, DataType::FLOAT))
-      .input("d_final_state", T(b.g, "dht", {3, 8, 64, 128}, DataType::FLOAT))
+  b.attrs.input("initial_state", input(b.g, "h0", {3, 8, 64, 128}, DataType::FLOAT))
+      .input("d_final_state", input(b.g, "dht", {3, 8, 64, 128}, DataType::FLOAT))
       .set("checkpoint_every_n_tokens", 64)
-      .input("state_checkpoints", T(b.g, "ckpt", {300 / 64 + 3, 8, 64, 128}, DataType::BFLOAT16))
+      .input("state_checkpoints", input(b.g, "ckpt", {300 / 64 + 3, 8, 64, 128}, DataType::BFLOAT16))
       .set("safe_gate", true)
-      .input("a_log", T(b.g, "alog", {8}, DataType::FLOAT))
-      .input("dt_bias", T(b.g, "dtb", {8}, DataType::BFLOAT16));
+      .input("a_log", input(b.g, "alog", {8}, DataType::FLOAT))
+      .input("dt_bias", input(b.g, "dtb", {8}, DataType::BFLOAT16));
   auto out = b.bwd();
   for (auto& o : out) o->set_output(true);
   ASSERT_TRUE(b.g.validate().is_good()) << b.g.validate().to_string();
@@ -256,28 +245,28 @@ TEST(GdnBwdReject, Rules) {
   {
     GdnBwd b;
     b.make();
-    b.dO = T(b.g, "dO", {300, 4, 64}, b.dt);
+    b.dO = input(b.g, "dO", {300, 4, 64}, b.dt);
     b.bwd();
     expect_fail(b.g, ErrorCode::SHAPE_DEDUCTION_FAILED, kBwd, "input dO has dims [300,4,64] but must be [300,8,64]");
   }
   {
     GdnBwd b;
     b.make();
-    b.attrs.input("state_checkpoints", T(b.g, "ckpt", {7, 8, 64, 128}, DataType::BFLOAT16));
+    b.attrs.input("state_checkpoints", input(b.g, "ckpt", {7, 8, 64, 128}, DataType::BFLOAT16));
     b.bwd();
     expect_fail(b.g, ErrorCode::ATTRIBUTE_NOT_SET, kBwd, "checkpoint_every_n_tokens (its cadence) is not set");
   }
   {
     GdnBwd b;
     b.make();
-    b.attrs.set("checkpoint_every_n_tokens", 64).input("state_checkpoints", T(b.g, "ckpt", {5, 8, 64, 128}, DataType::BFLOAT16));
+    b.attrs.set("checkpoint_every_n_tokens", 64).input("state_checkpoints", input(b.g, "ckpt", {5, 8, 64, 128}, DataType::BFLOAT16));
     b.bwd();
     expect_fail(b.g, ErrorCode::SHAPE_DEDUCTION_FAILED, kBwd, "input state_checkpoints has dims [5,8,64,128] but must be [7,8,64,128]");
   }
   {
     GdnBwd b;
     b.make();
-    b.attrs.input("d_final_state", T(b.g, "dht", {2, 8, 64, 128}, DataType::FLOAT));
+    b.attrs.input("d_final_state", input(b.g, "dht", {2, 8, 64, 128}, DataType::FLOAT));
     b.bwd();
     expect_fail(b.g, ErrorCode::SHAPE_DEDUCTION_FAILED, kBwd, "input d_final_state has dims");
   }

@@ -6,23 +6,12 @@
 #include <vector>
 
 #include "opendnn/graph.h"
+#include "support/rule_test.h"
 
 using namespace opendnn;
-using Dims = std::vector<int64_t>;
+using namespace opendnn::test;
 
 namespace {
-
-TensorPtr T(Graph& g, const std::string& name, Dims dims, DataType t) {
-  return g.tensor(TensorAttr().set_name(name).set_dim(std::move(dims)).set_data_type(t));
-}
-
-void expect_fail(Graph& g, ErrorCode code, const std::string& node, const std::string& what) {
-  Status s = g.validate();
-  ASSERT_TRUE(s.is_bad()) << "expected " << to_string(code) << " containing '" << what << "'";
-  EXPECT_EQ(s.code(), code) << s.to_string();
-  EXPECT_NE(s.message().find(node), std::string::npos) << s.to_string();
-  EXPECT_NE(s.message().find(what), std::string::npos) << s.to_string();
-}
 
 Graph make_graph() {
   Graph g;
@@ -34,9 +23,9 @@ Graph make_graph() {
 
 TEST(PointwiseInfer, BroadcastDimsStridesTypes) {
   Graph g = make_graph();
-  auto a = T(g, "a", {4, 1, 8}, DataType::HALF);
-  auto b = T(g, "b", {1, 3, 8}, DataType::HALF);
-  auto c = T(g, "c", {4, 3, 1}, DataType::HALF);
+  auto a = input(g, "a", {4, 1, 8}, DataType::HALF);
+  auto b = input(g, "b", {1, 3, 8}, DataType::HALF);
+  auto c = input(g, "c", {4, 3, 1}, DataType::HALF);
   auto s = g.add(a, b, NodeAttrs().set_name("add"));
   s->set_output(true);
   auto sel = g.binary_select(s, c, g.cmp_gt(a, b), NodeAttrs().set_name("sel"));
@@ -53,7 +42,7 @@ TEST(PointwiseInfer, BroadcastDimsStridesTypes) {
 
 TEST(PointwiseInfer, GenIndex) {
   Graph g = make_graph();
-  auto a = T(g, "a", {2, 5, 7}, DataType::HALF);
+  auto a = input(g, "a", {2, 5, 7}, DataType::HALF);
   auto idx = g.gen_index(a, NodeAttrs().set_name("gi").set("axis", 2));
   ASSERT_TRUE(g.validate().is_good()) << g.validate().to_string();
   EXPECT_EQ(idx->get_dim(), (Dims{2, 5, 7}));
@@ -64,25 +53,25 @@ TEST(PointwiseInfer, GenIndex) {
 TEST(PointwiseReject, Arity) {
   {
     Graph g = make_graph();
-    auto a = T(g, "a", {2, 3}, DataType::HALF);
+    auto a = input(g, "a", {2, 3}, DataType::HALF);
     g.pointwise(a, NodeAttrs().set_name("pw").set("mode", "ADD"));
     expect_fail(g, ErrorCode::ATTRIBUTE_NOT_SET, "pointwise \"pw\"", "mode ADD needs input IN_1");
   }
   {
     Graph g = make_graph();
-    auto a = T(g, "a", {2, 3}, DataType::HALF);
-    g.relu(a, NodeAttrs().set_name("pw").input("IN_1", T(g, "b", {2, 3}, DataType::HALF)));
+    auto a = input(g, "a", {2, 3}, DataType::HALF);
+    g.relu(a, NodeAttrs().set_name("pw").input("IN_1", input(g, "b", {2, 3}, DataType::HALF)));
     expect_fail(g, ErrorCode::INVALID_VALUE, "pointwise \"pw\"", "mode RELU_FWD takes 1 input(s) but IN_1 is set");
   }
   {
     Graph g = make_graph();
-    auto a = T(g, "a", {2, 3}, DataType::HALF);
+    auto a = input(g, "a", {2, 3}, DataType::HALF);
     g.pointwise(a, NodeAttrs().set_name("pw"));
     expect_fail(g, ErrorCode::ATTRIBUTE_NOT_SET, "pointwise \"pw\"", "attribute mode is not set");
   }
   {
     Graph g = make_graph();
-    auto a = T(g, "a", {2, 3}, DataType::HALF);
+    auto a = input(g, "a", {2, 3}, DataType::HALF);
     g.pointwise(a, NodeAttrs().set_name("pw").set("mode", "NOT_A_MODE"));
     expect_fail(g, ErrorCode::INVALID_VALUE, "pointwise \"pw\"", "NOT_A_MODE");
   }
@@ -91,23 +80,23 @@ TEST(PointwiseReject, Arity) {
 TEST(PointwiseReject, Broadcast) {
   {
     Graph g = make_graph();
-    g.mul(T(g, "a", {2, 3}, DataType::HALF), T(g, "b", {4, 3}, DataType::HALF), NodeAttrs().set_name("pw"));
+    g.mul(input(g, "a", {2, 3}, DataType::HALF), input(g, "b", {4, 3}, DataType::HALF), NodeAttrs().set_name("pw"));
     expect_fail(g, ErrorCode::SHAPE_DEDUCTION_FAILED, "pointwise \"pw\"", "input IN_1 [4,3] does not broadcast with [2,3]");
   }
   {
     Graph g = make_graph();
-    g.mul(T(g, "a", {2, 3}, DataType::HALF), T(g, "b", {3}, DataType::HALF), NodeAttrs().set_name("pw"));
+    g.mul(input(g, "a", {2, 3}, DataType::HALF), input(g, "b", {3}, DataType::HALF), NodeAttrs().set_name("pw"));
     expect_fail(g, ErrorCode::SHAPE_DEDUCTION_FAILED, "pointwise \"pw\"", "does not broadcast");
   }
   {
     Graph g = make_graph();
-    auto a = T(g, "a", {2, 3}, DataType::HALF);
-    g.binary_select(a, a, T(g, "m", {2, 2}, DataType::BOOLEAN), NodeAttrs().set_name("pw"));
+    auto a = input(g, "a", {2, 3}, DataType::HALF);
+    g.binary_select(a, a, input(g, "m", {2, 2}, DataType::BOOLEAN), NodeAttrs().set_name("pw"));
     expect_fail(g, ErrorCode::SHAPE_DEDUCTION_FAILED, "pointwise \"pw\"", "input IN_2 [2,2]");
   }
   {
     Graph g = make_graph();  // a user-given output shape must match
-    auto y = g.add(T(g, "a", {2, 3}, DataType::HALF), T(g, "b", {2, 3}, DataType::HALF), NodeAttrs().set_name("pw"));
+    auto y = g.add(input(g, "a", {2, 3}, DataType::HALF), input(g, "b", {2, 3}, DataType::HALF), NodeAttrs().set_name("pw"));
     y->set_dim({3, 2});
     expect_fail(g, ErrorCode::SHAPE_DEDUCTION_FAILED, "pointwise \"pw\"", "output OUT_0 was given dims [3,2]");
   }
@@ -116,17 +105,17 @@ TEST(PointwiseReject, Broadcast) {
 TEST(PointwiseReject, GenIndexAxis) {
   {
     Graph g = make_graph();
-    g.gen_index(T(g, "a", {2, 3}, DataType::HALF), NodeAttrs().set_name("gi"));
+    g.gen_index(input(g, "a", {2, 3}, DataType::HALF), NodeAttrs().set_name("gi"));
     expect_fail(g, ErrorCode::ATTRIBUTE_NOT_SET, "pointwise \"gi\"", "GEN_INDEX needs attribute axis");
   }
   for (int64_t axis : {-1, 2}) {
     Graph g = make_graph();
-    g.gen_index(T(g, "a", {2, 3}, DataType::HALF), NodeAttrs().set_name("gi").set("axis", axis));
+    g.gen_index(input(g, "a", {2, 3}, DataType::HALF), NodeAttrs().set_name("gi").set("axis", axis));
     expect_fail(g, ErrorCode::INVALID_VALUE, "pointwise \"gi\"", "axis " + std::to_string(axis) + " is out of range for [2,3]");
   }
   {
     Graph g = make_graph();
-    g.gen_index(T(g, "a", {2, 3}, DataType::HALF), NodeAttrs().set_name("gi").set("axis", 1.5));
+    g.gen_index(input(g, "a", {2, 3}, DataType::HALF), NodeAttrs().set_name("gi").set("axis", 1.5));
     expect_fail(g, ErrorCode::INVALID_VALUE, "pointwise \"gi\"", "attribute axis must be of type");
   }
 }
@@ -135,9 +124,9 @@ TEST(PointwiseReject, GenIndexAxis) {
 
 TEST(MatmulInfer, BatchBroadcastAndOverrides) {
   Graph g = make_graph();
-  auto a = T(g, "a", {1, 3, 16, 32}, DataType::BFLOAT16);
-  auto b = T(g, "b", {2, 1, 32, 8}, DataType::BFLOAT16);
-  auto c = g.matmul(a, b, NodeAttrs().set_name("mm").input("M_override", T(g, "m", {2, 3, 1, 1}, DataType::INT64)));
+  auto a = input(g, "a", {1, 3, 16, 32}, DataType::BFLOAT16);
+  auto b = input(g, "b", {2, 1, 32, 8}, DataType::BFLOAT16);
+  auto c = g.matmul(a, b, NodeAttrs().set_name("mm").input("M_override", input(g, "m", {2, 3, 1, 1}, DataType::INT64)));
   c->set_output(true);
   ASSERT_TRUE(g.validate().is_good()) << g.validate().to_string();
   EXPECT_EQ(c->get_dim(), (Dims{2, 3, 16, 8}));
@@ -148,7 +137,7 @@ TEST(MatmulInfer, BatchBroadcastAndOverrides) {
 TEST(MatmulReject, Rules) {
   auto run = [](Dims ad, Dims bd, ErrorCode code, const std::string& what) {
     Graph g = make_graph();
-    g.matmul(T(g, "a", ad, DataType::HALF), T(g, "b", bd, DataType::HALF), NodeAttrs().set_name("mm"));
+    g.matmul(input(g, "a", ad, DataType::HALF), input(g, "b", bd, DataType::HALF), NodeAttrs().set_name("mm"));
     expect_fail(g, code, "matmul \"mm\"", what);
   };
   run({16, 32}, {2, 32, 8}, ErrorCode::SHAPE_DEDUCTION_FAILED, "must have the same rank, at least 2");
@@ -157,22 +146,22 @@ TEST(MatmulReject, Rules) {
   run({2, 16, 32}, {3, 32, 8}, ErrorCode::SHAPE_DEDUCTION_FAILED, "do not broadcast");
   {
     Graph g = make_graph();
-    g.matmul(T(g, "a", {16, 32}, DataType::HALF), T(g, "b", {32, 8}, DataType::HALF),
-             NodeAttrs().set_name("mm").input("K_override", T(g, "k", {1, 1}, DataType::FLOAT)));
+    g.matmul(input(g, "a", {16, 32}, DataType::HALF), input(g, "b", {32, 8}, DataType::HALF),
+             NodeAttrs().set_name("mm").input("K_override", input(g, "k", {1, 1}, DataType::FLOAT)));
     expect_fail(g, ErrorCode::GRAPH_NOT_SUPPORTED, "matmul \"mm\"", "input K_override has data type FLOAT");
   }
   {
     Graph g = make_graph();
-    g.matmul(T(g, "a", {16, 32}, DataType::HALF), nullptr, NodeAttrs().set_name("mm"));
+    g.matmul(input(g, "a", {16, 32}, DataType::HALF), nullptr, NodeAttrs().set_name("mm"));
     expect_fail(g, ErrorCode::ATTRIBUTE_NOT_SET, "matmul \"mm\"", "input B is not set");
   }
 }
 
 TEST(MatmulFp8Infer, DimsAndAmax) {
   Graph g = make_graph();
-  auto a = T(g, "a", {2, 16, 32}, DataType::FP8_E4M3);
-  auto b = T(g, "b", {2, 32, 8}, DataType::FP8_E5M2);
-  auto one = [&](const char* n) { return T(g, n, {1, 1, 1}, DataType::FLOAT); };
+  auto a = input(g, "a", {2, 16, 32}, DataType::FP8_E4M3);
+  auto b = input(g, "b", {2, 32, 8}, DataType::FP8_E5M2);
+  auto one = [&](const char* n) { return input(g, n, {1, 1, 1}, DataType::FLOAT); };
   auto out = g.matmul_fp8(a, b, one("da"), one("db"), one("sc"), NodeAttrs().set_name("mm8"));
   out[0]->set_output(true).set_data_type(DataType::FP8_E4M3);
   out[1]->set_output(true);
@@ -186,9 +175,9 @@ TEST(MatmulFp8Infer, DimsAndAmax) {
 TEST(MatmulFp8Reject, Rules) {
   auto run = [](DataType at, Dims sd, DataType st, ErrorCode code, const std::string& what) {
     Graph g = make_graph();
-    auto a = T(g, "a", {16, 32}, at);
-    auto b = T(g, "b", {32, 8}, DataType::FP8_E4M3);
-    g.matmul_fp8(a, b, T(g, "da", sd, st), T(g, "db", {1, 1}, DataType::FLOAT), T(g, "sc", {1, 1}, DataType::FLOAT),
+    auto a = input(g, "a", {16, 32}, at);
+    auto b = input(g, "b", {32, 8}, DataType::FP8_E4M3);
+    g.matmul_fp8(a, b, input(g, "da", sd, st), input(g, "db", {1, 1}, DataType::FLOAT), input(g, "sc", {1, 1}, DataType::FLOAT),
                  NodeAttrs().set_name("mm8"));
     expect_fail(g, code, "matmul_fp8 \"mm8\"", what);
   };

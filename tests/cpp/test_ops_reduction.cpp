@@ -8,33 +8,10 @@
 #include <vector>
 
 #include "opendnn/graph.h"
+#include "support/rule_test.h"
 
 using namespace opendnn;
-using Dims = std::vector<int64_t>;
-
-namespace {
-
-TensorPtr input(Graph& g, const char* name, Dims d, DataType t = DataType::FLOAT) {
-  return g.tensor(TensorAttr().set_name(name).set_dim(std::move(d)).set_data_type(t));
-}
-
-// Validates and expects a failure with `code` whose message names the node (`method "name"`) and
-// contains every fragment.
-void expect_fail(Graph& g, ErrorCode code, const std::string& node, std::initializer_list<std::string> fragments = {}) {
-  Status s = g.validate();
-  ASSERT_TRUE(s.is_bad()) << "validate() passed but should fail with " << to_string(code);
-  EXPECT_EQ(s.code(), code) << s.to_string();
-  EXPECT_NE(s.message().find(node), std::string::npos) << "message does not name " << node << ": " << s.message();
-  for (const auto& f : fragments) EXPECT_NE(s.message().find(f), std::string::npos) << "missing '" << f << "' in: " << s.message();
-}
-
-#define EXPECT_VALID(g)                         \
-  do {                                          \
-    Status s_ = (g).validate();                 \
-    ASSERT_TRUE(s_.is_good()) << s_.to_string(); \
-  } while (0)
-
-}  // namespace
+using namespace opendnn::test;
 
 TEST(OpsReduction, ReductionFromAttributeOrUserDims) {
   Graph g;

@@ -6,27 +6,12 @@
 #include <vector>
 
 #include "opendnn/graph.h"
+#include "support/rule_test.h"
 
 using namespace opendnn;
-using Dims = std::vector<int64_t>;
+using namespace opendnn::test;
 
 namespace {
-
-TensorPtr T(Graph& g, const std::string& name, Dims dims, DataType t, Dims strides = {}) {
-  TensorAttr a;
-  a.set_name(name).set_dim(std::move(dims)).set_data_type(t);
-  if (!strides.empty()) a.set_stride(std::move(strides));
-  return g.tensor(a);
-}
-
-// Validates and checks the code and that the message names the node and contains `what`.
-void expect_fail(Graph& g, ErrorCode code, const std::string& node, const std::string& what) {
-  Status s = g.validate();
-  ASSERT_TRUE(s.is_bad()) << "expected " << to_string(code) << " containing '" << what << "'";
-  EXPECT_EQ(s.code(), code) << s.to_string();
-  EXPECT_NE(s.message().find(node), std::string::npos) << s.to_string();
-  EXPECT_NE(s.message().find(what), std::string::npos) << s.to_string();
-}
 
 const std::string kNode = "sdpa \"attn\"";
 const std::string kBwdNode = "sdpa_backward \"attn_bwd\"";
@@ -45,9 +30,9 @@ struct Fwd {
     attrs.set_name("attn");
   }
   void make_qkv() {
-    q = T(g, "q", {b, hq, sq, d}, dt);
-    k = T(g, "k", {b, hk, skv, d}, dt);
-    v = T(g, "v", {b, hk, skv, dv}, dt);
+    q = input(g, "q", {b, hq, sq, d}, dt);
+    k = input(g, "k", {b, hk, skv, d}, dt);
+    v = input(g, "v", {b, hk, skv, dv}, dt);
   }
   void build() {
     if (!q) make_qkv();
@@ -80,9 +65,9 @@ TEST(SdpaInfer, OutputFollowsBshdLayoutAndBf16) {
   Fwd f;
   f.dt = DataType::BFLOAT16;
   // Q stored as [B,S,H,D]: strides of dims [B,H,S,D].
-  f.q = T(f.g, "q", {2, 8, 128, 64}, f.dt, {128 * 8 * 64, 64, 8 * 64, 1});
-  f.k = T(f.g, "k", {2, 8, 256, 64}, f.dt, {256 * 8 * 64, 64, 8 * 64, 1});
-  f.v = T(f.g, "v", {2, 8, 256, 64}, f.dt, {256 * 8 * 64, 64, 8 * 64, 1});
+  f.q = input(f.g, "q", {2, 8, 128, 64}, f.dt, {128 * 8 * 64, 64, 8 * 64, 1});
+  f.k = input(f.g, "k", {2, 8, 256, 64}, f.dt, {256 * 8 * 64, 64, 8 * 64, 1});
+  f.v = input(f.g, "v", {2, 8, 256, 64}, f.dt, {256 * 8 * 64, 64, 8 * 64, 1});
   f.build();
   ASSERT_TRUE(f.validate().is_good()) << f.validate().to_string();
   EXPECT_EQ(f.out[0]->get_stride(), (Dims{128 * 8 * 64, 64, 8 * 64, 1}));
@@ -102,15 +87,15 @@ TEST(SdpaInfer, MlaHeadDims) {
 TEST(SdpaInfer, PaddingRaggedMixedSeqLensDropoutBiasSink) {
   Fwd f;
   f.make_qkv();
-  auto ro = T(f.g, "ro", {3, 1, 1, 1}, DataType::INT32);
+  auto ro = input(f.g, "ro", {3, 1, 1, 1}, DataType::INT32);
   f.q->set_ragged_offset(ro);
   f.attrs.set("use_padding_mask", true).set("dropout_probability", 0.1).set("left_bound", 64).set("right_bound", 0);
-  f.attrs.input("seq_len_q", T(f.g, "slq", {2, 1, 1, 1}, DataType::INT32));
-  f.attrs.input("cu_seq_len_kv", T(f.g, "cukv", {3, 1, 1, 1}, DataType::INT64));
+  f.attrs.input("seq_len_q", input(f.g, "slq", {2, 1, 1, 1}, DataType::INT32));
+  f.attrs.input("cu_seq_len_kv", input(f.g, "cukv", {3, 1, 1, 1}, DataType::INT64));
   f.attrs.input("seed", f.g.tensor(Scalar::of_int64(1)));
   f.attrs.input("offset", f.g.tensor(Scalar::of_int64(2)));
-  f.attrs.input("bias", T(f.g, "bias", {1, 8, 128, 256}, DataType::HALF));
-  f.attrs.input("sink_token", T(f.g, "sink", {1, 8, 1, 1}, DataType::FLOAT));
+  f.attrs.input("bias", input(f.g, "bias", {1, 8, 128, 256}, DataType::HALF));
+  f.attrs.input("sink_token", input(f.g, "sink", {1, 8, 1, 1}, DataType::FLOAT));
   f.build();
   f.out[0]->set_ragged_offset(ro);
   f.out[4]->set_output(true);
@@ -121,15 +106,15 @@ TEST(SdpaInfer, PaddingRaggedMixedSeqLensDropoutBiasSink) {
 
 TEST(SdpaInfer, PagedKv) {
   Fwd f;
-  f.q = T(f.g, "q", {2, 8, 1, 128}, DataType::HALF);
-  f.k = T(f.g, "kc", {40, 2, 64, 128}, DataType::HALF);
-  f.v = T(f.g, "vc", {40, 2, 64, 128}, DataType::HALF);
+  f.q = input(f.g, "q", {2, 8, 1, 128}, DataType::HALF);
+  f.k = input(f.g, "kc", {40, 2, 64, 128}, DataType::HALF);
+  f.v = input(f.g, "vc", {40, 2, 64, 128}, DataType::HALF);
   f.attrs.set("use_padding_mask", true).set("max_seq_len_kv", 300);
-  f.attrs.input("seq_len_q", T(f.g, "slq", {2, 1, 1, 1}, DataType::INT32));
-  f.attrs.input("seq_len_kv", T(f.g, "slkv", {2, 1, 1, 1}, DataType::INT32));
-  f.attrs.input("page_table_k", T(f.g, "ptk", {2, 1, 5, 1}, DataType::INT32));
-  f.attrs.input("page_table_v", T(f.g, "ptv", {2, 1, 5, 1}, DataType::INT32));
-  f.attrs.input("bias", T(f.g, "bias", {2, 1, 1, 300}, DataType::HALF));
+  f.attrs.input("seq_len_q", input(f.g, "slq", {2, 1, 1, 1}, DataType::INT32));
+  f.attrs.input("seq_len_kv", input(f.g, "slkv", {2, 1, 1, 1}, DataType::INT32));
+  f.attrs.input("page_table_k", input(f.g, "ptk", {2, 1, 5, 1}, DataType::INT32));
+  f.attrs.input("page_table_v", input(f.g, "ptv", {2, 1, 5, 1}, DataType::INT32));
+  f.attrs.input("bias", input(f.g, "bias", {2, 1, 1, 300}, DataType::HALF));
   f.build();
   ASSERT_TRUE(f.validate().is_good()) << f.validate().to_string();
   EXPECT_EQ(f.out[0]->get_dim(), (Dims{2, 8, 1, 128}));
@@ -140,9 +125,9 @@ TEST(SdpaInfer, PagedKv) {
 TEST(SdpaReject, RankAndTypes) {
   {
     Fwd f;
-    f.q = T(f.g, "q", {2, 128, 64}, DataType::HALF);
-    f.k = T(f.g, "k", {2, 2, 256, 64}, DataType::HALF);
-    f.v = T(f.g, "v", {2, 2, 256, 64}, DataType::HALF);
+    f.q = input(f.g, "q", {2, 128, 64}, DataType::HALF);
+    f.k = input(f.g, "k", {2, 2, 256, 64}, DataType::HALF);
+    f.v = input(f.g, "v", {2, 2, 256, 64}, DataType::HALF);
     f.build();
     expect_fail(f.g, ErrorCode::SHAPE_DEDUCTION_FAILED, kNode, "input Q must have 4 dims");
   }
@@ -224,8 +209,8 @@ TEST(SdpaReject, BatchSeqAndHeads) {
   }
   {
     Graph g;
-    auto q = T(g, "q", {2, 8, 128, 64}, DataType::HALF);
-    auto k = T(g, "k", {2, 8, 128, 64}, DataType::HALF);
+    auto q = input(g, "q", {2, 8, 128, 64}, DataType::HALF);
+    auto k = input(g, "k", {2, 8, 128, 64}, DataType::HALF);
     g.sdpa(q, k, nullptr, NodeAttrs().set_name("attn"));
     expect_fail(g, ErrorCode::ATTRIBUTE_NOT_SET, kNode, "input V is not set");
   }
@@ -241,64 +226,64 @@ TEST(SdpaReject, AttnScaleBothForms) {
 TEST(SdpaReject, SeqLensAndPadding) {
   {
     Fwd f;
-    f.attrs.input("seq_len_q", T(f.g, "slq", {2, 1, 1, 1}, DataType::INT32));
-    f.attrs.input("seq_len_kv", T(f.g, "slkv", {2, 1, 1, 1}, DataType::INT32));
+    f.attrs.input("seq_len_q", input(f.g, "slq", {2, 1, 1, 1}, DataType::INT32));
+    f.attrs.input("seq_len_kv", input(f.g, "slkv", {2, 1, 1, 1}, DataType::INT32));
     f.build();
     expect_fail(f.g, ErrorCode::ATTRIBUTE_NOT_SET, kNode, "seq_len_q is given but use_padding_mask is not set");
   }
   {
     Fwd f;
-    f.attrs.set("use_padding_mask", true).input("seq_len_q", T(f.g, "slq", {2, 1, 1, 1}, DataType::INT32));
+    f.attrs.set("use_padding_mask", true).input("seq_len_q", input(f.g, "slq", {2, 1, 1, 1}, DataType::INT32));
     f.build();
     expect_fail(f.g, ErrorCode::ATTRIBUTE_NOT_SET, kNode, "use_padding_mask needs seq_len_kv or cu_seq_len_kv");
   }
   {
     Fwd f;
     f.attrs.set("use_padding_mask", true)
-        .input("seq_len_q", T(f.g, "slq", {2, 1, 1, 1}, DataType::INT32))
-        .input("cu_seq_len_q", T(f.g, "cuq", {3, 1, 1, 1}, DataType::INT32))
-        .input("seq_len_kv", T(f.g, "slkv", {2, 1, 1, 1}, DataType::INT32));
+        .input("seq_len_q", input(f.g, "slq", {2, 1, 1, 1}, DataType::INT32))
+        .input("cu_seq_len_q", input(f.g, "cuq", {3, 1, 1, 1}, DataType::INT32))
+        .input("seq_len_kv", input(f.g, "slkv", {2, 1, 1, 1}, DataType::INT32));
     f.build();
     expect_fail(f.g, ErrorCode::INVALID_VALUE, kNode, "seq_len_q and cu_seq_len_q are both set");
   }
   {
     Fwd f;
     f.attrs.set("use_padding_mask", true)
-        .input("seq_len_q", T(f.g, "slq", {2, 1, 1}, DataType::INT32))
-        .input("seq_len_kv", T(f.g, "slkv", {2, 1, 1, 1}, DataType::INT32));
+        .input("seq_len_q", input(f.g, "slq", {2, 1, 1}, DataType::INT32))
+        .input("seq_len_kv", input(f.g, "slkv", {2, 1, 1, 1}, DataType::INT32));
     f.build();
     expect_fail(f.g, ErrorCode::SHAPE_DEDUCTION_FAILED, kNode, "input seq_len_q has dims [2,1,1]");
   }
   {
     Fwd f;
     f.attrs.set("use_padding_mask", true)
-        .input("seq_len_q", T(f.g, "slq", {2, 1, 1, 1}, DataType::INT64))
-        .input("seq_len_kv", T(f.g, "slkv", {2, 1, 1, 1}, DataType::INT32));
+        .input("seq_len_q", input(f.g, "slq", {2, 1, 1, 1}, DataType::INT64))
+        .input("seq_len_kv", input(f.g, "slkv", {2, 1, 1, 1}, DataType::INT32));
     f.build();
     expect_fail(f.g, ErrorCode::GRAPH_NOT_SUPPORTED, kNode, "input seq_len_q has data type INT64");
   }
   {
     Fwd f;
     f.attrs.set("use_padding_mask", true)
-        .input("seq_len_q", T(f.g, "slq", {2, 1, 1, 1}, DataType::INT32))
-        .input("cu_seq_len_kv", T(f.g, "cukv", {2, 1, 1, 1}, DataType::INT32));
+        .input("seq_len_q", input(f.g, "slq", {2, 1, 1, 1}, DataType::INT32))
+        .input("cu_seq_len_kv", input(f.g, "cukv", {2, 1, 1, 1}, DataType::INT32));
     f.build();
     expect_fail(f.g, ErrorCode::SHAPE_DEDUCTION_FAILED, kNode, "input cu_seq_len_kv has dims [2,1,1,1]");
   }
   {
     Fwd f;
     f.make_qkv();
-    f.k->set_ragged_offset(T(f.g, "ro", {3, 1, 1, 1}, DataType::INT32));
+    f.k->set_ragged_offset(input(f.g, "ro", {3, 1, 1, 1}, DataType::INT32));
     f.build();
     expect_fail(f.g, ErrorCode::ATTRIBUTE_NOT_SET, kNode, "K has a ragged offset (THD layout)");
   }
   {
     Fwd f;
     f.make_qkv();
-    f.q->set_ragged_offset(T(f.g, "ro", {2, 1, 1, 1}, DataType::INT32));
+    f.q->set_ragged_offset(input(f.g, "ro", {2, 1, 1, 1}, DataType::INT32));
     f.attrs.set("use_padding_mask", true)
-        .input("cu_seq_len_q", T(f.g, "cuq", {3, 1, 1, 1}, DataType::INT32))
-        .input("cu_seq_len_kv", T(f.g, "cukv", {3, 1, 1, 1}, DataType::INT32));
+        .input("cu_seq_len_q", input(f.g, "cuq", {3, 1, 1, 1}, DataType::INT32))
+        .input("cu_seq_len_kv", input(f.g, "cukv", {3, 1, 1, 1}, DataType::INT32));
     f.build();
     expect_fail(f.g, ErrorCode::SHAPE_DEDUCTION_FAILED, kNode, "ragged offset of Q has dims [2,1,1,1]");
   }
@@ -306,7 +291,7 @@ TEST(SdpaReject, SeqLensAndPadding) {
     Fwd f;
     f.attrs.set("generate_stats", true);
     f.build();
-    f.out[1]->set_ragged_offset(T(f.g, "ro", {3, 1, 1, 1}, DataType::INT32));
+    f.out[1]->set_ragged_offset(input(f.g, "ro", {3, 1, 1, 1}, DataType::INT32));
     expect_fail(f.g, ErrorCode::ATTRIBUTE_NOT_SET, kNode, "Stats has a ragged offset (THD layout)");
   }
 }
@@ -340,7 +325,7 @@ TEST(SdpaReject, Dropout) {
   }
   {
     Fwd f;
-    f.attrs.input("dropout_mask", T(f.g, "m", {2, 8, 128, 256}, DataType::HALF));
+    f.attrs.input("dropout_mask", input(f.g, "m", {2, 8, 128, 256}, DataType::HALF));
     f.build();
     expect_fail(f.g, ErrorCode::ATTRIBUTE_NOT_SET, kNode, "dropout_scale is not set");
   }
@@ -349,14 +334,14 @@ TEST(SdpaReject, Dropout) {
     f.attrs.set("dropout_probability", 0.1)
         .input("seed", f.g.tensor(Scalar::of_int64(1)))
         .input("offset", f.g.tensor(Scalar::of_int64(2)))
-        .input("dropout_mask", T(f.g, "m", {2, 8, 128, 256}, DataType::HALF))
+        .input("dropout_mask", input(f.g, "m", {2, 8, 128, 256}, DataType::HALF))
         .input("dropout_scale", f.g.tensor(Scalar::of_float(1.1f)));
     f.build();
     expect_fail(f.g, ErrorCode::INVALID_VALUE, kNode, "not both");
   }
   {
     Fwd f;
-    f.attrs.input("dropout_mask", T(f.g, "m", {2, 8, 128, 255}, DataType::HALF))
+    f.attrs.input("dropout_mask", input(f.g, "m", {2, 8, 128, 255}, DataType::HALF))
         .input("dropout_scale", f.g.tensor(Scalar::of_float(1.1f)));
     f.build();
     expect_fail(f.g, ErrorCode::SHAPE_DEDUCTION_FAILED, kNode, "dropout_mask [2,8,128,255] does not broadcast");
@@ -371,7 +356,7 @@ TEST(SdpaReject, Dropout) {
   }
   {
     Fwd f;  // mask dropout validates; RNG_dump is absent and cannot be an output
-    f.attrs.input("dropout_mask", T(f.g, "m", {1, 1, 128, 256}, DataType::HALF))
+    f.attrs.input("dropout_mask", input(f.g, "m", {1, 1, 128, 256}, DataType::HALF))
         .input("dropout_scale", f.g.tensor(Scalar::of_float(1.1f)));
     f.build();
     ASSERT_TRUE(f.validate().is_good()) << f.validate().to_string();
@@ -406,44 +391,44 @@ TEST(SdpaReject, BoundsAndAlibi) {
 TEST(SdpaReject, BiasSinkBlockMask) {
   {
     Fwd f;
-    f.attrs.input("bias", T(f.g, "bias", {2, 4, 128, 256}, DataType::HALF));
+    f.attrs.input("bias", input(f.g, "bias", {2, 4, 128, 256}, DataType::HALF));
     f.build();
     expect_fail(f.g, ErrorCode::SHAPE_DEDUCTION_FAILED, kNode, "input bias [2,4,128,256] does not broadcast");
   }
   {
     Fwd f;
-    f.attrs.input("bias", T(f.g, "bias", {1, 1, 128, 256}, DataType::BOOLEAN));
+    f.attrs.input("bias", input(f.g, "bias", {1, 1, 128, 256}, DataType::BOOLEAN));
     f.build();
     expect_fail(f.g, ErrorCode::GRAPH_NOT_SUPPORTED, kNode, "input bias is BOOLEAN");
   }
   {
     Fwd f;
-    f.attrs.input("sink_token", T(f.g, "sink", {1, 2, 1, 1}, DataType::FLOAT));
+    f.attrs.input("sink_token", input(f.g, "sink", {1, 2, 1, 1}, DataType::FLOAT));
     f.build();
     expect_fail(f.g, ErrorCode::SHAPE_DEDUCTION_FAILED, kNode, "input sink_token has dims [1,2,1,1]");
   }
   {
     Fwd f;
-    f.attrs.input("sink_token", T(f.g, "sink", {1, 8, 1, 1}, DataType::HALF));
+    f.attrs.input("sink_token", input(f.g, "sink", {1, 8, 1, 1}, DataType::HALF));
     f.build();
     expect_fail(f.g, ErrorCode::GRAPH_NOT_SUPPORTED, kNode, "input sink_token has data type HALF");
   }
   {
     Fwd f;
     f.sq = 1;
-    f.attrs.input("sink_token", T(f.g, "sink", {1, 8, 1, 1}, DataType::FLOAT));
+    f.attrs.input("sink_token", input(f.g, "sink", {1, 8, 1, 1}, DataType::FLOAT));
     f.build();
     expect_fail(f.g, ErrorCode::GRAPH_NOT_SUPPORTED, kNode, "sink_token is not supported in decode mode (s_q == 1)");
   }
   {
     Fwd f;
-    f.attrs.set("implementation", "COMPOSITE").input("block_mask", T(f.g, "bm", {2, 8, 1, 2}, DataType::UINT8));
+    f.attrs.set("implementation", "COMPOSITE").input("block_mask", input(f.g, "bm", {2, 8, 1, 2}, DataType::UINT8));
     f.build();
     expect_fail(f.g, ErrorCode::GRAPH_NOT_SUPPORTED, kNode, "block_mask needs implementation UNIFIED");
   }
   {
     Fwd f;
-    f.attrs.input("block_mask", T(f.g, "bm", {2, 8, 1, 3}, DataType::UINT8));
+    f.attrs.input("block_mask", input(f.g, "bm", {2, 8, 1, 3}, DataType::UINT8));
     f.build();
     expect_fail(f.g, ErrorCode::SHAPE_DEDUCTION_FAILED, kNode, "block_mask [2,8,1,3] does not broadcast");
   }
@@ -458,12 +443,12 @@ TEST(SdpaReject, StatsNeedsGenerateStats) {
 
 TEST(SdpaReject, Paged) {
   auto make = [](Fwd& f) {
-    f.q = T(f.g, "q", {2, 8, 1, 128}, DataType::HALF);
-    f.k = T(f.g, "kc", {40, 2, 64, 128}, DataType::HALF);
-    f.v = T(f.g, "vc", {40, 2, 64, 128}, DataType::HALF);
-    f.attrs.input("seq_len_q", T(f.g, "slq", {2, 1, 1, 1}, DataType::INT32));
-    f.attrs.input("seq_len_kv", T(f.g, "slkv", {2, 1, 1, 1}, DataType::INT32));
-    f.attrs.input("page_table_k", T(f.g, "ptk", {2, 1, 5, 1}, DataType::INT32));
+    f.q = input(f.g, "q", {2, 8, 1, 128}, DataType::HALF);
+    f.k = input(f.g, "kc", {40, 2, 64, 128}, DataType::HALF);
+    f.v = input(f.g, "vc", {40, 2, 64, 128}, DataType::HALF);
+    f.attrs.input("seq_len_q", input(f.g, "slq", {2, 1, 1, 1}, DataType::INT32));
+    f.attrs.input("seq_len_kv", input(f.g, "slkv", {2, 1, 1, 1}, DataType::INT32));
+    f.attrs.input("page_table_k", input(f.g, "ptk", {2, 1, 5, 1}, DataType::INT32));
   };
   {
     Fwd f;
@@ -475,14 +460,14 @@ TEST(SdpaReject, Paged) {
   {
     Fwd f;
     make(f);
-    f.attrs.set("max_seq_len_kv", 300).input("page_table_v", T(f.g, "ptv", {2, 1, 5, 1}, DataType::INT32));
+    f.attrs.set("max_seq_len_kv", 300).input("page_table_v", input(f.g, "ptv", {2, 1, 5, 1}, DataType::INT32));
     f.build();
     expect_fail(f.g, ErrorCode::ATTRIBUTE_NOT_SET, kNode, "requires use_padding_mask");
   }
   {
     Fwd f;
     make(f);
-    f.attrs.set("use_padding_mask", true).input("page_table_v", T(f.g, "ptv", {2, 1, 5, 1}, DataType::INT32));
+    f.attrs.set("use_padding_mask", true).input("page_table_v", input(f.g, "ptv", {2, 1, 5, 1}, DataType::INT32));
     f.build();
     expect_fail(f.g, ErrorCode::ATTRIBUTE_NOT_SET, kNode, "requires attribute max_seq_len_kv");
   }
@@ -490,7 +475,7 @@ TEST(SdpaReject, Paged) {
     Fwd f;
     make(f);
     f.attrs.set("use_padding_mask", true).set("max_seq_len_kv", 300);
-    f.attrs.input("page_table_v", T(f.g, "ptv", {2, 1, 4, 1}, DataType::INT32));
+    f.attrs.input("page_table_v", input(f.g, "ptv", {2, 1, 4, 1}, DataType::INT32));
     f.build();
     expect_fail(f.g, ErrorCode::SHAPE_DEDUCTION_FAILED, kNode, "input page_table_v has dims [2,1,4,1] but must be [2,1,5,1]");
   }
@@ -498,7 +483,7 @@ TEST(SdpaReject, Paged) {
     Fwd f;
     make(f);
     f.attrs.set("use_padding_mask", true).set("max_seq_len_kv", 300);
-    f.attrs.input("page_table_v", T(f.g, "ptv", {2, 1, 5, 1}, DataType::INT64));
+    f.attrs.input("page_table_v", input(f.g, "ptv", {2, 1, 5, 1}, DataType::INT64));
     f.build();
     expect_fail(f.g, ErrorCode::GRAPH_NOT_SUPPORTED, kNode, "input page_table_v has data type INT64");
   }
@@ -521,20 +506,20 @@ struct Bwd {
   Bwd() {
     g.set_io_data_type(dt).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
     attrs.set_name("attn_bwd");
-    q = T(g, "q", {2, 8, 128, 64}, dt);
-    k = T(g, "k", {2, 4, 256, 64}, dt, {256 * 4 * 64, 64, 4 * 64, 1});  // BSHD
-    v = T(g, "v", {2, 4, 256, 64}, dt);
-    o = T(g, "o", {2, 8, 128, 64}, dt);
-    dO = T(g, "dO", {2, 8, 128, 64}, dt);
-    stats = T(g, "stats", {2, 8, 128, 1}, DataType::FLOAT);
+    q = input(g, "q", {2, 8, 128, 64}, dt);
+    k = input(g, "k", {2, 4, 256, 64}, dt, {256 * 4 * 64, 64, 4 * 64, 1});  // BSHD
+    v = input(g, "v", {2, 4, 256, 64}, dt);
+    o = input(g, "o", {2, 8, 128, 64}, dt);
+    dO = input(g, "dO", {2, 8, 128, 64}, dt);
+    stats = input(g, "stats", {2, 8, 128, 1}, DataType::FLOAT);
   }
   void build() { out = g.sdpa_backward(q, k, v, o, dO, stats, attrs); }
 };
 
 TEST(SdpaBwdInfer, GradientsFollowInputs) {
   Bwd b;
-  b.attrs.input("bias", T(b.g, "bias", {1, 8, 128, 256}, DataType::BFLOAT16));
-  b.attrs.input("sink_token", T(b.g, "sink", {1, 8, 1, 1}, DataType::FLOAT));
+  b.attrs.input("bias", input(b.g, "bias", {1, 8, 128, 256}, DataType::BFLOAT16));
+  b.attrs.input("sink_token", input(b.g, "sink", {1, 8, 1, 1}, DataType::FLOAT));
   b.build();
   for (auto& t : b.out) t->set_output(true);
   ASSERT_TRUE(b.g.validate().is_good()) << b.g.validate().to_string();
@@ -602,7 +587,7 @@ TEST(SdpaBwdReject, Rules) {
   }
   {
     Bwd b;
-    b.attrs.input("dropout_mask", T(b.g, "m", {2, 8, 128, 256}, DataType::BFLOAT16))
+    b.attrs.input("dropout_mask", input(b.g, "m", {2, 8, 128, 256}, DataType::BFLOAT16))
         .input("dropout_scale", b.g.tensor(Scalar::of_float(1.1f)));
     b.build();
     expect_fail(b.g, ErrorCode::ATTRIBUTE_NOT_SET, kBwdNode, "needs dropout_scale_inv");
@@ -615,15 +600,15 @@ TEST(SdpaBwdReject, Rules) {
   }
   {
     Bwd b;
-    b.dO->set_ragged_offset(T(b.g, "ro", {3, 1, 1, 1}, DataType::INT32));
+    b.dO->set_ragged_offset(input(b.g, "ro", {3, 1, 1, 1}, DataType::INT32));
     b.build();
     expect_fail(b.g, ErrorCode::ATTRIBUTE_NOT_SET, kBwdNode, "dO has a ragged offset");
   }
   {
     Bwd b;
     b.attrs.set("use_padding_mask", true)
-        .input("seq_len_q", T(b.g, "slq", {2, 1, 1, 1}, DataType::INT32))
-        .input("seq_len_kv", T(b.g, "slkv", {2, 1, 1, 1}, DataType::INT32))
+        .input("seq_len_q", input(b.g, "slq", {2, 1, 1, 1}, DataType::INT32))
+        .input("seq_len_kv", input(b.g, "slkv", {2, 1, 1, 1}, DataType::INT32))
         .set("use_deterministic_algorithm", true)
         .set("dropout_probability", 0.2)
         .input("seed", b.g.tensor(Scalar::of_int32(3)))
@@ -638,21 +623,21 @@ TEST(SdpaBwdReject, Rules) {
 struct Fp8Scales {
   std::vector<TensorPtr> t;
   Fp8Scales(Graph& g, int n) {
-    for (int i = 0; i < n; ++i) t.push_back(T(g, "s" + std::to_string(i), {1, 1, 1, 1}, DataType::FLOAT));
+    for (int i = 0; i < n; ++i) t.push_back(input(g, "s" + std::to_string(i), {1, 1, 1, 1}, DataType::FLOAT));
   }
 };
 
 TEST(SdpaFp8Infer, ForwardAndBackward) {
   Graph g;
   g.set_io_data_type(DataType::FP8_E4M3).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
-  auto q = T(g, "q", {1, 4, 64, 128}, DataType::FP8_E4M3);
-  auto k = T(g, "k", {1, 4, 64, 128}, DataType::FP8_E4M3);
-  auto v = T(g, "v", {1, 4, 64, 128}, DataType::FP8_E4M3);
+  auto q = input(g, "q", {1, 4, 64, 128}, DataType::FP8_E4M3);
+  auto k = input(g, "k", {1, 4, 64, 128}, DataType::FP8_E4M3);
+  auto v = input(g, "v", {1, 4, 64, 128}, DataType::FP8_E4M3);
   Fp8Scales s(g, 6);
   auto fo = g.sdpa_fp8(q, k, v, s.t[0], s.t[1], s.t[2], s.t[3], s.t[4], s.t[5],
                        NodeAttrs().set_name("f8").set("generate_stats", true).set("right_bound", 0));
   for (auto& t : fo) t->set_output(true);
-  auto dO = T(g, "dO", {1, 4, 64, 128}, DataType::FP8_E5M2);
+  auto dO = input(g, "dO", {1, 4, 64, 128}, DataType::FP8_E5M2);
   Fp8Scales s2(g, 12);
   auto bo = g.sdpa_fp8_backward(q, k, v, fo[0], dO, fo[1], s2.t[0], s2.t[1], s2.t[2], s2.t[3], s2.t[4], s2.t[5],
                                 s2.t[6], s2.t[7], s2.t[8], s2.t[9], s2.t[10], s2.t[11], NodeAttrs().set_name("f8b"));
@@ -675,9 +660,9 @@ TEST(SdpaFp8Infer, ForwardAndBackward) {
 TEST(SdpaFp8Reject, TypesHeadDimsScales) {
   auto run = [](DataType dt, int64_t d, Dims scale_dims, DataType scale_t, ErrorCode code, const std::string& what) {
     Graph g;
-    auto q = T(g, "q", {1, 4, 64, d}, dt);
-    auto k = T(g, "k", {1, 4, 64, d}, dt);
-    auto v = T(g, "v", {1, 4, 64, d}, dt);
+    auto q = input(g, "q", {1, 4, 64, d}, dt);
+    auto k = input(g, "k", {1, 4, 64, d}, dt);
+    auto v = input(g, "v", {1, 4, 64, d}, dt);
     Fp8Scales s(g, 6);
     s.t[0]->set_dim(scale_dims).set_data_type(scale_t);
     g.sdpa_fp8(q, k, v, s.t[0], s.t[1], s.t[2], s.t[3], s.t[4], s.t[5], NodeAttrs().set_name("f8"));
