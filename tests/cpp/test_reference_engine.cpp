@@ -2,6 +2,7 @@
 // The reference engine end to end: graphs built, planned, executed on host memory and checked
 // against hand-computed values.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "common/dtype_convert.h"
+#include "engines/reference/kern_util.h"
 #include "engines/reference/ref_kernel.h"
 #include "opendnn/opendnn.h"
 
@@ -258,4 +260,64 @@ TEST(ReferenceEngine, RaggedSdpaMatchesPadded) {
     EXPECT_GT(max_abs, 0.05);  // not trivially zero
     for (size_t i = 0; i < s_pad.size(); ++i) EXPECT_EQ(s_rag[i], s_pad[i]) << "Stats element " << i;
   }
+}
+
+// Small graphs run single-threaded: parallel regions need ku::kParallelMinWork element operations.
+TEST(ReferenceEngine, ParallelThresholdSkipsTinyWork) {
+  EXPECT_EQ(ref::ku::parallel_min_work(), ref::ku::kParallelMinWork);
+  EXPECT_FALSE(ref::ku::parallel_worth(6));
+  EXPECT_FALSE(ref::ku::parallel_worth(ref::ku::work_of({2, 3})));
+  EXPECT_TRUE(ref::ku::parallel_worth(ref::ku::work_of({256, 256})));
+  EXPECT_EQ(ref::ku::work_of({0, 5}), 0);
+  EXPECT_EQ(ref::ku::work_of({int64_t(1) << 40, int64_t(1) << 40}), INT64_MAX);  // saturates
+}
+
+// Results are bitwise the same whether the regions run serially (default threshold, 1 thread) or
+// threaded (threshold 0, 2 or 3 threads): matmul, pointwise, reduction and rmsnorm in one graph.
+TEST(ReferenceEngine, ResultsIndependentOfThreadsAndThreshold) {
+  for (OpKind k : {OpKind::MATMUL, OpKind::POINTWISE, OpKind::REDUCTION, OpKind::RMSNORM})
+    if (!ref::kernel_for(k)) GTEST_SKIP() << "a reference kernel is missing";
+  const int64_t M = 37, K = 29, N = 41;
+  Graph g;
+  g.set_io_data_type(DataType::FLOAT).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+  auto a = g.tensor(TensorAttr().set_name("a").set_dim({2, M, K}));
+  auto b = g.tensor(TensorAttr().set_name("b").set_dim({2, K, N}));
+  auto w = g.tensor(TensorAttr().set_name("w").set_dim({1, 1, N}));
+  auto c = g.matmul(a, b, NodeAttrs().set_name("mm"));
+  auto r = g.relu(g.add(c, w, NodeAttrs().set_name("add")), NodeAttrs().set_name("act"));
+  auto [y, inv] = g.rmsnorm(r, w, g.tensor(Scalar::of_float(1e-5f)),
+                            NodeAttrs().set_name("norm").set("forward_phase", "INFERENCE"));
+  y->set_output(true).set_name("y");
+  auto s = g.reduction(y, NodeAttrs().set_name("sum").set("mode", "ADD"));
+  s->set_output(true).set_name("s").set_dim({2, M, 1});
+  Status st = build_reference(g);
+  ASSERT_TRUE(st.is_good()) << st.to_string();
+  auto fill = [](size_t n, uint32_t seed) {
+    std::vector<float> v(n);
+    for (auto& x : v) {
+      seed = seed * 1664525u + 1013904223u;
+      x = float(int32_t(seed >> 8) % 2001 - 1000) / 997.0f;
+    }
+    return v;
+  };
+  std::vector<float> av = fill(size_t(2 * M * K), 1), bv = fill(size_t(2 * K * N), 2), wv = fill(size_t(N), 3);
+  auto ws = workspace_for(g);
+  auto run = [&](int threads, int64_t threshold, std::vector<float>& yv, std::vector<float>& sv) {
+    const int before = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    ref::ku::set_parallel_min_work(threshold);
+    yv.assign(size_t(2 * M * N), -1.f), sv.assign(size_t(2 * M), -1.f);
+    Status e = g.execute({{a, av.data()}, {b, bv.data()}, {w, wv.data()}, {y, yv.data()}, {s, sv.data()}}, ws.data());
+    ref::ku::set_parallel_min_work(ref::ku::kParallelMinWork);
+    omp_set_num_threads(before);
+    ASSERT_TRUE(e.is_good()) << e.to_string();
+  };
+  std::vector<float> y1, s1, y2, s2, y3, s3;
+  run(1, ref::ku::kParallelMinWork, y1, s1);
+  run(2, 0, y2, s2);
+  run(3, 0, y3, s3);
+  EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(y1.data(), y3.data(), y1.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(s1.data(), s2.data(), s1.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(s1.data(), s3.data(), s1.size() * sizeof(float)));
 }

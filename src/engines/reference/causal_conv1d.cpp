@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engines/reference/family_util.h"
+#include "engines/reference/kern_util.h"
 #include "engines/reference/ref_kernel.h"
 
 namespace opendnn::ref {
@@ -70,7 +71,7 @@ Status run_fwd(const Node& n, const Args& a) {
   OPENDNN_RETURN_IF_ERROR(make(n, a, c));
   const View* y = out_view(n, a, "Y");
   const View* fin = out_view(n, a, "final_states");
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if (ku::parallel_worth(ku::work_of({c.B, c.C, c.L, c.Kw})))
   for (int64_t b = 0; b < c.B; ++b)
     for (int64_t ch = 0; ch < c.C; ++ch) {
       std::vector<double> xe;
@@ -94,7 +95,7 @@ Status run_bwd(const Node& n, const Args& a) {
   if (!dy) return n.fail(ErrorCode::INVALID_VARIANT_PACK, "reference: DY needs data");
   const View *dx = out_view(n, a, "DX"), *dw = out_view(n, a, "DW"), *db = out_view(n, a, "dbias");
   const View* dinit = out_view(n, a, "d_initial_states");
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (ku::parallel_worth(ku::work_of({c.B, c.C, c.L, c.Kw})))
   for (int64_t ch = 0; ch < c.C; ++ch) {
     std::vector<double> xe, dz(size_t(c.L)), dxe(size_t(c.L + c.Kw - 1)), dwc(size_t(c.Kw), 0.0);
     double dbc = 0;

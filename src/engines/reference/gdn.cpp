@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "engines/reference/family_util.h"
+#include "engines/reference/kern_util.h"
 #include "engines/reference/ref_kernel.h"
 
 namespace opendnn::ref {
@@ -151,7 +152,7 @@ Status run_gdn(const Node& n, const Args& a) {
   for (int64_t i = 0; i < c.N; ++i)
     ck_base[size_t(i) + 1] = ck_base[size_t(i)] + (every > 0 ? (c.end(i) - c.start(i)) / every + 1 : 0);
 
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if (ku::parallel_worth(ku::work_of({c.T + c.N, c.HO, c.V, c.K})))
   for (int64_t s = 0; s < c.N; ++s)
     for (int64_t j = 0; j < c.HO; ++j) {
       std::vector<double> M(size_t(c.V * c.K), 0.0);
@@ -228,7 +229,7 @@ Status run_gdn_bwd(const Node& n, const Args& a) {
       if (db) db->set(t * db->strides[0] + j * db->strides[1], 0.0);
     }
 
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if (ku::parallel_worth(ku::work_of({c.T + c.N, c.HO, c.V, c.K})))
   for (int64_t s = 0; s < c.N; ++s)
     for (int64_t j = 0; j < c.HO; ++j) {
       const int64_t t0 = c.start(s), len = c.end(s) - t0;
@@ -325,7 +326,7 @@ Status run_gdn_bwd(const Node& n, const Args& a) {
     }
 
   // Per token: sum the output heads of each q/k/v head, then back through the l2norm.
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (ku::parallel_worth(ku::work_of({c.T, c.HO, 2 * c.K + c.V})))
   for (int64_t t = 0; t < c.T; ++t) {
     std::vector<double> acc(size_t(std::max(c.K, c.V))), x(size_t(c.K));
     for (int which = 0; which < 3; ++which) {

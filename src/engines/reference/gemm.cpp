@@ -7,7 +7,7 @@
 //   accumulates an MR x NR block over KC into a double accumulator tile (MC x NC) in scratch.
 //   After the last K block the tile is scaled, its amax taken, and rounded once into C.
 // Scratch per thread: (MC*KC + KC*NC + MC*NC) doubles (~1.3 MB at most); threads = min(OpenMP's
-// max threads, number of processors, 32, tiles).
+// max threads, number of processors, 32, tiles), or 1 below ku::kParallelMinWork multiply-adds.
 #include "engines/reference/gemm.h"
 
 #include <omp.h>
@@ -19,6 +19,7 @@
 #include <string_view>
 
 #include "common/dtype_convert.h"
+#include "engines/reference/kern_util.h"
 
 namespace opendnn::ref::gemm {
 namespace {
@@ -234,9 +235,10 @@ void run(const Problem& p, std::byte* scratch) {
   double* base = reinterpret_cast<double*>(scratch + ((64 - addr % 64) % 64));
   const int64_t tm = (p.M + kMC - 1) / kMC, tn = (p.N + kNC - 1) / kNC;
   const int64_t total = p.batch * tm * tn;
-  const int threads = int(std::min<int64_t>({int64_t(omp_get_max_threads()), int64_t(slot_count()), total}));
+  const bool par = ku::parallel_worth(ku::work_of({p.batch, p.M, p.N, std::max<int64_t>(p.K, 1)}));
+  const int threads = par ? int(std::min<int64_t>({int64_t(omp_get_max_threads()), int64_t(slot_count()), total})) : 1;
   double amax = 0.0;
-#pragma omp parallel num_threads(threads)
+#pragma omp parallel num_threads(threads) if (par)
   {
     double* slot = base + int64_t(omp_get_thread_num()) * per_slot;
     double local = 0.0;

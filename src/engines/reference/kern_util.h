@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// Private helpers of the reference kernels in pointwise/matmul/conv/reduction/layout/misc.cpp:
-// port lookup, scalar reads, broadcast strides and parallel row iteration.
+// Private helpers of the reference kernels: port lookup, scalar reads, broadcast strides, parallel
+// row iteration (pointwise/matmul/conv/reduction/layout/misc.cpp), and the OpenMP work threshold
+// that every kernel family's parallel regions use.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 #include "engines/reference/ref_kernel.h"
@@ -12,6 +14,31 @@
 namespace opendnn::ref::ku {
 
 inline constexpr size_t kMaxRank = 16;
+
+// ---- When to go parallel.
+// Starting an OpenMP team costs microseconds when the pool is idle and milliseconds when the machine
+// is oversubscribed (a 6-element add+relu took 24 ms with 2 threads vs 8 us with 1). Every parallel
+// region in the reference kernels therefore carries `if(ku::parallel_worth(work))`, where `work`
+// counts roughly the element operations of the loop (elements touched, or multiply-adds): below
+// the threshold the region runs on the calling thread without waking the pool. This never changes
+// results: iterations are independent and reductions are order-free (max) or in a fixed order, so
+// outputs are bitwise the same for any thread count.
+inline constexpr int64_t kParallelMinWork = int64_t(1) << 15;
+// The threshold in force (kParallelMinWork unless a test lowered it to exercise threading).
+int64_t parallel_min_work();
+// Sets the threshold; 0 parallelises every region. For tests of thread-count independence.
+void set_parallel_min_work(int64_t w);
+inline bool parallel_worth(int64_t work) { return work >= parallel_min_work(); }
+// The product of non-negative factors, saturating at INT64_MAX (work estimates of huge problems).
+inline int64_t work_of(std::initializer_list<int64_t> factors) {
+  int64_t w = 1;
+  for (int64_t f : factors) {
+    if (f <= 0) return 0;
+    if (w > INT64_MAX / f) w = INT64_MAX;
+    else w *= f;
+  }
+  return w;
+}
 
 // The view on a port, or null when the port is absent or carries no data.
 inline const View* in(const Node& n, const Args& a, const char* port) {
@@ -91,7 +118,7 @@ void parallel_rows(const std::vector<int64_t>& dims, F&& f) {
   int64_t rows = 1;
   for (size_t i = 0; i + 1 < r; ++i) rows *= dims[i];
   if (dims[r - 1] == 0) return;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_worth(work_of({rows, dims[r - 1]})))
   for (int64_t row = 0; row < rows; ++row) {
     int64_t idx[kMaxRank] = {};
     unravel(row, dims.data(), r - 1, idx);

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Maps each op to its reference kernel. Declarations are weak so an op without a kernel yet links
 // as null and the engine declines it by name rather than failing to build.
+#include <atomic>
+
+#include "engines/reference/kern_util.h"
 #include "engines/reference/ref_kernel.h"
 
 namespace opendnn::ref {
@@ -27,5 +30,13 @@ int64_t View::volume() const {
   for (int64_t d : dims) v *= d;
   return v;
 }
+
+namespace ku {
+namespace {
+std::atomic<int64_t> g_parallel_min_work{kParallelMinWork};
+}  // namespace
+int64_t parallel_min_work() { return g_parallel_min_work.load(std::memory_order_relaxed); }
+void set_parallel_min_work(int64_t w) { g_parallel_min_work.store(w < 0 ? 0 : w, std::memory_order_relaxed); }
+}  // namespace ku
 
 }  // namespace opendnn::ref

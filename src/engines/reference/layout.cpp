@@ -43,7 +43,7 @@ Status run_reshape(const Node& n, const Args& args) {
   if (x->data == y->data && n.attr_str("reshape_mode") == "VIEW_ONLY" && x->dtype == y->dtype) return {};
   const int64_t total = y->volume();
   const size_t rx = x->rank(), ry = y->rank();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (ku::parallel_worth(total))
   for (int64_t lin = 0; lin < total; ++lin) {
     int64_t xi[ku::kMaxRank] = {}, yi[ku::kMaxRank] = {};
     ku::unravel(lin, x->dims.data(), rx, xi);

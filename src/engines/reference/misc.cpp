@@ -62,7 +62,7 @@ Status run_rng(const Node& n, const Args& args) {
   const double mean = n.attr_float("normal_mean"), sd = n.attr_float("normal_stddev");
   const int64_t total = y->volume();
   const size_t r = y->rank();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (ku::parallel_worth(total))
   for (int64_t i = 0; i < total; ++i) {
     int64_t idx[ku::kMaxRank] = {};
     ku::unravel(i, y->dims.data(), r, idx);
@@ -102,7 +102,7 @@ Status run_resample(const Node& n, const Args& args) {
   const int64_t wvol = ku::volume(window);
   const int64_t total = y->volume();
   const size_t r = y->rank();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (ku::parallel_worth(ku::work_of({total, wvol})))
   for (int64_t lin = 0; lin < total; ++lin) {
     int64_t yi[ku::kMaxRank] = {}, wi[ku::kMaxRank] = {}, xi[ku::kMaxRank] = {};
     ku::unravel(lin, y->dims.data(), r, yi);
@@ -226,7 +226,7 @@ Status run_quantize(const Node& n, const Args& args) {
   Dims bdims = x->dims;  // the block grid
   bdims[size_t(axis)] /= bs;
   const int64_t nblocks = ku::volume(bdims);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (ku::parallel_worth(ku::work_of({nblocks, bs})))
   for (int64_t b = 0; b < nblocks; ++b) {
     int64_t idx[ku::kMaxRank] = {};
     ku::unravel(b, bdims.data(), r, idx);
@@ -268,7 +268,7 @@ Status run_dequantize(const Node& n, const Args& args) {
   const int64_t axis = axis_of(n, r);
   const int64_t bs = n.attr_int("block_size");
   const int64_t total = x->volume();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (ku::parallel_worth(total))
   for (int64_t lin = 0; lin < total; ++lin) {
     int64_t idx[ku::kMaxRank] = {};
     ku::unravel(lin, x->dims.data(), r, idx);

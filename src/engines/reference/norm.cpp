@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "engines/reference/family_util.h"
+#include "engines/reference/kern_util.h"
 #include "engines/reference/ref_kernel.h"
 
 namespace opendnn::ref {
@@ -109,7 +110,7 @@ Status norm_forward(const Node& n, const Args& a, bool rms, Rows dflt, bool batc
   OPENDNN_RETURN_IF_ERROR(check_rank(n, *x, {rm, rv, pm, pv}));
   const double mom = batchnorm ? fam::scalar_in(n, a, "momentum", 0.1) : 0.0;
 
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (ku::parallel_worth(ku::work_of({sp.n_outer, cnt})))
   for (int64_t o = 0; o < sp.n_outer; ++o) {
     std::vector<int64_t> idx(x->dims.size(), 0);
     double s = 0, s2 = 0;
@@ -170,7 +171,7 @@ Status run_batchnorm_inference(const Node& n, const Args& a) {
   OPENDNN_RETURN_IF_ERROR(check_rank(n, *x, {mean, iv, scale, bias, y}));
   const int64_t total = x->volume();
   const size_t r = x->dims.size();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (ku::parallel_worth(total))
   for (int64_t lin = 0; lin < total; ++lin) {
     std::vector<int64_t> idx(r);
     int64_t t = lin;
@@ -200,7 +201,7 @@ Status norm_backward(const Node& n, const Args& a, bool rms, Rows dflt, bool wan
   const size_t r = x->dims.size();
 
   if (dx) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (ku::parallel_worth(ku::work_of({sp.n_outer, cnt})))
     for (int64_t o = 0; o < sp.n_outer; ++o) {
       std::vector<int64_t> idx(r, 0);
       sp.index(o, 0, idx.data());
@@ -230,7 +231,7 @@ Status norm_backward(const Node& n, const Args& a, bool rms, Rows dflt, bool wan
     std::vector<bool> outer(r);
     for (size_t i = 0; i < r; ++i) outer[i] = w->dims[i] != 1;
     AxisSplit ws(x->dims, outer);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (ku::parallel_worth(ku::work_of({ws.n_outer, ws.n_inner})))
     for (int64_t o = 0; o < ws.n_outer; ++o) {
       std::vector<int64_t> idx(r, 0);
       double acc = 0;
@@ -303,7 +304,7 @@ Status run_dbn_weight(const Node& n, const Args& a) {
   OPENDNN_RETURN_IF_ERROR(check_rank(n, *x, {dy, mean, iv, scale, ds, db, e_dy, e_x, e_b}));
   AxisSplit sp(x->dims, row_axes(x->dims, &mean->dims, Rows::CHANNEL));
   const size_t r = x->dims.size();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (ku::parallel_worth(ku::work_of({sp.n_outer, sp.n_inner})))
   for (int64_t o = 0; o < sp.n_outer; ++o) {
     std::vector<int64_t> idx(r, 0);
     sp.index(o, 0, idx.data());

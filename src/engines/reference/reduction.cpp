@@ -53,7 +53,7 @@ void reduce(const View& x, const View& y, Init init, Fold fold, Fin fin) {
   for (size_t i = 0; i < r; ++i) kept_x[i] = (y.dims[i] == 1) ? 0 : x.strides[i];
   const int64_t count = ku::volume(red_dims);
   const int64_t total = y.volume();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (ku::parallel_worth(ku::work_of({total, count})))
   for (int64_t lin = 0; lin < total; ++lin) {
     int64_t yi[ku::kMaxRank] = {}, ri[ku::kMaxRank] = {};
     ku::unravel(lin, y.dims.data(), r, yi);

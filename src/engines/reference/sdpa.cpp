@@ -51,6 +51,7 @@
 
 #include "common/philox.h"
 #include "engines/reference/family_util.h"
+#include "engines/reference/kern_util.h"
 #include "engines/reference/ref_kernel.h"
 
 namespace opendnn::ref {
@@ -268,7 +269,8 @@ Status sdpa_forward(const Node& n, const Args& a, bool fp8) {
   const View* dump = fp8 ? nullptr : out_view(n, a, "RNG_dump");
   double amax_s = 0, amax_o = 0;
 
-#pragma omp parallel for collapse(2) schedule(static) reduction(max : amax_s, amax_o)
+  const bool par = ku::parallel_worth(ku::work_of({c.B, c.Hq, c.Sq, c.Skv, c.D + c.Dv}));
+#pragma omp parallel for collapse(2) schedule(static) reduction(max : amax_s, amax_o) if (par)
   for (int64_t b = 0; b < c.B; ++b)
     for (int64_t h = 0; h < c.Hq; ++h) {
       const int64_t sq = c.len_q(b), skv = c.len_kv(b), hv = h / (c.Hq / c.Hv);
@@ -391,7 +393,8 @@ Status sdpa_backward(const Node& n, const Args& a, bool fp8) {
   double* dsb = sinkc + c.B * c.Hq;                    // [B,Hq,Sq,Skv] when dBias is wanted
   double amax_dp = 0, amax_dq = 0, amax_dk = 0, amax_dv = 0;
 
-#pragma omp parallel for collapse(2) schedule(static) reduction(max : amax_dp, amax_dq)
+  const bool par = ku::parallel_worth(ku::work_of({c.B, c.Hq, c.Sq, c.Skv, c.D + c.Dv}));
+#pragma omp parallel for collapse(2) schedule(static) reduction(max : amax_dp, amax_dq) if (par)
   for (int64_t b = 0; b < c.B; ++b)
     for (int64_t h = 0; h < c.Hq; ++h) {
       const int64_t sq = c.len_q(b), skv = c.len_kv(b), hk = h / (c.Hq / c.Hk), hv = h / (c.Hq / c.Hv);
@@ -454,7 +457,7 @@ Status sdpa_backward(const Node& n, const Args& a, bool fp8) {
     const int64_t H = which == 0 ? c.Hk : c.Hv, W = which == 0 ? c.D : c.Dv, G = c.Hq / H;
     const double* src = which == 0 ? kc : vc;
     double amax = 0;
-#pragma omp parallel for collapse(2) schedule(static) reduction(max : amax)
+#pragma omp parallel for collapse(2) schedule(static) reduction(max : amax) if (ku::parallel_worth(ku::work_of({c.B, c.Hq, c.Skv, W})))
     for (int64_t b = 0; b < c.B; ++b)
       for (int64_t hh = 0; hh < H; ++hh) {
         const int64_t skv = c.len_kv(b);
@@ -474,7 +477,7 @@ Status sdpa_backward(const Node& n, const Args& a, bool fp8) {
     std::vector<bool> outer(4);
     for (size_t i = 0; i < 4; ++i) outer[i] = dbias->dims[i] != 1;
     fam::AxisSplit sp({c.B, c.Hq, c.Sq, c.Skv}, outer);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (ku::parallel_worth(ku::work_of({sp.n_outer, sp.n_inner})))
     for (int64_t o = 0; o < sp.n_outer; ++o) {
       int64_t idx[4];
       double s = 0;

@@ -11,13 +11,18 @@
 #include <omp.h>
 
 #include "common/dtype_convert.h"
+#include "engines/reference/kern_util.h"
 
 namespace opendnn::test2 {
 
 namespace {
 int g_threads = 1;
 }
-void set_threads(int n) { g_threads = n; }
+void set_threads(int n) {
+  g_threads = n;
+  // Test problems are tiny: with more than one thread, parallelise every region regardless of size.
+  ref::ku::set_parallel_min_work(n > 1 ? 0 : ref::ku::kParallelMinWork);
+}
 
 int64_t volume(const std::vector<int64_t>& d) {
   int64_t v = 1;

@@ -57,7 +57,8 @@ class RefCall {
 
 // OpenMP threads used by RefCall::run (default 1: the shared CI machines are oversubscribed and
 // spinning threads cost more than they save at test sizes). Tests of thread-count independence
-// raise it.
+// raise it; above 1 it also sets the kernels' parallel threshold (ku::set_parallel_min_work) to 0
+// so that even tiny problems run every parallel region threaded; 1 restores the default.
 void set_threads(int n);
 
 // Deterministic pseudo-random values in [lo, hi).
