@@ -11,5 +11,11 @@ export OPENDNN_PIP_CUDNN_DIR=$(python3 -c 'import os,nvidia.cudnn as m; print(os
 echo "OPENDNN_PIP_CUDNN_DIR=$OPENDNN_PIP_CUDNN_DIR" | tee "$OUT/log.txt"
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DOPENDNN_BUILD_TOOLS=OFF -DCMAKE_PREFIX_PATH=$PWD/.carry/cudnn >>"$OUT/log.txt" 2>&1 || { tail -30 "$OUT/log.txt"; exit 1; }
 ninja -C build-gpu -j"$(nproc)" opendnn test_cudnn_engine 2>&1 | tail -20 | tee -a "$OUT/log.txt"
-./build-gpu/test_cudnn_engine 2>&1 | tee "$OUT/test_cudnn_engine.txt" | grep -E "^\[|note|plan|decline|Failure|mismatch|error|cuDNN" | head -150
+# cuDNN's own log for the tests (level 2: errors and warnings, i.e. why a config or pattern is rejected);
+# only its tail is kept. CUDNN_TEST_LOGLEVEL=0 turns it off.
+CUDNN_LOGLEVEL_DBG=${CUDNN_TEST_LOGLEVEL:-2} CUDNN_LOGDEST_DBG="$OUT/cudnn_full.log" ./build-gpu/test_cudnn_engine 2>&1 |
+  tee "$OUT/test_cudnn_engine.txt" | grep -E "^\[|note|plan|decline|Failure|mismatch|error|cuDNN" | head -150
+if [ -f "$OUT/cudnn_full.log" ]; then
+  tail -c 300000 "$OUT/cudnn_full.log" >"$OUT/cudnn.log"; rm -f "$OUT/cudnn_full.log"
+fi
 OPENDNN_LIB=$PWD/build-gpu/libopendnn.so timeout 420 python3 bench/cudnn_engine.py "$@" 2>&1 | tee "$OUT/bench.txt" | tail -40

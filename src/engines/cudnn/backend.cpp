@@ -16,7 +16,9 @@ DescPtr Builder::make(cudnnBackendDescriptorType_t t) {
     fail("cudnnBackendCreateDescriptor(" + std::to_string(int(t)) + "): " + api().status_string(s));
     return nullptr;
   }
-  sig_ += "D" + std::to_string(int(t)) + ";";
+  sig_ += 'D';
+  sig_ += std::to_string(int(t));
+  sig_ += ';';
   return d;
 }
 

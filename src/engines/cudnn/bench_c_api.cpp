@@ -20,7 +20,9 @@ struct CPlan {
 
 TensorPtr in(Graph& g, int64_t uid, std::vector<int64_t> dims, std::vector<int64_t> strides, DataType dt) {
   TensorAttr a;
-  a.set_uid(uid).set_name("t" + std::to_string(uid)).set_dim(std::move(dims)).set_stride(std::move(strides)).set_data_type(dt);
+  std::string name = "t";
+  name += std::to_string(uid);
+  a.set_uid(uid).set_name(name).set_dim(std::move(dims)).set_stride(std::move(strides)).set_data_type(dt);
   return g.tensor(a);
 }
 void out(const TensorPtr& t, int64_t uid, std::vector<int64_t> dims, std::vector<int64_t> strides, DataType dt) {

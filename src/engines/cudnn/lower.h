@@ -4,7 +4,9 @@
 // Every opendnn tensor becomes a backend tensor with the same uid (virtual stays virtual). Tensors of
 // rank < R (R = max(3, the graph's largest rank)) get leading 1 dims so every op sees equal ranks.
 // Extra backend tensors the lowering invents get fresh uids above the graph's largest:
-//   - aliases: a transposed view of a user tensor (Kᵀ, Vᵀ); its variant-pack pointer is the user's;
+//   - aliases: another view of a user tensor under a new uid; its variant-pack pointer is the user's
+//     (unused now: cuDNN 9.19 failed plans whose variant pack held the same buffer under two uids with
+//     BAD_PARAM_NULL_POINTER at execute; Kᵀ/Vᵀ are tensor_view()s under the user's own uid);
 //   - by-value scalars (attention scale, -inf, index shifts): host memory owned by the LoweredGraph;
 //   - workspace tensors (SDPA backward softmax_sum and dQ accumulator): carved from the workspace
 //     after cuDNN's own part, zeroed with cudaMemsetAsync before execution when needed.
@@ -78,6 +80,10 @@ struct LowerCtx {
   DescPtr scalar_i32(int32_t v);
   // A view of a user tensor with other dims/strides, reading the same memory.
   DescPtr alias(const TensorPtr& src, const std::vector<int64_t>& dims, const std::vector<int64_t>& strides);
+  // The backend tensor of a user tensor, described with other dims/strides under its own uid (Kᵀ, Vᵀ of
+  // attention: cuDNN's fused attention patterns expect K and V only in their transposed form). Fails
+  // (a decline) if the tensor already has a descriptor.
+  DescPtr tensor_view(const TensorPtr& t, const std::vector<int64_t>& dims, const std::vector<int64_t>& strides);
   DescPtr ws_tensor(const std::vector<int64_t>& dims, DataType dt, bool zero);
   // Ops
   DescPtr pointwise(cudnnPointwiseMode_t mode, const DescPtr& x, const DescPtr& b, const DescPtr& y,

@@ -162,6 +162,23 @@ DescPtr LowerCtx::alias(const TensorPtr& src, const std::vector<int64_t>& dims, 
   return d;
 }
 
+DescPtr LowerCtx::tensor_view(const TensorPtr& t, const std::vector<int64_t>& dims, const std::vector<int64_t>& strides) {
+  if (!t) {
+    b.fail("internal: null tensor");
+    return nullptr;
+  }
+  if (tensors.count(t.get()) || t->get_is_virtual() || t->get_is_pass_by_value() || t->get_ragged_offset()) {
+    // A second descriptor (alias) of the same buffer: cuDNN 9.19 failed such plans at execute with
+    // BAD_PARAM_NULL_POINTER (isCompatibleVariantPack), so decline instead.
+    b.fail("tensor " + t->get_name() + " is needed in two layouts (e.g. one tensor passed as both K and V), " +
+           "which the cudnn engine does not lower");
+    return nullptr;
+  }
+  DescPtr d = make_tensor(dims, strides, t->get_data_type(), false, t->get_uid());
+  tensors[t.get()] = d;
+  return d;
+}
+
 DescPtr LowerCtx::ws_tensor(const std::vector<int64_t>& dims, DataType dt, bool zero) {
   int64_t uid = next_uid;
   DescPtr d = make_tensor(dims, row_major_strides(dims), dt, false, -1);

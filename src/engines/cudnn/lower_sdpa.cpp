@@ -3,19 +3,28 @@
 // the loaded cuDNN has it and the node needs no mask, as the single SDPA_FWD/SDPA_BWD backend op
 // ("unified").
 //
-// Composite forward (logical [B, H, S, D] tensors, fp32 intermediates):
-//   S = Q·Kᵀ  (Kᵀ: an alias of K with its last two dims and strides swapped)
-//   S = S * scale                              (attn_scale tensor or attn_scale_value, by value)
-//   causal/right band: keep col <= row + right_bound (+ s_kv - s_q when BOTTOM_RIGHT):
-//     r = gen_index(S, axis 2) [+ shift], k = gen_index(S, axis 3), m = r >= k, S = select(S, -inf, m)
-//   M = max_k S; Z = sum_k exp(S - M); Stats = M + log Z; P = exp(S - Stats)
+// The composite graphs follow the operation patterns cuDNN's fused flash-attention engines match (the
+// developer guide's "fused flash attention fprop/bprop" patterns, as cuDNN Frontend emits them for
+// cuDNN < 9.21): K and V appear only in their transposed form (the user's tensor, same uid, last two
+// dims and strides swapped), the scale and the mask value are FLOAT by-value scalars, intermediates are
+// FLOAT virtual tensors except the matmul operands noted below.
+//
+// Forward (logical [B, H, S, D] tensors):
+//   S = Q·Kᵀ; S = S * scale
+//   causal/right band (keep col <= row + right_bound, + s_kv - s_q when BOTTOM_RIGHT):
+//     r = gen_index(S, axis 2) [+ s_kv - s_q] [+ right_bound] (INT32), c = gen_index(S, axis 3) (INT32),
+//     m = r >= c (BOOLEAN math), S = select(S, -inf, m)
+//   M = max_k S; E = exp(S - M); Z = sum_k E; [Stats = M + log Z]; P = E / Z, P in the io data type
 //   O = P·V
-// Composite backward:
-//   Dsum = sum_d(dO * O)                       (fp32, a workspace tensor)
-//   S as above; P = exp(S - Stats); dV = Pᵀ·dO (Pᵀ: a reshape of P with swapped strides)
-//   dP = dO·Vᵀ; dS = P * (dP - Dsum) * scale; dK = dSᵀ·Q
-//   dQ = dS·K, accumulated in an fp32 workspace tensor (zeroed before each run) then copied to dQ,
-//   unless use_deterministic_algorithm, where dQ is written directly.
+// Backward:
+//   softmax_sum = sum_d(dO * O) * 1      (FLOAT, non-virtual: a workspace tensor)
+//   S = Q·Kᵀ * scale; P = exp(mask(S - Stats))                      (FLOAT)
+//   dV = Pᵀ·dO                                                       (Pᵀ: reshape of P, io data type)
+//   dS = (dO·Vᵀ - softmax_sum) * P * scale                           (FLOAT)
+//   dK = dSᵀ·Q                                                       (dSᵀ: reshape of dS, io data type)
+//   dQ = dS·K (K: reshape of Kᵀ), accumulated in an FP32 workspace tensor (zeroed before each run) then
+//   copied to dQ, unless use_deterministic_algorithm, where dQ is written directly.
+//   Grouped-query (H_k or H_v < H_q): dK/dV are computed per query head and summed over each group.
 #include <cmath>
 #include <limits>
 
@@ -83,40 +92,29 @@ DescPtr scale_tensor(LowerCtx& c, const Node& n) {
   return nullptr;
 }
 
-// S (virtual fp32 [B,Hq,Sq,Skv]) = mask(scale * Q·Kᵀ); returns the last tensor.
-DescPtr scores(LowerCtx& c, const Node& n, DescPtr scale) {
-  const TensorPtr& Q = n.in("Q");
-  const TensorPtr& K = n.in("K");
-  const auto& qd = Q->get_dim();
-  const auto& kd = K->get_dim();
-  std::vector<int64_t> sdims = {qd[0], qd[1], qd[2], kd[2]};
-  DescPtr kt = c.alias(K, swap_last2(kd), swap_last2(K->get_stride()));
-  DescPtr s = c.virt(sdims);
-  c.matmul(c.tensor(Q), kt, s);
-  if (scale) {
-    DescPtr s2 = c.virt(sdims);
-    c.pointwise(CUDNN_POINTWISE_MUL, s, scale, s2);
-    s = s2;
+// Causal / right-bound mask on x (virtual FLOAT [B,Hq,Sq,Skv]); returns the masked tensor.
+DescPtr apply_mask(LowerCtx& c, const Node& n, DescPtr x, const std::vector<int64_t>& sdims) {
+  const auto& qd = n.in("Q")->get_dim();
+  const auto& kd = n.in("K")->get_dim();
+  DescPtr row = c.virt(sdims, DataType::INT32);
+  c.pointwise(CUDNN_POINTWISE_GEN_INDEX, x, nullptr, row, nullptr, DataType::FLOAT, 2);
+  DescPtr col = c.virt(sdims, DataType::INT32);
+  c.pointwise(CUDNN_POINTWISE_GEN_INDEX, x, nullptr, col, nullptr, DataType::FLOAT, 3);
+  auto shift = [&](cudnnPointwiseMode_t mode, int64_t v) {
+    DescPtr r2 = c.virt(sdims, DataType::INT32);
+    c.pointwise(mode, row, c.scalar_i32(int32_t(v)), r2, nullptr, DataType::INT32, 3);
+    row = r2;
+  };
+  if (n.attr_str("diagonal_alignment") == "BOTTOM_RIGHT") {
+    shift(CUDNN_POINTWISE_ADD, kd[2]);
+    shift(CUDNN_POINTWISE_SUB, qd[2]);
   }
-  if (needs_mask(n)) {
-    int64_t shift = n.attr_int("right_bound");
-    if (n.attr_str("diagonal_alignment") == "BOTTOM_RIGHT") shift += kd[2] - qd[2];
-    DescPtr row = c.virt(sdims, DataType::INT32);
-    c.pointwise(CUDNN_POINTWISE_GEN_INDEX, s, nullptr, row, nullptr, DataType::FLOAT, 2);
-    DescPtr col = c.virt(sdims, DataType::INT32);
-    c.pointwise(CUDNN_POINTWISE_GEN_INDEX, s, nullptr, col, nullptr, DataType::FLOAT, 3);
-    if (shift != 0) {
-      DescPtr row2 = c.virt(sdims, DataType::INT32);
-      c.pointwise(CUDNN_POINTWISE_ADD, row, c.scalar_i32(int32_t(shift)), row2);
-      row = row2;
-    }
-    DescPtr keep = c.virt(sdims, DataType::BOOLEAN);
-    c.pointwise(CUDNN_POINTWISE_CMP_GE, row, col, keep);
-    DescPtr s2 = c.virt(sdims);
-    c.pointwise(CUDNN_POINTWISE_BINARY_SELECT, s, c.scalar_f32(-std::numeric_limits<float>::infinity()), s2, keep);
-    s = s2;
-  }
-  return s;
+  if (int64_t rb = n.attr_int("right_bound"); rb != 0) shift(CUDNN_POINTWISE_ADD, rb);
+  DescPtr keep = c.virt(sdims, DataType::BOOLEAN);
+  c.pointwise(CUDNN_POINTWISE_CMP_GE, row, col, keep, nullptr, DataType::BOOLEAN);
+  DescPtr y = c.virt(sdims);
+  c.pointwise(CUDNN_POINTWISE_BINARY_SELECT, x, c.scalar_f32(-std::numeric_limits<float>::infinity()), y, keep);
+  return y;
 }
 
 double attn_flops(const Node& n) {
@@ -132,6 +130,11 @@ bool unified_ok(LowerCtx& c, const Node& n, std::string& why) {
   if (c.version < 91301) { why = "the unified SDPA op needs cuDNN 9.13.1+"; return false; }
   if (needs_mask(n)) { why = "the unified SDPA op of this cuDNN has no mask attributes"; return false; }
   return true;
+}
+
+// The transposed view of a [B,H,S,D] user tensor: [B,H,D,S] with the last two strides swapped.
+DescPtr transposed(LowerCtx& c, const TensorPtr& t) {
+  return c.tensor_view(t, swap_last2(t->get_dim()), swap_last2(t->get_stride()));
 }
 
 }  // namespace
@@ -165,11 +168,22 @@ bool lower_sdpa_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string& why
     }
     return b.ok();
   }
-  const auto& qd = n.in("Q")->get_dim();
+  const TensorPtr& Q = n.in("Q");
+  const auto& qd = Q->get_dim();
   const auto& kd = n.in("K")->get_dim();
+  DataType io = Q->get_data_type();
   std::vector<int64_t> sdims = {qd[0], qd[1], qd[2], kd[2]};
   std::vector<int64_t> rdims = {qd[0], qd[1], qd[2], 1};
-  DescPtr s = scores(c, n, scale);
+  // S = mask(scale * Q·Kᵀ)
+  DescPtr s = c.virt(sdims);
+  c.matmul(c.tensor(Q), transposed(c, n.in("K")), s);
+  if (scale) {
+    DescPtr s2 = c.virt(sdims);
+    c.pointwise(CUDNN_POINTWISE_MUL, s, scale, s2);
+    s = s2;
+  }
+  if (needs_mask(n)) s = apply_mask(c, n, s, sdims);
+  // softmax with stats: max, sub, exp, sum, [log, add -> Stats], div -> P (io type, bmm2's A operand)
   DescPtr mx = c.virt(rdims);
   c.reduction(CUDNN_REDUCE_TENSOR_MAX, s, mx);
   DescPtr sub = c.virt(sdims);
@@ -178,16 +192,13 @@ bool lower_sdpa_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string& why
   c.pointwise(CUDNN_POINTWISE_EXP, sub, nullptr, e);
   DescPtr z = c.virt(rdims);
   c.reduction(CUDNN_REDUCE_TENSOR_ADD, e, z);
-  // Stats = M + log Z, then P = exp(S - Stats): the same normalisation the backward graph uses (a
-  // max/sub/exp/sum/div softmax found no engine config on cuDNN 9.19, first GPU run).
-  DescPtr lz = c.virt(rdims);
-  c.pointwise(CUDNN_POINTWISE_LOG, z, nullptr, lz);
-  DescPtr lse = stats ? c.tensor(St) : c.virt(rdims);
-  c.pointwise(CUDNN_POINTWISE_ADD, mx, lz, lse);
-  DescPtr sub2 = c.virt(sdims);
-  c.pointwise(CUDNN_POINTWISE_SUB, s, lse, sub2);
-  DescPtr p = c.virt(sdims);
-  c.pointwise(CUDNN_POINTWISE_EXP, sub2, nullptr, p);
+  if (stats) {
+    DescPtr lz = c.virt(rdims);
+    c.pointwise(CUDNN_POINTWISE_LOG, z, nullptr, lz);
+    c.pointwise(CUDNN_POINTWISE_ADD, mx, lz, c.tensor(St));
+  }
+  DescPtr p = c.virt(sdims, io);
+  c.pointwise(CUDNN_POINTWISE_DIV, e, z, p);
   c.matmul(p, c.tensor(n.in("V")), c.tensor(O));
   return c.b.ok();
 }
@@ -227,36 +238,50 @@ bool lower_sdpa_backward_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::st
     }
     return b.ok();
   }
-  if (kd[1] != qd[1] || vd[1] != qd[1]) {
-    why = "grouped-query backward (H_k or H_v < H_q) is lowered only by the unified op, which this graph or cuDNN cannot use";
-    return false;
+  const TensorPtr& dO = n.in("dO");
+  DataType io = Q->get_data_type();
+  int64_t B = qd[0], Hq = qd[1], Sq = qd[2], Dqk = qd[3], Hk = kd[1], Skv = kd[2], Hv = vd[1], Dv = vd[3];
+  std::vector<int64_t> sdims = {B, Hq, Sq, Skv};
+  std::vector<int64_t> rdims = {B, Hq, Sq, 1};
+  std::vector<int64_t> tdims = {B, Hq, Skv, Sq};
+  std::vector<int64_t> tstr = swap_last2(row_major_strides(sdims));  // [B,Hq,Skv,Sq] view of [B,Hq,Sq,Skv]
+  DescPtr kt = transposed(c, K);
+  DescPtr vt = transposed(c, V);
+  // softmax_sum = rowsum(dO * O) * 1 (non-virtual FP32, in the workspace)
+  DescPtr doo = c.virt({B, Hq, Sq, Dv});
+  c.pointwise(CUDNN_POINTWISE_MUL, c.tensor(dO), c.tensor(n.in("O")), doo);
+  DescPtr rs = c.virt(rdims);
+  c.reduction(CUDNN_REDUCE_TENSOR_ADD, doo, rs);
+  DescPtr ssum = c.ws_tensor(rdims, DataType::FLOAT, false);
+  c.pointwise(CUDNN_POINTWISE_MUL, rs, c.scalar_f32(1.0f), ssum);
+  // P = exp(mask(scale * Q·Kᵀ - Stats))
+  DescPtr s = c.virt(sdims);
+  c.matmul(c.tensor(Q), kt, s);
+  if (scale) {
+    DescPtr s2 = c.virt(sdims);
+    c.pointwise(CUDNN_POINTWISE_MUL, s, scale, s2);
+    s = s2;
   }
-  std::vector<int64_t> sdims = {qd[0], qd[1], qd[2], kd[2]};
-  std::vector<int64_t> rdims = {qd[0], qd[1], qd[2], 1};
-  std::vector<int64_t> odims = {qd[0], qd[1], qd[2], vd[3]};
-  // Dsum = rowsum(dO * O)
-  DescPtr doo = c.virt(odims);
-  c.pointwise(CUDNN_POINTWISE_MUL, c.tensor(n.in("dO")), c.tensor(n.in("O")), doo);
-  DescPtr dsum = c.ws_tensor(rdims, DataType::FLOAT, false);
-  c.reduction(CUDNN_REDUCE_TENSOR_ADD, doo, dsum);
-  // P = exp(S - Stats)
-  DescPtr s = scores(c, n, scale);
   DescPtr sub = c.virt(sdims);
   c.pointwise(CUDNN_POINTWISE_SUB, s, c.tensor(n.in("Stats")), sub);
+  if (needs_mask(n)) sub = apply_mask(c, n, sub, sdims);
   DescPtr p = c.virt(sdims);
   c.pointwise(CUDNN_POINTWISE_EXP, sub, nullptr, p);
-  // dV = Pᵀ·dO
-  std::vector<int64_t> tdims = {qd[0], qd[1], kd[2], qd[2]};
-  std::vector<int64_t> tstr = swap_last2(row_major_strides(sdims));
-  DescPtr pt = c.make_tensor(tdims, tstr, DataType::FLOAT, true);
+  // dV = Pᵀ·dO (summed over each query-head group for GQA)
+  DescPtr pt = c.make_tensor(tdims, tstr, io, true);
   c.reshape(p, pt);
-  c.matmul(pt, c.tensor(n.in("dO")), c.tensor(n.out("dV")));
-  // dP = dO·Vᵀ
-  DescPtr vt = c.alias(V, swap_last2(vd), swap_last2(V->get_stride()));
+  if (Hv == Hq) {
+    c.matmul(pt, c.tensor(dO), c.tensor(n.out("dV")));
+  } else {
+    DescPtr full = c.make_tensor({B, Hq, Skv, Dv}, row_major_strides({B, Hq, Skv, Dv}), io, true);
+    c.matmul(pt, c.tensor(dO), full);
+    c.reduction(CUDNN_REDUCE_TENSOR_ADD, full, c.tensor(n.out("dV")));
+  }
+  // dS = (dO·Vᵀ - softmax_sum) * P * scale
   DescPtr dp = c.virt(sdims);
-  c.matmul(c.tensor(n.in("dO")), vt, dp);
+  c.matmul(c.tensor(dO), vt, dp);
   DescPtr t = c.virt(sdims);
-  c.pointwise(CUDNN_POINTWISE_SUB, dp, dsum, t);
+  c.pointwise(CUDNN_POINTWISE_SUB, dp, ssum, t);
   DescPtr ds = c.virt(sdims);
   c.pointwise(CUDNN_POINTWISE_MUL, t, p, ds);
   if (scale) {
@@ -264,17 +289,25 @@ bool lower_sdpa_backward_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::st
     c.pointwise(CUDNN_POINTWISE_MUL, ds, scale, ds2);
     ds = ds2;
   }
-  // dK = dSᵀ·Q
-  DescPtr dst = c.make_tensor(tdims, tstr, DataType::FLOAT, true);
+  // dK = dSᵀ·Q (summed over each query-head group for GQA)
+  DescPtr dst = c.make_tensor(tdims, tstr, io, true);
   c.reshape(ds, dst);
-  c.matmul(dst, c.tensor(Q), c.tensor(n.out("dK")));
-  // dQ = dS·K
-  if (n.attr_bool("use_deterministic_algorithm")) {
-    c.matmul(ds, c.tensor(K), c.tensor(n.out("dQ")));
+  if (Hk == Hq) {
+    c.matmul(dst, c.tensor(Q), c.tensor(n.out("dK")));
   } else {
-    std::vector<int64_t> qdims = {qd[0], qd[1], qd[2], qd[3]};
+    DescPtr full = c.make_tensor({B, Hq, Skv, Dqk}, row_major_strides({B, Hq, Skv, Dqk}), io, true);
+    c.matmul(dst, c.tensor(Q), full);
+    c.reduction(CUDNN_REDUCE_TENSOR_ADD, full, c.tensor(n.out("dK")));
+  }
+  // dQ = dS·K, K the reshape of Kᵀ back to [B,Hk,Skv,D]
+  DescPtr kv = c.make_tensor(kd, K->get_stride(), K->get_data_type(), true);
+  c.reshape(kt, kv);
+  if (n.attr_bool("use_deterministic_algorithm")) {
+    c.matmul(ds, kv, c.tensor(n.out("dQ")));
+  } else {
+    std::vector<int64_t> qdims = {B, Hq, Sq, Dqk};
     DescPtr acc = c.ws_tensor(qdims, DataType::FLOAT, true);
-    c.matmul(ds, c.tensor(K), acc);
+    c.matmul(ds, kv, acc);
     c.pointwise(CUDNN_POINTWISE_IDENTITY, acc, nullptr, c.tensor(n.out("dQ")));
   }
   return c.b.ok();
