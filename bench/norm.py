@@ -60,7 +60,7 @@ def build(kind, backward, T, H, engine):
     return g, t
 
 
-def run_case(kind, backward, T, H, copy_gbs):
+def run_case(kind, backward, T, H, copy_gbs, engines):
     torch.manual_seed(0)
     x = torch.randn(T, H, device="cuda", dtype=torch.bfloat16)
     w = torch.rand(1, H, device="cuda", dtype=torch.bfloat16) + 0.5
@@ -96,7 +96,7 @@ def run_case(kind, backward, T, H, copy_gbs):
     nbytes = T * H * 2 * (3 if backward else 2)
     row["torch_ms"] = time_cuda(peer_fn)
     results = {}
-    for engine in ("cuda", "cudnn"):
+    for engine in engines:
         built = build(kind, backward, T, H, engine)
         if built is None:
             continue
@@ -139,6 +139,8 @@ def run_case(kind, backward, T, H, copy_gbs):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--with-cudnn", action="store_true",
+                    help="also time cuDNN's norms through the cudnn engine (a separate run: a failing peer must not lose our rows)")
     args = ap.parse_args()
     copy_gbs = copy_bandwidth_gbs()
     print(f"device copy bandwidth: {copy_gbs:.0f} GB/s")
@@ -147,7 +149,7 @@ def main():
     for kind in ("rmsnorm", "layernorm"):
         for backward in (False, True):
             for T, H in shapes:
-                r = run_case(kind, backward, T, H, copy_gbs)
+                r = run_case(kind, backward, T, H, copy_gbs, ("cuda", "cudnn") if args.with_cudnn else ("cuda",))
                 rows.append(r)
                 print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()), flush=True)
     write_results("norm", rows, {"copy_bandwidth_gbs": copy_gbs})

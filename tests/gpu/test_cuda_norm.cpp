@@ -63,7 +63,7 @@ void check_norm(bool layer, int64_t rows, int64_t cols) {
 
   // Host reference in double.
   std::vector<double> ry(size_t(rows * cols)), rdx(size_t(rows * cols)), rdw(size_t(cols), 0.0), rdb(size_t(cols), 0.0);
-  std::vector<float> mean(size_t(rows)), inv(size_t(rows));
+  std::vector<float> mean(static_cast<size_t>(rows)), inv(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) {
     double m = 0, v = 0;
     for (int64_t c = 0; c < cols; ++c) m += bf16_to_double(x[size_t(r * cols + c)]);

@@ -66,8 +66,9 @@ std::string match(const Graph& g, NormShape& s) {
   } else {
     rows_tensors.push_back(n.in("DY"));
     rows_tensors.push_back(n.out("DX"));
+    if (n.out("dscale")->get_is_virtual()) return "dscale must be a graph output";
     for (const char* p : {"dscale", "dbias"})
-      if (n.out(p)->get_data_type() != wt) return std::string(p) + " must have scale's data type";
+      if (!n.out(p)->get_is_virtual() && n.out(p)->get_data_type() != wt) return std::string(p) + " must have scale's data type";
     if (s.kind == Kind::LAYER && n.in("mean")->get_data_type() != DataType::FLOAT) return "mean must be FLOAT";
     if (n.in("inv_variance")->get_data_type() != DataType::FLOAT) return "inv_variance must be FLOAT";
   }
