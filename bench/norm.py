@@ -20,13 +20,13 @@ FP32 = cudnn.data_type.FLOAT
 def build(kind, backward, T, H, engine):
     """A one-node norm graph planned on `engine` only; returns (graph, tensors) or None if declined."""
     g = cudnn.pygraph(io_data_type=BF16, intermediate_data_type=FP32, compute_data_type=FP32)
-    x = g.tensor(name="x", dim=[T, H], stride=[H, 1], data_type=BF16)
-    w = g.tensor(name="w", dim=[1, H], stride=[H, 1], data_type=BF16)
+    x = g.tensor(name="x", dim=[T, H, 1, 1], stride=[H, 1, 1, 1], data_type=BF16)
+    w = g.tensor(name="w", dim=[1, H, 1, 1], stride=[H, 1, 1, 1], data_type=BF16)
     t = {"x": x, "w": w}
     if kind == "layernorm":
-        t["b"] = g.tensor(name="b", dim=[1, H], stride=[H, 1], data_type=BF16)
+        t["b"] = g.tensor(name="b", dim=[1, H, 1, 1], stride=[H, 1, 1, 1], data_type=BF16)
     if not backward:
-        t["eps"] = g.tensor(name="eps", dim=[1, 1], stride=[1, 1], data_type=FP32, is_pass_by_value=True)
+        t["eps"] = g.tensor(name="eps", dim=[1, 1, 1, 1], stride=[1, 1, 1, 1], data_type=FP32, is_pass_by_value=True)
         if kind == "rmsnorm":
             y, iv = g.rmsnorm(norm_forward_phase=cudnn.norm_forward_phase.TRAINING, input=x, scale=w, epsilon=t["eps"])
         else:
@@ -36,12 +36,12 @@ def build(kind, backward, T, H, engine):
         t["y"] = y.set_output(True)
         t["iv"] = iv.set_output(True).set_data_type(FP32)
     else:
-        t["dy"] = g.tensor(name="dy", dim=[T, H], stride=[H, 1], data_type=BF16)
-        t["iv"] = g.tensor(name="iv", dim=[T, 1], stride=[1, 1], data_type=FP32)
+        t["dy"] = g.tensor(name="dy", dim=[T, H, 1, 1], stride=[H, 1, 1, 1], data_type=BF16)
+        t["iv"] = g.tensor(name="iv", dim=[T, 1, 1, 1], stride=[1, 1, 1, 1], data_type=FP32)
         if kind == "rmsnorm":
             dx, dw, _ = g.rmsnorm_backward(grad=t["dy"], input=x, scale=w, inv_variance=t["iv"], has_dbias=False)
         else:
-            t["mean"] = g.tensor(name="mean", dim=[T, 1], stride=[1, 1], data_type=FP32)
+            t["mean"] = g.tensor(name="mean", dim=[T, 1, 1, 1], stride=[1, 1, 1, 1], data_type=FP32)
             dx, dw, db = g.layernorm_backward(grad=t["dy"], input=x, scale=w, mean=t["mean"], inv_variance=t["iv"])
             t["db"] = db.set_output(True).set_data_type(BF16)
         t["dx"] = dx.set_output(True)
@@ -105,7 +105,7 @@ def run_case(kind, backward, T, H, copy_gbs, engines):
         if not backward:
             y = torch.empty_like(x)
             ivo = torch.empty(T, 1, device="cuda", dtype=torch.float32)
-            pack = {t["x"]: x, t["w"]: w, t["eps"]: torch.full((1, 1), eps, dtype=torch.float32), t["y"]: y, t["iv"]: ivo}
+            pack = {t["x"]: x, t["w"]: w, t["eps"]: torch.full((1, 1, 1, 1), eps, dtype=torch.float32), t["y"]: y, t["iv"]: ivo}
             if kind == "layernorm":
                 meano = torch.empty(T, 1, device="cuda", dtype=torch.float32)
                 pack.update({t["b"]: b, t["mean"]: meano})

@@ -43,6 +43,19 @@ std::vector<uint16_t> random_bf16(size_t n, std::mt19937& rng, double lo, double
   return v;
 }
 
+// Plans the graph on the cuda engine alone (the test is about our kernels, not the router's choice).
+bool build_on_cuda(Graph& g) {
+  if (Status s = g.validate(); s.is_bad()) return ADD_FAILURE() << s.to_string(), false;
+  if (Status s = g.create_execution_plans({HeurMode::A}); s.is_bad()) return ADD_FAILURE() << s.to_string(), false;
+  if (Status s = g.deselect_engines({"cudnn", "reference"}); s.is_bad()) return ADD_FAILURE() << s.to_string(), false;
+  if (Status s = g.check_support(); s.is_bad()) return ADD_FAILURE() << s.to_string(), false;
+  if (Status s = g.build_plans(); s.is_bad()) return ADD_FAILURE() << s.to_string(), false;
+  std::string engine;
+  EXPECT_TRUE(g.get_engine_name_at_index(g.selected_plan(), engine).is_good());
+  EXPECT_EQ(engine, "cuda");
+  return engine == "cuda";
+}
+
 double rel_err(const std::vector<double>& got, const std::vector<double>& want) {
   double num = 0, den = 0;
   for (size_t i = 0; i < got.size(); ++i) {
@@ -118,10 +131,7 @@ void check_norm(bool layer, int64_t rows, int64_t cols) {
       ASSERT_TRUE(g.validate().is_good()) << g.validate().to_string();
       IV->set_output(true).set_data_type(DataType::FLOAT);
       Y->set_output(true);
-      ASSERT_TRUE(g.build({HeurMode::A}).is_good());
-      std::string engine;
-      ASSERT_TRUE(g.get_engine_name_at_index(g.selected_plan(), engine).is_good());
-      EXPECT_EQ(engine, "cuda");
+      ASSERT_TRUE(build_on_cuda(g));
       std::unordered_map<TensorPtr, void*> pack = {{X, dx_in.p}, {W, dw_in.p}, {B, db_in.p}, {Y, dy_out.p}, {M, dmean.p}, {IV, dinv.p}};
       ASSERT_TRUE(g.execute(pack, nullptr).is_good());
     } else {
@@ -129,10 +139,7 @@ void check_norm(bool layer, int64_t rows, int64_t cols) {
       Y = outs[0], IV = outs[1];
       Y->set_output(true);
       IV->set_output(true).set_data_type(DataType::FLOAT);
-      ASSERT_TRUE(g.build({HeurMode::A}).is_good());
-      std::string engine;
-      ASSERT_TRUE(g.get_engine_name_at_index(g.selected_plan(), engine).is_good());
-      EXPECT_EQ(engine, "cuda");
+      ASSERT_TRUE(build_on_cuda(g));
       std::unordered_map<TensorPtr, void*> pack = {{X, dx_in.p}, {W, dw_in.p}, {Y, dy_out.p}, {IV, dinv.p}};
       ASSERT_TRUE(g.execute(pack, nullptr).is_good());
     }
@@ -170,10 +177,7 @@ void check_norm(bool layer, int64_t rows, int64_t cols) {
     outs[1]->set_output(true);
     pack[outs[0]] = ddx.p;
     pack[outs[1]] = ddw.p;
-    ASSERT_TRUE(g.build({HeurMode::A}).is_good());
-    std::string engine;
-    ASSERT_TRUE(g.get_engine_name_at_index(g.selected_plan(), engine).is_good());
-    EXPECT_EQ(engine, "cuda");
+    ASSERT_TRUE(build_on_cuda(g));
     DevBuf ws(size_t(std::max<int64_t>(1, g.get_workspace_size())));
     ASSERT_TRUE(g.execute(pack, ws.p).is_good());
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);

@@ -35,6 +35,24 @@ __device__ __forceinline__ float block_sum(float v, float* red) {
   return v;
 }
 
+// Sums two values over the block in one pass (one pair of barriers instead of two).
+__device__ __forceinline__ float2 block_sum2(float2 v, float2* red) {
+  for (int o = 16; o > 0; o >>= 1) {
+    v.x += __shfl_xor_sync(0xffffffffu, v.x, o);
+    v.y += __shfl_xor_sync(0xffffffffu, v.y, o);
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  __syncthreads();
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  v = lane < warps ? red[lane] : make_float2(0.f, 0.f);
+  for (int o = 16; o > 0; o >>= 1) {
+    v.x += __shfl_xor_sync(0xffffffffu, v.x, o);
+    v.y += __shfl_xor_sync(0xffffffffu, v.y, o);
+  }
+  return v;
+}
+
 // A row slice owned by one thread: VPT vectors of 16 bytes, at columns (i*blockDim + tid)*N.
 template <class T, int VPT>
 struct RowSlice {
@@ -43,12 +61,23 @@ struct RowSlice {
   bool ok[VPT];
 
   __device__ __forceinline__ void load(const T* row, int64_t cols) {
+    uint4 raw[VPT];
+    fetch(row, cols, raw);
+    unpack(raw, cols);
+  }
+  // Issues the 16-byte loads only; unpack() converts them once they are needed.
+  __device__ __forceinline__ static void fetch(const T* row, int64_t cols, uint4 (&raw)[VPT]) {
 #pragma unroll
     for (int i = 0; i < VPT; ++i) {
       int64_t c = (int64_t(i) * blockDim.x + threadIdx.x) * N;
-      ok[i] = c < cols;
-      uint4 raw = ok[i] ? *reinterpret_cast<const uint4*>(row + c) : make_uint4(0, 0, 0, 0);
-      const T* e = reinterpret_cast<const T*>(&raw);
+      raw[i] = c < cols ? *reinterpret_cast<const uint4*>(row + c) : make_uint4(0, 0, 0, 0);
+    }
+  }
+  __device__ __forceinline__ void unpack(const uint4 (&raw)[VPT], int64_t cols) {
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      ok[i] = col(i) < cols;
+      const T* e = reinterpret_cast<const T*>(&raw[i]);
 #pragma unroll
       for (int j = 0; j < N; ++j) v[i][j] = to_f(e[j]);
     }
@@ -67,25 +96,35 @@ __global__ void __launch_bounds__(512) fwd_kernel(FwdArgs a) {
   s.load(x, a.cols);
   const float inv_n = 1.f / float(a.cols);
 
-  float mean = 0.f;
+  // LayerNorm: sum and sum of squares in one reduction, of values shifted by the row's first
+  // element so that E[d^2] - E[d]^2 does not cancel catastrophically for rows with a large mean.
+  float mean = 0.f, rstd;
   if constexpr (LAYER) {
-    float sum = 0.f;
+    const float shift = to_f(x[0]);
+    float2 acc = make_float2(0.f, 0.f);
 #pragma unroll
     for (int i = 0; i < VPT; ++i)
+      if (s.ok[i])
 #pragma unroll
-      for (int j = 0; j < N; ++j) sum += s.v[i][j];
-    mean = block_sum(sum, red) * inv_n;
+        for (int j = 0; j < N; ++j) {
+          float d = s.v[i][j] - shift;
+          acc.x += d;
+          acc.y += d * d;
+        }
+    __shared__ float2 red2[32];
+    acc = block_sum2(acc, red2);
+    const float md = acc.x * inv_n;
+    mean = shift + md;
+    rstd = rsqrtf(fmaxf(acc.y * inv_n - md * md, 0.f) + a.epsilon);
+  } else {
+    float sq = 0.f;
+#pragma unroll
+    for (int i = 0; i < VPT; ++i)
+      if (s.ok[i])
+#pragma unroll
+        for (int j = 0; j < N; ++j) sq += s.v[i][j] * s.v[i][j];
+    rstd = rsqrtf(block_sum(sq, red) * inv_n + a.epsilon);
   }
-  float sq = 0.f;
-#pragma unroll
-  for (int i = 0; i < VPT; ++i)
-    if (s.ok[i])
-#pragma unroll
-      for (int j = 0; j < N; ++j) {
-        float d = s.v[i][j] - mean;
-        sq += d * d;
-      }
-  const float rstd = rsqrtf(block_sum(sq, red) * inv_n + a.epsilon);
   if (threadIdx.x == 0) {
     if (a.inv_variance) a.inv_variance[row] = rstd;
     if (LAYER && a.mean) a.mean[row] = mean;
@@ -113,9 +152,10 @@ __global__ void __launch_bounds__(512) fwd_kernel(FwdArgs a) {
 // Backward: dx per row, and per-CTA column partials of dscale (and dbias) written to `partial`
 // ([gridDim.x][2][cols] fp32). Each thread owns the same columns in every row, so the partials
 // accumulate in shared memory without atomics; x and dy stay in registers for the row.
+// Up to 64 elements per thread (x and dy in registers, plus the next row's raw loads) need the
+// register budget of 256-thread blocks; bwd_kernel_for never picks more threads (kMaxCols).
 template <class T, class W, int VPT, bool LAYER>
-__global__ void __launch_bounds__(512) bwd_kernel(BwdArgs a, float* partial) {
-  __shared__ float red[32];
+__global__ void __launch_bounds__(256) bwd_kernel(BwdArgs a, float* partial) {
   extern __shared__ float acc[];  // [2][cols]
   using S = RowSlice<T, VPT>;
   constexpr int N = S::N;
@@ -126,13 +166,26 @@ __global__ void __launch_bounds__(512) bwd_kernel(BwdArgs a, float* partial) {
   for (int64_t c = threadIdx.x; c < 2 * a.cols; c += blockDim.x) acc[c] = 0.f;
   __syncthreads();
 
+  __shared__ float2 red2[32];
+  uint4 nx[VPT], ndy[VPT];
+  const T* X = static_cast<const T*>(a.x);
+  const T* DY = static_cast<const T*>(a.dy);
+  if (blockIdx.x < a.rows) {
+    S::fetch(X + int64_t(blockIdx.x) * a.cols, a.cols, nx);
+    S::fetch(DY + int64_t(blockIdx.x) * a.cols, a.cols, ndy);
+  }
   for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
     S x, dy;
-    x.load(static_cast<const T*>(a.x) + row * a.cols, a.cols);
-    dy.load(static_cast<const T*>(a.dy) + row * a.cols, a.cols);
+    x.unpack(nx, a.cols);
+    dy.unpack(ndy, a.cols);
+    // The next row's loads are in flight while this row is reduced and written.
+    if (row + gridDim.x < a.rows) {
+      S::fetch(X + (row + gridDim.x) * a.cols, a.cols, nx);
+      S::fetch(DY + (row + gridDim.x) * a.cols, a.cols, ndy);
+    }
     const float rstd = a.inv_variance[row];
     const float mean = LAYER ? a.mean[row] : 0.f;
-    float sum_gx = 0.f, sum_g = 0.f;
+    float2 sums = make_float2(0.f, 0.f);  // (sum g*xhat, sum g)
 #pragma unroll
     for (int i = 0; i < VPT; ++i) {
       if (!x.ok[i]) continue;
@@ -141,14 +194,15 @@ __global__ void __launch_bounds__(512) bwd_kernel(BwdArgs a, float* partial) {
       for (int j = 0; j < N; ++j) {
         float xhat = (x.v[i][j] - mean) * rstd;
         float g = dy.v[i][j] * to_f(scale[c + j]);
-        sum_gx += g * xhat;
-        sum_g += g;
+        sums.x += g * xhat;
+        sums.y += g;
         acc_s[c + j] += dy.v[i][j] * xhat;
         acc_b[c + j] += dy.v[i][j];
       }
     }
-    const float mean_gx = block_sum(sum_gx, red) * inv_n;
-    const float mean_g = LAYER ? block_sum(sum_g, red) * inv_n : 0.f;
+    sums = block_sum2(sums, red2);
+    const float mean_gx = sums.x * inv_n;
+    const float mean_g = LAYER ? sums.y * inv_n : 0.f;
     T* dx = static_cast<T*>(a.dx) + row * a.cols;
 #pragma unroll
     for (int i = 0; i < VPT; ++i) {
@@ -188,9 +242,9 @@ int vector_elems(DataType t) { return t == DataType::FLOAT ? 4 : 8; }
 
 // Vectors per thread and threads per CTA for a row of `cols` elements.
 // At most 512 threads and 8 vectors each: 16k columns at most (kMaxCols).
-void shape_for(int64_t cols, DataType t, int target_threads, int& vpt, int& threads) {
+void shape_for(int64_t cols, DataType t, int target_threads, int& vpt, int& threads, int max_vpt = 8) {
   int64_t vecs = (cols + vector_elems(t) - 1) / vector_elems(t);
-  for (vpt = 1; vpt < 8; vpt *= 2)
+  for (vpt = 1; vpt < max_vpt; vpt *= 2)
     if ((vecs + vpt - 1) / vpt <= target_threads) break;
   int64_t th = (vecs + vpt - 1) / vpt;
   threads = int(std::min<int64_t>(512, std::max<int64_t>(32, (th + 31) / 32 * 32)));
@@ -212,29 +266,48 @@ cudaError_t fwd_typed(const FwdArgs& a, cudaStream_t st) {
   return cudaGetLastError();
 }
 
-int bwd_grid(const BwdArgs& a, int sm_count) {
-  return int(std::max<int64_t>(1, std::min<int64_t>(a.rows, int64_t(sm_count) * 2)));
+using BwdKernel = void (*)(BwdArgs, float*);
+
+// The backward kernel for a shape, its block size and its dynamic shared memory.
+template <class T, class W>
+BwdKernel bwd_kernel_for(const BwdArgs& a, int& threads, size_t& smem) {
+  int vpt;
+  shape_for(a.cols, a.x_type, 256, vpt, threads, a.x_type == DataType::FLOAT ? 16 : 8);
+  smem = size_t(2 * a.cols) * sizeof(float);
+  const bool layer = a.kind == Kind::LAYER;
+  switch (vpt) {
+#define OPENDNN_BWD(V) \
+  case V: return layer ? bwd_kernel<T, W, V, true> : bwd_kernel<T, W, V, false>;
+    OPENDNN_BWD(1) OPENDNN_BWD(2) OPENDNN_BWD(4) OPENDNN_BWD(8)
+    case 16:
+      if constexpr (sizeof(T) == 4) return layer ? bwd_kernel<T, W, 16, true> : bwd_kernel<T, W, 16, false>;
+      return nullptr;
+#undef OPENDNN_BWD
+  }
+  return nullptr;
+}
+
+// As many CTAs as fit on the GPU at once (each streams rows with a grid stride), so every SM keeps
+// several rows in flight; never more CTAs than rows.
+template <class T, class W>
+int bwd_grid_typed(const BwdArgs& a, int sm_count) {
+  int threads;
+  size_t smem;
+  BwdKernel k = bwd_kernel_for<T, W>(a, threads, smem);
+  if (smem > 48 * 1024) cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  int per_sm = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, threads, smem) != cudaSuccess || per_sm < 1) per_sm = 1;
+  return int(std::max<int64_t>(1, std::min<int64_t>(a.rows, int64_t(sm_count) * per_sm)));
 }
 
 template <class T, class W>
 cudaError_t bwd_typed(const BwdArgs& a, void* ws, int sm_count, cudaStream_t st) {
-  int vpt, threads;
-  shape_for(a.cols, a.x_type, 512, vpt, threads);
-  int grid = bwd_grid(a, sm_count);
+  int threads;
+  size_t smem;
+  BwdKernel k = bwd_kernel_for<T, W>(a, threads, smem);
+  const int grid = bwd_grid_typed<T, W>(a, sm_count);
   float* partial = static_cast<float*>(ws);
-  bool layer = a.kind == Kind::LAYER;
-  size_t smem = size_t(2 * a.cols) * sizeof(float);
-  auto go = [&](auto kernel) {
-    if (smem > 48 * 1024) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-    kernel<<<grid, threads, smem, st>>>(a, partial);
-  };
-#define OPENDNN_BWD(V)                                        \
-  case V:                                                     \
-    if (layer) go(bwd_kernel<T, W, V, true>);                 \
-    else go(bwd_kernel<T, W, V, false>);                      \
-    break;
-  switch (vpt) { OPENDNN_BWD(1) OPENDNN_BWD(2) OPENDNN_BWD(4) OPENDNN_BWD(8) }
-#undef OPENDNN_BWD
+  k<<<grid, threads, smem, st>>>(a, partial);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
   unsigned rb = unsigned((a.cols + 255) / 256);
@@ -269,13 +342,22 @@ template <class T, class W>
 struct Bwd {
   static cudaError_t run(const BwdArgs& a, void* ws, int sm, cudaStream_t st) { return bwd_typed<T, W>(a, ws, sm, st); }
 };
+template <class T, class W>
+struct BwdGrid {
+  static cudaError_t run(const BwdArgs& a, int sm, int* grid) {
+    *grid = bwd_grid_typed<T, W>(a, sm);
+    return cudaSuccess;
+  }
+};
 
 }  // namespace
 
 bool supported_type(DataType t) { return t == DataType::FLOAT || t == DataType::HALF || t == DataType::BFLOAT16; }
 
 int64_t backward_workspace_bytes(const BwdArgs& a, int sm_count) {
-  return int64_t(bwd_grid(a, sm_count)) * 2 * a.cols * int64_t(sizeof(float));
+  int grid = 1;
+  if (dispatch<BwdGrid>(a.x_type, a.w_type, a, sm_count, &grid) != cudaSuccess) grid = int(std::min<int64_t>(a.rows, 4 * sm_count));
+  return int64_t(grid) * 2 * a.cols * int64_t(sizeof(float));
 }
 
 const char* launch_forward(const FwdArgs& a, void* stream) {
