@@ -128,7 +128,6 @@ void check_norm(bool layer, int64_t rows, int64_t cols) {
       auto outs = g.layernorm(X, W, B, E, NodeAttrs().set_name("ln"));
       Y = outs[0], M = outs[1], IV = outs[2];
       M->set_output(true).set_data_type(DataType::FLOAT);
-      ASSERT_TRUE(g.validate().is_good()) << g.validate().to_string();
       IV->set_output(true).set_data_type(DataType::FLOAT);
       Y->set_output(true);
       ASSERT_TRUE(build_on_cuda(g));

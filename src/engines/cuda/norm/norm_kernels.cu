@@ -53,6 +53,26 @@ __device__ __forceinline__ float2 block_sum2(float2 v, float2* red) {
   return v;
 }
 
+// N consecutive weights (scale or bias) at p as floats, with 16-byte loads: p is 16-byte aligned
+// because rows are a multiple of 16 bytes and N elements of the row type fill 16 bytes.
+template <class W, int N>
+__device__ __forceinline__ void load_weights(const W* p, float (&out)[N]) {
+  constexpr int per_vec = 16 / sizeof(W);
+  static_assert(N % per_vec == 0 || per_vec % N == 0, "weight vectors must tile");
+  if constexpr (N >= per_vec) {
+#pragma unroll
+    for (int v = 0; v < N / per_vec; ++v) {
+      uint4 raw = __ldg(reinterpret_cast<const uint4*>(p) + v);
+      const W* e = reinterpret_cast<const W*>(&raw);
+#pragma unroll
+      for (int k = 0; k < per_vec; ++k) out[v * per_vec + k] = to_f(e[k]);
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < N; ++k) out[k] = to_f(p[k]);
+  }
+}
+
 // A row slice owned by one thread: VPT vectors of 16 bytes, at columns (i*blockDim + tid)*N.
 template <class T, int VPT>
 struct RowSlice {
@@ -139,10 +159,13 @@ __global__ void __launch_bounds__(512) fwd_kernel(FwdArgs a) {
     const int64_t c = s.col(i);
     uint4 out;
     T* o = reinterpret_cast<T*>(&out);
+    float w[N], b[N];
+    load_weights<W, N>(scale + c, w);
+    if (bias) load_weights<W, N>(bias + c, b);
 #pragma unroll
     for (int j = 0; j < N; ++j) {
-      float r = (s.v[i][j] - mean) * rstd * to_f(scale[c + j]);
-      if (bias) r += to_f(bias[c + j]);
+      float r = (s.v[i][j] - mean) * rstd * w[j];
+      if (bias) r += b[j];
       o[j] = from_f<T>(r);
     }
     *reinterpret_cast<uint4*>(y + c) = out;
@@ -151,20 +174,26 @@ __global__ void __launch_bounds__(512) fwd_kernel(FwdArgs a) {
 
 // Backward: dx per row, and per-CTA column partials of dscale (and dbias) written to `partial`
 // ([gridDim.x][2][cols] fp32). Each thread owns the same columns in every row, so the partials
-// accumulate in shared memory without atomics; x and dy stay in registers for the row.
+// accumulate in shared memory without atomics; x and dy stay in registers for the row. The
+// accumulators are laid out element-major ([2][N][VPT][blockDim]) so a warp touches 32 consecutive
+// words: the column-major order would put 8 threads on each bank.
 // Up to 64 elements per thread (x and dy in registers, plus the next row's raw loads) need the
 // register budget of 256-thread blocks; bwd_kernel_for never picks more threads (kMaxCols).
 template <class T, class W, int VPT, bool LAYER>
 __global__ void __launch_bounds__(256) bwd_kernel(BwdArgs a, float* partial) {
-  extern __shared__ float acc[];  // [2][cols]
+  extern __shared__ float acc[];
   using S = RowSlice<T, VPT>;
   constexpr int N = S::N;
   const W* scale = static_cast<const W*>(a.scale);
   const float inv_n = 1.f / float(a.cols);
+  const int per_j = VPT * blockDim.x;  // stride between element indices j
   float* acc_s = acc;
-  float* acc_b = acc + a.cols;
-  for (int64_t c = threadIdx.x; c < 2 * a.cols; c += blockDim.x) acc[c] = 0.f;
-  __syncthreads();
+  float* acc_b = acc + N * per_j;
+  auto slot = [&](int i, int j) { return j * per_j + i * int(blockDim.x) + int(threadIdx.x); };
+#pragma unroll
+  for (int i = 0; i < VPT; ++i)
+#pragma unroll
+    for (int j = 0; j < N; ++j) acc_s[slot(i, j)] = acc_b[slot(i, j)] = 0.f;
 
   __shared__ float2 red2[32];
   uint4 nx[VPT], ndy[VPT];
@@ -189,15 +218,16 @@ __global__ void __launch_bounds__(256) bwd_kernel(BwdArgs a, float* partial) {
 #pragma unroll
     for (int i = 0; i < VPT; ++i) {
       if (!x.ok[i]) continue;
-      const int64_t c = x.col(i);
+      float w[N];
+      load_weights<W, N>(scale + x.col(i), w);
 #pragma unroll
       for (int j = 0; j < N; ++j) {
         float xhat = (x.v[i][j] - mean) * rstd;
-        float g = dy.v[i][j] * to_f(scale[c + j]);
+        float g = dy.v[i][j] * w[j];
         sums.x += g * xhat;
         sums.y += g;
-        acc_s[c + j] += dy.v[i][j] * xhat;
-        acc_b[c + j] += dy.v[i][j];
+        acc_s[slot(i, j)] += dy.v[i][j] * xhat;
+        acc_b[slot(i, j)] += dy.v[i][j];
       }
     }
     sums = block_sum2(sums, red2);
@@ -210,18 +240,29 @@ __global__ void __launch_bounds__(256) bwd_kernel(BwdArgs a, float* partial) {
       const int64_t c = x.col(i);
       uint4 out;
       T* o = reinterpret_cast<T*>(&out);
+      float w[N];
+      load_weights<W, N>(scale + c, w);
 #pragma unroll
       for (int j = 0; j < N; ++j) {
         float xhat = (x.v[i][j] - mean) * rstd;
-        float g = dy.v[i][j] * to_f(scale[c + j]);
+        float g = dy.v[i][j] * w[j];
         o[j] = from_f<T>(rstd * (g - mean_g - xhat * mean_gx));
       }
       *reinterpret_cast<uint4*>(dx + c) = out;
     }
   }
-  __syncthreads();
+  // Each thread reads back only its own accumulators: no barrier needed.
   float* out = partial + int64_t(blockIdx.x) * 2 * a.cols;
-  for (int64_t c = threadIdx.x; c < 2 * a.cols; c += blockDim.x) out[c] = acc[c];
+#pragma unroll
+  for (int i = 0; i < VPT; ++i) {
+    const int64_t c = (int64_t(i) * blockDim.x + threadIdx.x) * N;
+    if (c >= a.cols) continue;
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      out[c + j] = acc_s[slot(i, j)];
+      out[a.cols + c + j] = acc_b[slot(i, j)];
+    }
+  }
 }
 
 // Sums the per-CTA partials column by column in CTA order (deterministic).
@@ -273,7 +314,7 @@ template <class T, class W>
 BwdKernel bwd_kernel_for(const BwdArgs& a, int& threads, size_t& smem) {
   int vpt;
   shape_for(a.cols, a.x_type, 256, vpt, threads, a.x_type == DataType::FLOAT ? 16 : 8);
-  smem = size_t(2 * a.cols) * sizeof(float);
+  smem = size_t(2) * size_t(vpt) * size_t(threads) * size_t(vector_elems(a.x_type)) * sizeof(float);
   const bool layer = a.kind == Kind::LAYER;
   switch (vpt) {
 #define OPENDNN_BWD(V) \
