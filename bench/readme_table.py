@@ -1,0 +1,42 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Prints the README's performance tables (markdown) from bench/results/*.json.
+
+    python bench/readme_table.py > /tmp/tables.md
+"""
+import glob
+import json
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def fmt(v, digits=3):
+    return f"{v:.{digits}g}" if isinstance(v, float) else str(v)
+
+
+def table(doc):
+    rows = doc["rows"]
+    peers = sorted({k[len("speedup_vs_"):] for r in rows for k in r if k.startswith("speedup_vs_")})
+    metric = "gbs" if any("gbs" in r for r in rows) else "tflops"
+    unit = "GB/s" if metric == "gbs" else "TFLOP/s"
+    ours = "opendnn_ms" if any("opendnn_ms" in r for r in rows) else "ours_ms"
+    head = ["case", "opendnn ms", unit] + [f"vs {p}" for p in peers]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [r["case"], fmt(r.get(ours, float("nan"))), fmt(r.get(metric, float("nan")), 4)]
+        cells += [fmt(r["speedup_vs_" + p]) + "×" if "speedup_vs_" + p in r else "—" for p in peers]
+        out.append("| " + " | ".join(cells) + " |")
+    env = doc["environment"]
+    return (f"**{doc['benchmark']}** ({env['device']}, torch {env['torch']}, cuDNN {env.get('torch_cudnn', '?')}; "
+            f"`bench/results/{doc['benchmark']}.json`)\n\n" + "\n".join(out))
+
+
+def main():
+    for path in sorted(glob.glob(os.path.join(HERE, "results", "*.json"))):
+        doc = json.load(open(path))
+        if "rows" in doc and doc["rows"] and "case" in doc["rows"][0]:
+            print(table(doc) + "\n")
+
+
+if __name__ == "__main__":
+    main()
