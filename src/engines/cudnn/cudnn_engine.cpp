@@ -325,6 +325,20 @@ class CudnnEngine final : public Engine {
   int64_t engine_id() const override { return kCudnnEngineId; }
   bool serves(const Target& t) const override { return t.kind == DeviceKind::CUDA && api().ok(); }
 
+  // A GPU that libcudnn can drive makes CUDA the default target even without the cuda engine.
+  bool probe_device(Target& out) const override {
+    const auto& a = api();
+    int count = 0, dev = 0, major = 0, minor = 0, sms = 0;
+    if (!a.ok() || !a.cudaGetDeviceCount || a.cudaGetDeviceCount(&count) != cudaSuccess || count == 0) return false;
+    if (a.cudaGetDevice(&dev) != cudaSuccess ||
+        a.cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        a.cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess ||
+        a.cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+      return false;
+    out = Target{DeviceKind::CUDA, dev, major * 10 + minor, sms};
+    return true;
+  }
+
   Proposal propose_plans(const Graph& g, const Target& target) override {
     Proposal p;
     const auto& a = api();

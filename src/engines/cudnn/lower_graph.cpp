@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 
+#include "common/dtype_convert.h"
 #include "engines/cudnn/lower.h"
 
 namespace opendnn::cudnn {
@@ -90,32 +91,11 @@ DescPtr LowerCtx::tensor(const TensorPtr& t) {
     hv.uid = t->get_uid();
     const Scalar& s = t->get_value();
     switch (t->get_data_type()) {
-      case DataType::FLOAT: { float f = float(s.as_double()); std::memcpy(hv.bytes, &f, 4); break; }
-      case DataType::DOUBLE: { double f = s.as_double(); std::memcpy(hv.bytes, &f, 8); break; }
-      case DataType::INT32: { int32_t v = int32_t(s.i); std::memcpy(hv.bytes, &v, 4); break; }
-      case DataType::INT64: { int64_t v = s.i; std::memcpy(hv.bytes, &v, 8); break; }
-      case DataType::HALF: case DataType::BFLOAT16: {
-        float f = float(s.as_double());
-        uint32_t u; std::memcpy(&u, &f, 4);
-        uint16_t h;
-        if (t->get_data_type() == DataType::BFLOAT16) {
-          h = uint16_t((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
-        } else {
-          // float -> half (round to nearest even; no denormal care needed for scalars used here)
-          uint32_t sign = (u >> 16) & 0x8000, exp = (u >> 23) & 0xFF, man = u & 0x7FFFFF;
-          if (exp == 0xFF) h = uint16_t(sign | 0x7C00 | (man ? 0x200 : 0));
-          else if (int(exp) - 127 + 15 >= 31) h = uint16_t(sign | 0x7C00);
-          else if (int(exp) - 127 + 15 <= 0) h = uint16_t(sign);
-          else {
-            uint32_t he = exp - 127 + 15, hm = man >> 13, rem = man & 0x1FFF;
-            uint32_t r = (he << 10) | hm;
-            if (rem > 0x1000 || (rem == 0x1000 && (hm & 1))) ++r;
-            h = uint16_t(sign | r);
-          }
-        }
-        std::memcpy(hv.bytes, &h, 2);
+      case DataType::FLOAT: case DataType::DOUBLE: case DataType::HALF: case DataType::BFLOAT16:
+        store_element(t->get_data_type(), hv.bytes, 0, s.as_double());
         break;
-      }
+      case DataType::INT32: { int32_t v = int32_t(s.i); std::memcpy(hv.bytes, &v, 4); break; }
+      case DataType::INT64: std::memcpy(hv.bytes, &s.i, 8); break;
       default: b.fail("by-value tensor " + t->get_name() + " has an unsupported type"); break;
     }
     out.host_values.push_back(hv);
