@@ -304,11 +304,9 @@ bool lower_graph(const Graph& g, cudnnHandle_t handle, SdpaImpl impl, size_t ver
     declines.push_back("cudnn: the graph has no operations");
     return false;
   }
-  // Slots of by-value tensors read the engine's host copy.
+  // A by-value tensor with a slot is a run-time scalar (constants get no slot): cuDNN reads it
+  // through the caller's host pointer at every execute, so it never uses a host copy of ours.
   lg->slot_host.assign(lg->slot_uids.size(), -1);
-  for (size_t i = 0; i < lg->slot_uids.size(); ++i)
-    for (size_t h = 0; h < lg->host_values.size(); ++h)
-      if (lg->host_values[h].uid == lg->slot_uids[i]) lg->slot_host[i] = int(h);
   // Every non-virtual tensor that is used must have a slot (or be by-value / alias / workspace).
   for (const auto& [attr, d] : c.tensors) {
     if (attr->get_is_virtual() || attr->get_is_pass_by_value()) continue;
