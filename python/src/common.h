@@ -38,6 +38,7 @@ struct PyGraph : Graph {
   std::vector<int64_t> slot_uids;  // copy of variant_uids() the slot table was built for
   std::vector<void*> slots;        // one pointer per slot, reused across execute() calls
   std::vector<uint8_t> filled;
+  std::vector<int64_t> slot_bytes;  // bytes each slot's tensor spans (its strides included)
   uintptr_t stream = 0;            // from the handle given to the constructor or set_stream
   nb::object handle;               // keeps that handle alive
 };

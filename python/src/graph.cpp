@@ -247,6 +247,9 @@ void* const* fill_slots(PyGraph& g, nb::handle pack_obj) {
     g.slot_uids = uids;
     g.slots.assign(uids.size(), nullptr);
     g.filled.assign(uids.size(), 0);
+    g.slot_bytes.assign(uids.size(), 0);
+    for (size_t i = 0; i < uids.size(); ++i)
+      if (TensorPtr t = g.find_tensor(uids[i])) g.slot_bytes[i] = std::max<int64_t>(t->storage_bytes(), 0);
   }
   const size_t n = uids.size();
   std::fill(g.filled.begin(), g.filled.end(), 0);
@@ -273,6 +276,22 @@ void* const* fill_slots(PyGraph& g, nb::handle pack_obj) {
     if (v == Py_None)
       throw nb::value_error(("INVALID_VARIANT_PACK: the value for tensor " + tensor_label(g, uid) + " is None").c_str());
     g.slots[i] = to_pointer(v);
+    // An array that holds fewer bytes than the tensor spans would be read or written out of bounds:
+    // refuse it. Raw int pointers carry no size and are trusted, as in C++.
+    if (!PyLong_Check(v)) {
+      PyObject* nbytes = PyObject_GetAttrString(v, "nbytes");
+      if (!nbytes) {
+        PyErr_Clear();
+      } else {
+        long long have = PyLong_Check(nbytes) ? PyLong_AsLongLong(nbytes) : -1;
+        Py_DECREF(nbytes);
+        if (have >= 0 && have < g.slot_bytes[i])
+          throw nb::value_error(("INVALID_VARIANT_PACK: tensor " + tensor_label(g, uid) + " spans " +
+                                 std::to_string(g.slot_bytes[i]) + " bytes but its array holds " +
+                                 std::to_string(have))
+                                    .c_str());
+      }
+    }
     if (!g.filled[i]) ++count;
     g.filled[i] = 1;
   }
