@@ -1,0 +1,215 @@
+# SPDX-License-Identifier: Apache-2.0
+"""opendnn.ops on a CUDA GPU (needs torch and an NVIDIA GPU; skipped elsewhere): forward/backward against
+float64 references, torch.compile(fullgraph=True), CUDA-graph capture, no host syncs on cached calls.
+
+    PYTHONPATH=build-py/python python -m pytest tests/gpu/test_torch_ops.py -q
+"""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("needs a CUDA GPU", allow_module_level=True)
+
+import opendnn  # noqa: E402
+import opendnn.ops  # noqa: E402
+
+NotSupported = opendnn.cudnnGraphNotSupportedError
+DEV = "cuda"
+
+
+def sdpa_reference(q, k, v, scale=None, causal=False):
+    q, k, v = q.double(), k.double(), v.double()
+    hq = q.shape[1]
+    k = k.repeat_interleave(hq // k.shape[1], dim=1)
+    v = v.repeat_interleave(hq // v.shape[1], dim=1)
+    s = (q @ k.transpose(-1, -2)) * (q.shape[-1] ** -0.5 if scale is None else scale)
+    if causal:
+        sq, skv = s.shape[-2:]
+        s = s.masked_fill(~torch.ones(sq, skv, dtype=torch.bool, device=s.device).tril(), float("-inf"))
+    return torch.softmax(s, dim=-1) @ v
+
+
+def gdn_reference(q, k, v, g, beta, cu_seqlens=None, initial_state=None, scale=None, use_qk_l2norm=False):
+    """Token-by-token gated delta rule (fla semantics; states [N, HV, K, V]) in float64."""
+    q, k, v, g, beta = (x.double() for x in (q, k, v, g, beta))
+    b, t, h, dk = q.shape
+    hv, dv = v.shape[2], v.shape[3]
+    scale = dk ** -0.5 if scale is None else scale
+    if use_qk_l2norm:
+        q = q * torch.rsqrt((q * q).sum(-1, keepdim=True) + 1e-6)
+        k = k * torch.rsqrt((k * k).sum(-1, keepdim=True) + 1e-6)
+    q, k = q.repeat_interleave(hv // h, dim=2), k.repeat_interleave(hv // h, dim=2)
+    if cu_seqlens is None:
+        seqs = [(i, 0, t) for i in range(b)]
+    else:
+        cu = cu_seqlens.tolist()
+        seqs = [(0, cu[n], cu[n + 1]) for n in range(len(cu) - 1)]
+    out, finals = {}, []
+    for n, (bi, start, end) in enumerate(seqs):
+        s = initial_state[n].double() if initial_state is not None else q.new_zeros(hv, dk, dv)
+        for j in range(start, end):
+            s = torch.exp(g[bi, j])[:, None, None] * s
+            err = v[bi, j] - torch.einsum("hkv,hk->hv", s, k[bi, j])
+            s = s + beta[bi, j][:, None, None] * k[bi, j][:, :, None] * err[:, None, :]
+            out[bi, j] = torch.einsum("hkv,hk->hv", s, q[bi, j]) * scale
+        finals.append(s)
+    o = torch.stack([torch.stack([out[bi, j] for j in range(t)]) for bi in range(b)])
+    return o, torch.stack(finals)
+
+
+def _qkv(b, hq, hk, s, d, dtype=torch.bfloat16, bshd=False, seed=0):
+    gen = torch.Generator(device=DEV).manual_seed(seed)
+    if bshd:  # BSHD memory viewed as BHSD
+        q = torch.randn(b, s, hq, d, device=DEV, dtype=dtype, generator=gen).transpose(1, 2)
+    else:
+        q = torch.randn(b, hq, s, d, device=DEV, dtype=dtype, generator=gen)
+    k = torch.randn(b, hk, s, d, device=DEV, dtype=dtype, generator=gen)
+    v = torch.randn(b, hk, s, d, device=DEV, dtype=dtype, generator=gen)
+    return q, k, v
+
+
+# ---- SDPA ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("hk, bshd", [(8, False), (2, True)])
+def test_sdpa_forward_backward(dtype, causal, hk, bshd):
+    q, k, v = (x.requires_grad_() for x in _qkv(2, 8, hk, 256, 128, dtype, bshd))
+    o = opendnn.ops.sdpa(q, k, v, is_causal=causal)
+    assert o.shape == (2, 8, 256, 128) and o.dtype == dtype
+    ref = sdpa_reference(q.detach(), k.detach(), v.detach(), causal=causal)
+    torch.testing.assert_close(o.double(), ref, atol=2e-2, rtol=2e-2)
+    do = torch.randn_like(o)
+    o.backward(do)
+    qr, kr, vr = (x.detach().double().requires_grad_() for x in (q, k, v))
+    sdpa_reference(qr, kr, vr, causal=causal).backward(do.double())
+    for name, got, want in (("dq", q.grad, qr.grad), ("dk", k.grad, kr.grad), ("dv", v.grad, vr.grad)):
+        assert got.shape == want.shape
+        torch.testing.assert_close(got.double(), want, atol=5e-2, rtol=5e-2, msg=lambda m: f"{name}: {m}")
+
+
+def test_sdpa_expanded_grad_and_scale():
+    q, k, v = (x.requires_grad_() for x in _qkv(1, 4, 4, 128, 64))
+    o = opendnn.ops.sdpa(q, k, v, attn_scale=0.05)
+    o.sum().backward()  # an expanded (stride-0) dO
+    qr, kr, vr = (x.detach().double().requires_grad_() for x in (q, k, v))
+    sdpa_reference(qr, kr, vr, scale=0.05).sum().backward()
+    torch.testing.assert_close(q.grad.double(), qr.grad, atol=5e-2, rtol=5e-2)
+    torch.testing.assert_close(o.detach().double(), sdpa_reference(q.detach(), k.detach(), v.detach(), scale=0.05),
+                               atol=2e-2, rtol=2e-2)
+
+
+def test_sdpa_fake_matches_real_strides():
+    q, k, v = (x.requires_grad_() for x in _qkv(1, 4, 2, 64, 64, bshd=True))
+    torch.library.opcheck(torch.ops.opendnn.sdpa_fwd.default, (q, k, v, 0.125, "TOP_LEFT", None, 0))
+
+
+def test_sdpa_cached_call_does_not_sync():
+    q, k, v = (x.requires_grad_() for x in _qkv(2, 8, 8, 512, 128))
+    opendnn.ops.sdpa(q, k, v, is_causal=True).sum().backward()  # builds both graphs
+    torch.cuda.synchronize()
+    n = len(opendnn.ops._CACHE)
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        opendnn.ops.sdpa(q, k, v, is_causal=True).sum().backward()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert len(opendnn.ops._CACHE) == n
+
+
+def test_sdpa_compile_fullgraph():
+    torch._dynamo.reset()
+    q, k, v = (x.requires_grad_() for x in _qkv(2, 8, 2, 256, 64))
+
+    def f(q, k, v):
+        return opendnn.ops.sdpa(q, k, v, is_causal=True).float().square().mean()
+
+    loss = torch.compile(f, fullgraph=True)(q, k, v)
+    loss.backward()
+    grads = [x.grad.clone() for x in (q, k, v)]
+    for x in (q, k, v):
+        x.grad = None
+    want = f(q, k, v)
+    want.backward()
+    torch.testing.assert_close(loss, want, atol=1e-4, rtol=1e-3)
+    for got, x in zip(grads, (q, k, v)):
+        torch.testing.assert_close(got, x.grad)
+
+
+def test_sdpa_cuda_graph_capture():
+    q, k, v = _qkv(2, 8, 8, 256, 128)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up: builds the graph outside the capture
+        opendnn.ops.sdpa(q, k, v, is_causal=True)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = opendnn.ops.sdpa(q, k, v, is_causal=True)
+    for seed in (1, 2):
+        nq, nk, nv = _qkv(2, 8, 8, 256, 128, seed=seed)
+        q.copy_(nq), k.copy_(nk), v.copy_(nv)
+        graph.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(out.double(), sdpa_reference(q, k, v, causal=True), atol=2e-2, rtol=2e-2)
+
+
+# ---- gated delta net -------------------------------------------------------------------------------
+
+def _gdn(*args, **kwargs):
+    try:
+        return opendnn.ops.gated_delta_net(*args, **kwargs)
+    except NotSupported as e:
+        pytest.skip(f"no CUDA engine runs GDN here yet: {e}")
+
+
+def _gdn_inputs(b=1, t=96, h=2, hv=4, dk=64, dv=64, dtype=torch.bfloat16, seed=0):
+    gen = torch.Generator(device=DEV).manual_seed(seed)
+    q = torch.randn(b, t, h, dk, device=DEV, generator=gen).to(dtype)
+    k = torch.randn(b, t, h, dk, device=DEV, generator=gen).to(dtype)
+    v = torch.randn(b, t, hv, dv, device=DEV, generator=gen).to(dtype)
+    g = torch.nn.functional.logsigmoid(torch.randn(b, t, hv, device=DEV, generator=gen))
+    beta = torch.rand(b, t, hv, device=DEV, generator=gen)
+    return q, k, v, g, beta
+
+
+@pytest.mark.parametrize("varlen", [False, True])
+def test_gdn_forward_backward(varlen):
+    q, k, v, g, beta = _gdn_inputs(b=1 if varlen else 2)
+    cu = torch.tensor([0, 30, 96], dtype=torch.int32, device=DEV) if varlen else None
+    h0 = torch.randn(2, 4, 64, 64, device=DEV) * 0.1
+    ins = [x.clone().requires_grad_() for x in (q, k, v, g, beta, h0)]
+    o, fs = _gdn(*ins[:5], cu_seqlens=cu, initial_state=ins[5], output_final_state=True, use_qk_l2norm=True)
+    refs = [x.detach().double().requires_grad_() for x in (q, k, v, g, beta, h0)]
+    ro, rfs = gdn_reference(*refs[:5], cu_seqlens=cu, initial_state=refs[5], use_qk_l2norm=True)
+    torch.testing.assert_close(o.double(), ro, atol=3e-2, rtol=3e-2)
+    torch.testing.assert_close(fs.double(), rfs, atol=3e-2, rtol=3e-2)
+    do, dfs = torch.randn_like(o), torch.randn_like(fs)
+    torch.autograd.backward([o, fs], [do, dfs])
+    torch.autograd.backward([ro, rfs], [do.double(), dfs.double()])
+    for name, got, want in zip(["q", "k", "v", "g", "beta", "h0"], ins, refs):
+        torch.testing.assert_close(got.grad.double(), want.grad, atol=1e-1, rtol=5e-2, msg=lambda m: f"d{name}: {m}")
+
+
+def test_gdn_compile_and_cuda_graph():
+    q, k, v, g, beta = _gdn_inputs()
+    o, _ = _gdn(q, k, v, g, beta)  # warm-up (or skip when no engine runs GDN on the GPU)
+    torch._dynamo.reset()
+    q.requires_grad_()
+
+    def f(q, k, v, g, beta):
+        o, s = opendnn.ops.gated_delta_net(q, k, v, g, beta, output_final_state=True)
+        return o.float().sum() + s.sum()
+
+    torch.compile(f, fullgraph=True)(q, k, v, g, beta).backward()
+    assert torch.isfinite(q.grad).all()
+    q = q.detach()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out, _ = opendnn.ops.gated_delta_net(q, k, v, g, beta)
+    graph.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out.double(), gdn_reference(q, k, v, g, beta)[0], atol=3e-2, rtol=3e-2)

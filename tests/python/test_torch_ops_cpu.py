@@ -1,0 +1,229 @@
+# SPDX-License-Identifier: Apache-2.0
+"""opendnn.ops on the CPU (needs torch; skipped without it): fake kernels, error messages, and small
+numerics on the reference engine (SDPA bf16, GDN fp32) against float64 torch references."""
+
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import opendnn  # noqa: E402
+import opendnn.ops  # noqa: E402
+
+NotSupported = opendnn.cudnnGraphNotSupportedError
+
+
+# ---- float64 references ------------------------------------------------------------------------
+
+def sdpa_reference(q, k, v, scale=None, causal=False):
+    q, k, v = q.double(), k.double(), v.double()
+    hq = q.shape[1]
+    k = k.repeat_interleave(hq // k.shape[1], dim=1)
+    v = v.repeat_interleave(hq // v.shape[1], dim=1)
+    s = (q @ k.transpose(-1, -2)) * (q.shape[-1] ** -0.5 if scale is None else scale)
+    if causal:
+        sq, skv = s.shape[-2:]
+        s = s.masked_fill(~torch.ones(sq, skv, dtype=torch.bool, device=s.device).tril(), float("-inf"))
+    return torch.softmax(s, dim=-1) @ v
+
+
+def gdn_reference(q, k, v, g, beta, cu_seqlens=None, initial_state=None, scale=None, use_qk_l2norm=False):
+    """Token-by-token gated delta rule (fla semantics; states [N, HV, K, V]) in float64."""
+    q, k, v, g, beta = (x.double() for x in (q, k, v, g, beta))
+    b, t, h, dk = q.shape
+    hv, dv = v.shape[2], v.shape[3]
+    scale = dk ** -0.5 if scale is None else scale
+    if use_qk_l2norm:
+        q = q * torch.rsqrt((q * q).sum(-1, keepdim=True) + 1e-6)
+        k = k * torch.rsqrt((k * k).sum(-1, keepdim=True) + 1e-6)
+    q, k = q.repeat_interleave(hv // h, dim=2), k.repeat_interleave(hv // h, dim=2)
+    if cu_seqlens is None:
+        seqs = [(i, 0, t) for i in range(b)]
+    else:
+        cu = cu_seqlens.tolist()
+        seqs = [(0, cu[n], cu[n + 1]) for n in range(len(cu) - 1)]
+    out, finals = {}, []
+    for n, (bi, start, end) in enumerate(seqs):
+        s = initial_state[n].double() if initial_state is not None else q.new_zeros(hv, dk, dv)
+        for j in range(start, end):
+            s = torch.exp(g[bi, j])[:, None, None] * s
+            err = v[bi, j] - torch.einsum("hkv,hk->hv", s, k[bi, j])
+            s = s + beta[bi, j][:, None, None] * k[bi, j][:, :, None] * err[:, None, :]
+            out[bi, j] = torch.einsum("hkv,hk->hv", s, q[bi, j]) * scale
+        finals.append(s)
+    o = torch.stack([torch.stack([out[bi, j] for j in range(t)]) for bi in range(b)])
+    return o, torch.stack(finals)
+
+
+# ---- import hygiene ------------------------------------------------------------------------------
+
+def test_import_opendnn_does_not_import_ops():
+    code = "import sys, opendnn; assert 'opendnn.ops' not in sys.modules and 'torch' not in sys.modules"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+# ---- fake kernels --------------------------------------------------------------------------------
+
+def test_sdpa_fake_shapes_and_strides():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        q = torch.empty(2, 128, 8, 64, dtype=torch.bfloat16).transpose(1, 2)  # BSHD memory, BHSD view
+        k = torch.empty(2, 2, 96, 64, dtype=torch.bfloat16)
+        v = torch.empty(2, 2, 96, 32, dtype=torch.bfloat16)
+        o = opendnn.ops.sdpa(q, k, v, is_causal=True)
+        assert o.shape == (2, 8, 128, 32) and o.dtype == torch.bfloat16
+        assert o.stride() == (128 * 8 * 32, 32, 8 * 32, 1)  # q's stride order, packed
+        o2, stats = torch.ops.opendnn.sdpa_fwd(q, k, v, 0.125, "TOP_LEFT", None, 0)
+        assert stats.shape == (2, 8, 128, 1) and stats.dtype == torch.float32
+        dq, dk, dv = torch.ops.opendnn.sdpa_bwd(o2, q, k, v, o2, stats, 0.125, "TOP_LEFT", None, 0)
+        assert dq.shape == q.shape and dq.stride() == q.stride()
+        assert dk.shape == k.shape and dk.stride() == k.stride()
+        assert dv.shape == v.shape and dv.stride() == v.stride()
+
+
+def test_gdn_fake_shapes():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        q, k = torch.empty(1, 64, 2, 32), torch.empty(1, 64, 2, 32)
+        v, g, beta = torch.empty(1, 64, 4, 16), torch.empty(1, 64, 4), torch.empty(1, 64, 4)
+        cu = torch.empty(3, dtype=torch.int64)
+        h0 = torch.empty(2, 4, 32, 16)
+        o, fs = opendnn.ops.gated_delta_net(q, k, v, g, beta, cu_seqlens=cu, initial_state=h0,
+                                            output_final_state=True)
+        assert o.shape == (1, 64, 4, 16) and o.dtype == torch.float32
+        assert fs.shape == (2, 4, 32, 16) and fs.dtype == torch.float32
+        o, fs = opendnn.ops.gated_delta_net(q.to(torch.bfloat16), k.to(torch.bfloat16), v.to(torch.bfloat16), g,
+                                            beta)
+        assert o.dtype == torch.bfloat16 and fs is None
+        grads = torch.ops.opendnn.gdn_bwd(o.reshape(64, 4, 16), q.reshape(64, 2, 32), k.reshape(64, 2, 32),
+                                          v.reshape(64, 4, 16), g.reshape(64, 4), beta.reshape(64, 4), cu, h0,
+                                          torch.empty(2, 4, 32, 16), 0.2, False)
+        assert [tuple(x.shape) for x in grads] == [(64, 2, 32), (64, 2, 32), (64, 4, 16), (64, 4), (64, 4),
+                                                   (2, 4, 32, 16)]
+
+
+# ---- errors --------------------------------------------------------------------------------------
+
+def _bf16(*shape):
+    return torch.randn(*shape).to(torch.bfloat16)
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: opendnn.ops.sdpa(torch.randn(1, 2, 8, 16), torch.randn(1, 2, 8, 16), torch.randn(1, 2, 8, 16)),
+     "float16 or torch.bfloat16"),
+    (lambda: opendnn.ops.sdpa(_bf16(2, 8, 16), _bf16(2, 8, 16), _bf16(2, 8, 16)), "4-D"),
+    (lambda: opendnn.ops.sdpa(_bf16(1, 3, 8, 16), _bf16(1, 2, 8, 16), _bf16(1, 2, 8, 16)), "multiple of k heads"),
+    (lambda: opendnn.ops.sdpa(_bf16(1, 2, 8, 16), _bf16(1, 2, 8, 16), _bf16(1, 2, 8, 16),
+                              diagonal_alignment="MIDDLE"), "diagonal_alignment"),
+    (lambda: opendnn.ops.sdpa(_bf16(1, 1, 4, 264), _bf16(1, 1, 4, 264), _bf16(1, 1, 4, 264)), "exceeds 256"),
+    (lambda: opendnn.ops.gated_delta_net(torch.randn(2, 4, 2, 8), torch.randn(2, 4, 2, 8), torch.randn(2, 4, 2, 8),
+                                         torch.randn(2, 4, 2), torch.rand(2, 4, 2),
+                                         cu_seqlens=torch.tensor([0, 4, 8])), "batch size must be 1"),
+    (lambda: opendnn.ops.gated_delta_net(torch.randn(1, 4, 4, 8), torch.randn(1, 4, 4, 8), torch.randn(1, 4, 2, 8),
+                                         torch.randn(1, 4, 2), torch.rand(1, 4, 2)), "multiple of q/k heads"),
+    (lambda: opendnn.ops.gated_delta_net(torch.randn(1, 4, 2, 8), torch.randn(1, 4, 2, 8), torch.randn(1, 4, 2, 8),
+                                         torch.randn(1, 4, 2), torch.rand(1, 4, 2),
+                                         initial_state=torch.zeros(1, 2, 8, 4)), "initial_state"),
+])
+def test_errors_name_the_reason(make, match):
+    with pytest.raises(NotSupported, match=match):
+        make()
+
+
+# ---- numerics on the reference engine --------------------------------------------------------------
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_sdpa_cpu_forward_backward(causal):
+    torch.manual_seed(0)
+    b, hq, hk, s, d = 1, 4, 2, 24, 16
+    q = _bf16(b, s, hq, d).transpose(1, 2).requires_grad_()
+    k, v = _bf16(b, hk, s, d).requires_grad_(), _bf16(b, hk, s, d).requires_grad_()
+    o = opendnn.ops.sdpa(q, k, v, is_causal=causal)
+    ref = sdpa_reference(q.detach(), k.detach(), v.detach(), causal=causal)
+    torch.testing.assert_close(o.double(), ref, atol=2e-2, rtol=2e-2)
+    do = torch.randn_like(o)
+    o.backward(do)
+    qr, kr, vr = (x.detach().double().requires_grad_() for x in (q, k, v))
+    sdpa_reference(qr, kr, vr, causal=causal).backward(do.double())
+    for got, want in ((q.grad, qr.grad), (k.grad, kr.grad), (v.grad, vr.grad)):
+        torch.testing.assert_close(got.double(), want, atol=5e-2, rtol=5e-2)
+
+
+def _gdn_inputs(b=1, t=20, h=2, hv=4, dk=8, dv=8, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    q, k = torch.randn(b, t, h, dk, generator=gen), torch.randn(b, t, h, dk, generator=gen)
+    v = torch.randn(b, t, hv, dv, generator=gen)
+    g = -torch.rand(b, t, hv, generator=gen)
+    beta = torch.rand(b, t, hv, generator=gen)
+    return q, k, v, g, beta
+
+
+@pytest.mark.parametrize("varlen", [False, True])
+def test_gdn_cpu_forward_backward(varlen):
+    q, k, v, g, beta = _gdn_inputs(b=1 if varlen else 2)
+    cu = torch.tensor([0, 7, 20], dtype=torch.int32) if varlen else None
+    n = 2
+    h0 = torch.randn(n, 4, 8, 8)
+    ins = [x.clone().requires_grad_() for x in (q, k, v, g, beta, h0)]
+    o, fs = opendnn.ops.gated_delta_net(*ins[:5], cu_seqlens=cu, initial_state=ins[5], output_final_state=True,
+                                        use_qk_l2norm=True)
+    refs = [x.detach().double().requires_grad_() for x in (q, k, v, g, beta, h0)]
+    ro, rfs = gdn_reference(*refs[:5], cu_seqlens=cu, initial_state=refs[5], use_qk_l2norm=True)
+    torch.testing.assert_close(o.double(), ro, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(fs.double(), rfs, atol=1e-4, rtol=1e-4)
+    do, dfs = torch.randn_like(o), torch.randn_like(fs)
+    torch.autograd.backward([o, fs], [do, dfs])
+    torch.autograd.backward([ro, rfs], [do.double(), dfs.double()])
+    for name, got, want in zip(["q", "k", "v", "g", "beta", "h0"], ins, refs):
+        torch.testing.assert_close(got.grad.double(), want.grad, atol=1e-3, rtol=1e-3, msg=lambda m: f"d{name}: {m}")
+
+
+def test_graph_cache_reuses_plans():
+    opendnn.ops.clear_cache()
+    q, k, v, g, beta = _gdn_inputs()
+    for _ in range(3):
+        opendnn.ops.gated_delta_net(q, k, v, g, beta)
+    assert len(opendnn.ops._CACHE) == 1
+    opendnn.ops.gated_delta_net(q, k, v, g, beta, scale=0.5)  # another option: another graph
+    assert len(opendnn.ops._CACHE) == 2
+
+
+def test_compile_fullgraph_cpu():
+    torch._dynamo.reset()
+    q = _bf16(1, 2, 16, 16).requires_grad_()
+    k, v = _bf16(1, 2, 16, 16), _bf16(1, 2, 16, 16)
+
+    def f(q, k, v):
+        return opendnn.ops.sdpa(q, k, v, is_causal=True).float().square().sum()
+
+    loss = torch.compile(f, fullgraph=True, backend="aot_eager")(q, k, v)
+    loss.backward()
+    want = q.grad.clone()
+    q.grad = None
+    f(q, k, v).backward()
+    torch.testing.assert_close(q.grad, want)
+
+    qg, kg, vg, gg, bg = _gdn_inputs()
+    qg.requires_grad_()
+
+    def fg(q, k, v, g, beta):
+        o, s = opendnn.ops.gated_delta_net(q, k, v, g, beta, output_final_state=True)
+        return o.sum() + s.sum()
+
+    torch.compile(fg, fullgraph=True, backend="aot_eager")(qg, kg, vg, gg, bg).backward()
+    assert qg.grad is not None and torch.isfinite(qg.grad).all()
+
+
+def test_opcheck_cpu():
+    q = _bf16(1, 2, 8, 16).requires_grad_()
+    k, v = _bf16(1, 2, 8, 16).requires_grad_(), _bf16(1, 2, 8, 16).requires_grad_()
+    torch.library.opcheck(torch.ops.opendnn.sdpa_fwd.default, (q, k, v, 0.25, "TOP_LEFT", None, 0))
+    q, k, v, g, beta = (x.reshape(-1, *x.shape[2:]).requires_grad_() for x in _gdn_inputs(t=8))
+    cu = torch.tensor([0, 3, 8], dtype=torch.int32)
+    h0 = torch.randn(2, 4, 8, 8, requires_grad=True)
+    torch.library.opcheck(torch.ops.opendnn.gdn_fwd.default, (q, k, v, g, beta, cu, h0, 0.3, False, True))
