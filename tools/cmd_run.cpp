@@ -292,8 +292,7 @@ int run_graph(const RunOptions& o) {
   std::printf("\n%-5s %-28s %-9s %-20s %16s %16s\n", "uid", "output", "type", "dims", "sum", "sum_abs");
   for (const auto& t : outputs) {
     double sum = 0.0, sum_abs = 0.0;
-    size_t k = size_t(std::lower_bound(g.variant_uids().begin(), g.variant_uids().end(), t->get_uid()) -
-                      g.variant_uids().begin());
+    size_t k = size_t(g.variant_slot_of(t->get_uid()));
     for_each_value(*t, buffers[k].data, [&](double v) {
       sum += v;
       sum_abs += std::fabs(v);
@@ -305,8 +304,7 @@ int run_graph(const RunOptions& o) {
     std::error_code ec;
     std::filesystem::create_directories(o.save, ec);
     for (const auto& t : outputs) {
-      size_t k = size_t(std::lower_bound(g.variant_uids().begin(), g.variant_uids().end(), t->get_uid()) -
-                        g.variant_uids().begin());
+      size_t k = size_t(g.variant_slot_of(t->get_uid()));
       std::string err;
       if (!save_output(o.save, *t, buffers[k].data, err)) {
         std::fprintf(stderr, "error: %s\n", err.c_str());

@@ -147,6 +147,8 @@ class Graph {
 
   // The variant pack's slots: uids of the non-virtual tensors that need a pointer, ascending.
   const std::vector<int64_t>& variant_uids() const;
+  // The slot of a uid in variant_uids(), or -1 when it has none (virtual, constant, or not planned).
+  int64_t variant_slot_of(int64_t uid) const;
   Status execute(const std::unordered_map<int64_t, void*>& pack, void* workspace, void* stream = nullptr);
   Status execute(const std::unordered_map<TensorPtr, void*>& pack, void* workspace, void* stream = nullptr);
   // The hot path: one pointer per variant slot, in variant_uids() order. No allocation, no lookup.

@@ -418,6 +418,7 @@ Status Graph::deselect_workspace_greater_than(int64_t bytes) {
 // ---------------------------------------------------------------- variant pack and execution
 
 const std::vector<int64_t>& Graph::variant_uids() const { return exec_ ? exec_->variant_uids : kNoUids; }
+int64_t Graph::variant_slot_of(int64_t uid) const { return exec_ ? exec_->slot_of(uid) : -1; }
 
 namespace {
 

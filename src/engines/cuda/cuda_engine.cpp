@@ -3,17 +3,11 @@
 
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <string>
 
 namespace opendnn::cuda {
 
-int64_t slot_of(const Graph& graph, const TensorPtr& t) {
-  if (!t) return -1;
-  const auto& uids = graph.variant_uids();
-  auto it = std::lower_bound(uids.begin(), uids.end(), t->get_uid());
-  return (it != uids.end() && *it == t->get_uid()) ? int64_t(it - uids.begin()) : -1;
-}
+int64_t slot_of(const Graph& graph, const TensorPtr& t) { return t ? graph.variant_slot_of(t->get_uid()) : -1; }
 
 namespace {
 

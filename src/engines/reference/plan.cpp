@@ -110,7 +110,6 @@ Status build_reference_plan(const Graph& g, std::unique_ptr<Plan>& out) {
   if (!declines.empty()) return {ErrorCode::GRAPH_NOT_SUPPORTED, declines.front()};
   auto plan = std::make_unique<ReferencePlan>();
   plan->layout = layout_workspace(g);
-  const std::vector<int64_t>& uids = g.variant_uids();
 
   // Constants first, so their cells never move.
   std::unordered_map<const TensorAttr*, int64_t> const_index;
@@ -149,12 +148,12 @@ Status build_reference_plan(const Graph& g, std::unique_ptr<Plan>& out) {
       return {};
     }
     if (!t->get_is_virtual()) {
-      auto it = std::lower_bound(uids.begin(), uids.end(), t->get_uid());
-      if (it == uids.end() || *it != t->get_uid())
+      int64_t slot = g.variant_slot_of(t->get_uid());
+      if (slot < 0)
         return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
                 "tensor \"" + t->get_name() + "\" (uid " + std::to_string(t->get_uid()) +
                     ") has no variant-pack slot: plan the graph with create_execution_plans() first"};
-      src = {Source::SLOT, int64_t(it - uids.begin())};
+      src = {Source::SLOT, slot};
       return {};
     }
     auto it = plan->layout.offsets.find(t.get());
