@@ -72,6 +72,12 @@ struct LowerCtx {
   std::vector<int64_t> padded_strides(const TensorAttr& t) const;
   // The backend tensor of an opendnn tensor (created once).
   DescPtr tensor(const TensorPtr& t);
+  // Records a finalized operation (null if building it failed) in the graph and keeps it alive.
+  void add_op(const DescPtr& op) {
+    if (!op) return;
+    out.keep.push_back(op);
+    ops.push_back(op);
+  }
   // A new backend tensor. uid < 0 takes a fresh uid.
   DescPtr make_tensor(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides, DataType dt, bool is_virtual,
                       int64_t uid = -1, bool by_value = false);
@@ -89,7 +95,8 @@ struct LowerCtx {
   DescPtr pointwise(cudnnPointwiseMode_t mode, const DescPtr& x, const DescPtr& b, const DescPtr& y,
                     const DescPtr& t = nullptr, DataType prec = DataType::FLOAT, int64_t axis = -1);
   DescPtr matmul(const DescPtr& a, const DescPtr& bm, const DescPtr& c, DataType prec = DataType::FLOAT);
-  DescPtr reduction(cudnnReduceTensorOp_t op, const DescPtr& x, const DescPtr& y, DataType prec = DataType::FLOAT);
+  DescPtr reduction(cudnnReduceTensorOp_t op, const DescPtr& x, const DescPtr& y, DataType prec = DataType::FLOAT,
+                    bool deterministic = false);
   DescPtr reshape(const DescPtr& x, const DescPtr& y);
   DataType compute_type(const Node& n) const;
 };

@@ -193,10 +193,7 @@ DescPtr LowerCtx::pointwise(cudnnPointwiseMode_t mode, const DescPtr& x, const D
   if (t) b.set_desc(op, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, t);
   b.set_desc(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y);
   b.finalize(op, "pointwise operation");
-  if (op) {
-    out.keep.push_back(op);
-    ops.push_back(op);
-  }
+  add_op(op);
   return op;
 }
 
@@ -212,18 +209,17 @@ DescPtr LowerCtx::matmul(const DescPtr& a, const DescPtr& bm, const DescPtr& cm,
   b.set_desc(op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, cm);
   b.set_desc(op, CUDNN_ATTR_OPERATION_MATMUL_DESC, md);
   b.finalize(op, "matmul operation");
-  if (op) {
-    out.keep.push_back(op);
-    ops.push_back(op);
-  }
+  add_op(op);
   return op;
 }
 
-DescPtr LowerCtx::reduction(cudnnReduceTensorOp_t rop, const DescPtr& x, const DescPtr& y, DataType prec) {
+DescPtr LowerCtx::reduction(cudnnReduceTensorOp_t rop, const DescPtr& x, const DescPtr& y, DataType prec,
+                            bool deterministic) {
   bool ok = true;
   DescPtr rd = b.make(CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
   b.set(rd, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &rop);
   b.set_dtype(rd, CUDNN_ATTR_REDUCTION_COMP_TYPE, to_cudnn(prec, &ok));
+  if (deterministic) b.set_bool(rd, CUDNN_ATTR_REDUCTION_IS_DETERMINISTIC, true);
   b.finalize(rd, "reduction descriptor");
   if (rd) out.keep.push_back(rd);
   DescPtr op = b.make(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
@@ -231,10 +227,7 @@ DescPtr LowerCtx::reduction(cudnnReduceTensorOp_t rop, const DescPtr& x, const D
   b.set_desc(op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, y);
   b.set_desc(op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, rd);
   b.finalize(op, "reduction operation");
-  if (op) {
-    out.keep.push_back(op);
-    ops.push_back(op);
-  }
+  add_op(op);
   return op;
 }
 
@@ -243,10 +236,7 @@ DescPtr LowerCtx::reshape(const DescPtr& x, const DescPtr& y) {
   b.set_desc(op, CUDNN_ATTR_OPERATION_RESHAPE_XDESC, x);
   b.set_desc(op, CUDNN_ATTR_OPERATION_RESHAPE_YDESC, y);
   b.finalize(op, "reshape operation");
-  if (op) {
-    out.keep.push_back(op);
-    ops.push_back(op);
-  }
+  add_op(op);
   return op;
 }
 

@@ -107,10 +107,7 @@ bool lower_pointwise(LowerCtx& c, const Node& n, std::string& why) {
     b.set_desc(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, c.tensor(n.out("OUT_0")));
   }
   b.finalize(op, "pointwise operation");
-  if (op) {
-    c.out.keep.push_back(op);
-    c.ops.push_back(op);
-  }
+  c.add_op(op);
   return b.ok();
 }
 
@@ -134,10 +131,7 @@ bool lower_matmul(LowerCtx& c, const Node& n, std::string& why) {
   if (n.in("N_override")) b.set_desc(op, CUDNN_ATTR_OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC, c.tensor(n.in("N_override")));
   if (n.in("K_override")) b.set_desc(op, CUDNN_ATTR_OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC, c.tensor(n.in("K_override")));
   b.finalize(op, "matmul operation");
-  if (op) {
-    c.out.keep.push_back(op);
-    c.ops.push_back(op);
-  }
+  c.add_op(op);
   const auto& cd = n.out("C")->get_dim();
   const auto& ad = n.in("A")->get_dim();
   double v = 1;
@@ -213,10 +207,7 @@ bool lower_conv(LowerCtx& c, const Node& n, std::string& why) {
     b.set_float(op, abeta, 0.0f);
   }
   b.finalize(op, "convolution operation");
-  if (op) {
-    c.out.keep.push_back(op);
-    c.ops.push_back(op);
-  }
+  c.add_op(op);
   // FLOPs: 2 * |Y| * C_in/groups * prod(filter spatial), with |Y| the output-activation volume.
   const auto& yd = (*y)->get_dim();
   const auto& wd = (*w)->get_dim();
@@ -236,24 +227,8 @@ bool lower_reduction(LowerCtx& c, const Node& n, std::string& why) {
   const std::string& m = n.attr_str("mode");
   for (auto& [name, op] : kModes) {
     if (m != name) continue;
-    auto& b = c.b;
-    bool ok = true;
-    DescPtr rd = b.make(CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
-    b.set(rd, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &op);
-    b.set_dtype(rd, CUDNN_ATTR_REDUCTION_COMP_TYPE, to_cudnn(c.compute_type(n), &ok));
-    if (n.attr_bool("is_deterministic")) b.set_bool(rd, CUDNN_ATTR_REDUCTION_IS_DETERMINISTIC, true);
-    b.finalize(rd, "reduction descriptor");
-    if (rd) c.out.keep.push_back(rd);
-    DescPtr o = b.make(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
-    b.set_desc(o, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, c.tensor(n.in("X")));
-    b.set_desc(o, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, c.tensor(n.out("Y")));
-    b.set_desc(o, CUDNN_ATTR_OPERATION_REDUCTION_DESC, rd);
-    b.finalize(o, "reduction operation");
-    if (o) {
-      c.out.keep.push_back(o);
-      c.ops.push_back(o);
-    }
-    return b.ok();
+    c.reduction(op, c.tensor(n.in("X")), c.tensor(n.out("Y")), c.compute_type(n), n.attr_bool("is_deterministic"));
+    return c.b.ok();
   }
   why = "reduction mode '" + m + "' is not set or unknown";
   return false;
@@ -332,10 +307,7 @@ bool lower_norm(LowerCtx& c, const Node& n, std::string& why) {
       }
     }
     b.finalize(op, "norm forward operation");
-    if (op) {
-      c.out.keep.push_back(op);
-      c.ops.push_back(op);
-    }
+    c.add_op(op);
   } else {
     DescPtr op = b.make(CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR);
     b.set(op, CUDNN_ATTR_OPERATION_NORM_BWD_MODE, CUDNN_TYPE_NORM_MODE, 1, &mode);
@@ -351,10 +323,7 @@ bool lower_norm(LowerCtx& c, const Node& n, std::string& why) {
     bool dbias = n.kind() != OpKind::RMSNORM_BACKWARD || n.attr_bool("has_dbias");
     if (dbias) b.set_desc(op, CUDNN_ATTR_OPERATION_NORM_BWD_DBIAS_DESC, c.tensor(n.out("dbias")));
     b.finalize(op, "norm backward operation");
-    if (op) {
-      c.out.keep.push_back(op);
-      c.ops.push_back(op);
-    }
+    c.add_op(op);
   }
   (void)why;
   return b.ok();
@@ -371,10 +340,7 @@ bool lower_genstats(LowerCtx& c, const Node& n, std::string&) {
   b.set_desc(op, CUDNN_ATTR_OPERATION_GENSTATS_SUMDESC, c.tensor(n.out("sum")));
   b.set_desc(op, CUDNN_ATTR_OPERATION_GENSTATS_SQSUMDESC, c.tensor(n.out("sq_sum")));
   b.finalize(op, "genstats operation");
-  if (op) {
-    c.out.keep.push_back(op);
-    c.ops.push_back(op);
-  }
+  c.add_op(op);
   return b.ok();
 }
 

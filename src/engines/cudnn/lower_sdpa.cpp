@@ -162,10 +162,7 @@ bool lower_sdpa_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string& why
     if (!scale) scale = c.scalar_f32(1.0f);
     b.set_desc(op, CUDNN_ATTR_OPERATION_SDPA_FWD_SCALEDESC, scale);
     b.finalize(op, "SDPA_FWD operation");
-    if (op) {
-      c.out.keep.push_back(op);
-      c.ops.push_back(op);
-    }
+    c.add_op(op);
     return b.ok();
   }
   const TensorPtr& Q = n.in("Q");
@@ -232,10 +229,7 @@ bool lower_sdpa_backward_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::st
     b.set_desc(op, CUDNN_ATTR_OPERATION_SDPA_BWD_DKDESC, c.tensor(n.out("dK")));
     b.set_desc(op, CUDNN_ATTR_OPERATION_SDPA_BWD_DVDESC, c.tensor(n.out("dV")));
     b.finalize(op, "SDPA_BWD operation");
-    if (op) {
-      c.out.keep.push_back(op);
-      c.ops.push_back(op);
-    }
+    c.add_op(op);
     return b.ok();
   }
   const TensorPtr& dO = n.in("dO");
