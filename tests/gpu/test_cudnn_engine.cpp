@@ -6,12 +6,12 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <random>
 
 #include "common/dtype_convert.h"
 #include "engines/cudnn/cudnn_engine.h"
-#include "engines/cudnn/lower.h"
 #include "opendnn/graph.h"
 
 namespace opendnn {
@@ -66,32 +66,58 @@ struct RunResult {
   double us = 0;
 };
 
-// Fills inputs (by tensor) from `data`, runs the first proposed plan, returns every non-virtual tensor.
-::testing::AssertionResult run_graph(Graph& g, const std::map<const TensorAttr*, Host>& data, RunResult& r,
-                                     bool capture = false, int plan_index = 0) {
-  auto eng = make_cudnn_engine();
-  Proposal p = eng->propose_plans(g, cuda_target());
-  if (p.plans.empty()) {
+// Plans `g` through the router on the cudnn engine alone (the other engines deselected), selects and
+// builds its `nth` cudnn plan (or the first when there are fewer).
+::testing::AssertionResult plan_on_cudnn(Graph& g, int nth, RunResult& r) {
+  Status s = g.create_execution_plans({HeurMode::A, HeurMode::B, HeurMode::FALLBACK});
+  if (s.is_bad()) return ::testing::AssertionFailure() << "create_execution_plans: " << s.to_string();
+  std::vector<int64_t> ours;
+  std::vector<std::string> others;
+  for (int64_t i = 0; i < g.get_execution_plan_count(); ++i) {
+    PlanInfo info;
+    if (g.get_plan_info_at_index(i, info).is_bad()) continue;
+    if (info.engine == "cudnn") ours.push_back(i);
+    else others.push_back(info.engine);
+  }
+  if (ours.empty()) {
     std::string m;
-    for (auto& d : p.declines) m += d + "\n";
+    for (auto& d : make_cudnn_engine()->propose_plans(g, cuda_target()).declines) m += d + "\n";
     return ::testing::AssertionFailure() << "declined:\n" << m;
   }
-  if (plan_index >= int(p.plans.size())) plan_index = 0;
-  const PlanCandidate& cand = p.plans[size_t(plan_index)];
-  std::unique_ptr<Plan> plan;
-  Status bs = eng->build_plan(g, cuda_target(), cand, plan);
-  if (bs.is_bad()) return ::testing::AssertionFailure() << "build " << cand.name << ": " << bs.to_string();
-  r.plan_name = cand.name;
-  r.workspace = plan->workspace_size();
-  std::vector<int64_t> slots = cudnn::variant_slots(g);
+  if (!others.empty()) (void)g.deselect_engines(others);
+  int64_t index = ours[size_t(nth) < ours.size() ? size_t(nth) : 0];
+  s = g.build_plan_at_index(index);
+  if (s.is_good()) s = g.select_plan(index);
+  (void)g.get_plan_name_at_index(index, r.plan_name);
+  if (s.is_bad()) return ::testing::AssertionFailure() << "build " << r.plan_name << ": " << s.to_string();
+  (void)g.get_workspace_size_plan_at_index(index, r.workspace);
+  return ::testing::AssertionSuccess();
+}
+
+// Fills inputs (by tensor) from `data`, runs a cudnn plan through Graph::execute's slot-array hot path,
+// returns every non-virtual tensor.
+::testing::AssertionResult run_graph(Graph& g, const std::map<const TensorAttr*, Host>& data, RunResult& r,
+                                     bool capture = false, int plan_index = 0) {
+  ::testing::AssertionResult planned = plan_on_cudnn(g, plan_index, r);
+  if (!planned) return planned;
+  Graph* plan = &g;  // executes the selected plan
+  const std::vector<int64_t>& slots = g.variant_uids();
   std::vector<void*> ptrs(slots.size(), nullptr);
   std::vector<TensorPtr> ts(slots.size());
+  // Run-time by-value scalars are read from host memory (cuDNN reads them at every execute).
+  std::vector<std::vector<unsigned char>> host_scalars(slots.size());
   for (size_t i = 0; i < slots.size(); ++i) {
     TensorPtr t = g.find_tensor(slots[i]);
     ts[i] = t;
     int64_t bytes = std::max<int64_t>(t->storage_bytes(), 16);
-    cudaMalloc(&ptrs[i], size_t(bytes));
-    std::vector<unsigned char> host(size_t(bytes), 0);
+    // Outputs start poisoned (all-ones bytes: NaN in every float type) so an unwritten element fails.
+    std::vector<unsigned char> host(size_t(bytes), t->is_produced() ? 0xFF : 0);
+    if (t->get_is_pass_by_value()) {
+      host_scalars[i] = host;
+      ptrs[i] = host_scalars[i].data();
+    } else {
+      cudaMalloc(&ptrs[i], size_t(bytes));
+    }
     auto it = data.find(t.get());
     if (it != data.end()) {
       // Data is given in logical row-major order; scatter through the strides.
@@ -108,7 +134,8 @@ struct RunResult {
         }
       }
     }
-    cudaMemcpy(ptrs[i], host.data(), size_t(bytes), cudaMemcpyHostToDevice);
+    if (t->get_is_pass_by_value()) std::memcpy(ptrs[i], host.data(), host.size());
+    else cudaMemcpy(ptrs[i], host.data(), size_t(bytes), cudaMemcpyHostToDevice);
   }
   void* ws = nullptr;
   if (r.workspace > 0) cudaMalloc(&ws, size_t(r.workspace));
@@ -154,7 +181,12 @@ struct RunResult {
     const TensorPtr& t = ts[i];
     int64_t bytes = std::max<int64_t>(t->storage_bytes(), 16);
     std::vector<unsigned char> host(static_cast<size_t>(bytes), 0);
-    cudaMemcpy(host.data(), ptrs[i], size_t(bytes), cudaMemcpyDeviceToHost);
+    if (t->get_is_pass_by_value()) {
+      std::memcpy(host.data(), ptrs[i], host.size());
+    } else {
+      cudaMemcpy(host.data(), ptrs[i], size_t(bytes), cudaMemcpyDeviceToHost);
+      cudaFree(ptrs[i]);
+    }
     Host v(static_cast<size_t>(t->volume()));
     const auto& d = t->get_dim();
     const auto& st = t->get_stride();
@@ -169,7 +201,6 @@ struct RunResult {
       }
     }
     r.out[t.get()] = std::move(v);
-    cudaFree(ptrs[i]);
   }
   if (ws) cudaFree(ws);
   cudaStreamDestroy(stream);

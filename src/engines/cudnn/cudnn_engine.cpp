@@ -181,12 +181,20 @@ class CudnnPlan final : public Plan {
  public:
   CudnnPlan(std::shared_ptr<BuiltEntry> e, int device) : e_(std::move(e)), device_(device) {}
 
-  Status init() {
+  // `g` has its variant slots laid out (the router plans before it builds).
+  Status init(const Graph& g) {
     const LoweredGraph& lg = *e_->lg;
     cudnn_ws_ = align256(e_->ws);
     total_ws_ = cudnn_ws_ + lg.ws_bytes;
     n_slots_ = lg.slot_uids.size();
     uids_ = lg.slot_uids;
+    for (int64_t uid : lg.slot_uids) {
+      int64_t slot = g.variant_slot_of(uid);
+      if (slot < 0)
+        return {ErrorCode::INVALID_VALUE, "cudnn: tensor uid " + std::to_string(uid) +
+                                              " has no variant-pack slot (plan the graph with create_execution_plans first)"};
+      slot_index_.push_back(size_t(slot));
+    }
     for (auto& w : lg.ws_tensors) {
       ws_index_.push_back({uids_.size(), cudnn_ws_ + w.offset});
       uids_.push_back(w.uid);
@@ -198,13 +206,7 @@ class CudnnPlan final : public Plan {
       host_index_.push_back({uids_.size(), const_cast<unsigned char*>(h.bytes)});
       uids_.push_back(h.uid);
     }
-    for (auto& a : lg.aliases) {
-      alias_index_.push_back({uids_.size(), a.slot});
-      uids_.push_back(a.uid);
-    }
     ptrs_.assign(uids_.size(), nullptr);
-    for (size_t i = 0; i < n_slots_; ++i)
-      if (lg.slot_host[i] >= 0) ptrs_[i] = const_cast<unsigned char*>(lg.host_values[size_t(lg.slot_host[i])].bytes);
     for (auto& [i, p] : host_index_) ptrs_[i] = p;
     OPENDNN_RETURN_IF_ERROR(pool().get(device_, nullptr, handle_));
     last_stream_ = nullptr;
@@ -238,19 +240,16 @@ class CudnnPlan final : public Plan {
       OPENDNN_RETURN_IF_ERROR(pool().get(device_, stream, handle_));
       last_stream_ = stream;
     }
-    const LoweredGraph& lg = *e_->lg;
     for (size_t i = 0; i < n_slots_; ++i) {
-      if (lg.slot_host[i] >= 0) continue;
-      if (!slots[i])
-        return {ErrorCode::INVALID_VARIANT_PACK, "cudnn: no pointer for tensor uid " + std::to_string(uids_[i])};
-      ptrs_[i] = slots[i];
+      void* p = slots[slot_index_[i]];
+      if (!p) return {ErrorCode::INVALID_VARIANT_PACK, "cudnn: no pointer for tensor uid " + std::to_string(uids_[i])};
+      ptrs_[i] = p;
     }
     if (total_ws_ > 0 && !workspace)
       return {ErrorCode::INVALID_VARIANT_PACK,
               "cudnn: the plan needs " + std::to_string(total_ws_) + " bytes of workspace but none was given"};
     char* ws = static_cast<char*>(workspace);
     for (auto& [i, off] : ws_index_) ptrs_[i] = ws + off;
-    for (auto& [i, slot] : alias_index_) ptrs_[i] = slots[slot];
     for (auto& [off, bytes] : zero_) {
       cudaError_t e = a.cudaMemsetAsync(ws + off, 0, size_t(bytes), static_cast<cudaStream_t>(stream));
       if (e != cudaSuccess) return {ErrorCode::CUDA_API_FAILED, std::string("cudaMemsetAsync: ") + a.cudaGetErrorString(e)};
@@ -289,10 +288,10 @@ class CudnnPlan final : public Plan {
   int64_t cudnn_ws_ = 0, total_ws_ = 0;
   size_t n_slots_ = 0;
   std::vector<int64_t> uids_;
+  std::vector<size_t> slot_index_;  // per user tensor: its index in execute()'s slot array
   std::vector<void*> ptrs_;
   std::vector<std::pair<size_t, int64_t>> ws_index_;
   std::vector<std::pair<size_t, unsigned char*>> host_index_;
-  std::vector<std::pair<size_t, int>> alias_index_;
   std::vector<std::pair<int64_t, int64_t>> zero_;
   DescPtr vp_;
   bool fresh_ = true;
@@ -483,7 +482,7 @@ class CudnnEngine final : public Engine {
       if (!b.ok()) return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cudnn: " + cand.name + ": " + b.error()};
     }
     auto plan = std::make_unique<CudnnPlan>(entry, device);
-    OPENDNN_RETURN_IF_ERROR(plan->init());
+    OPENDNN_RETURN_IF_ERROR(plan->init(g));
     out = std::move(plan);
     return {};
   }

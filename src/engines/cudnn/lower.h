@@ -4,9 +4,8 @@
 // Every opendnn tensor becomes a backend tensor with the same uid (virtual stays virtual). Tensors of
 // rank < R (R = max(3, the graph's largest rank)) get leading 1 dims so every op sees equal ranks.
 // Extra backend tensors the lowering invents get fresh uids above the graph's largest:
-//   - aliases: another view of a user tensor under a new uid; its variant-pack pointer is the user's
-//     (unused now: cuDNN 9.19 failed plans whose variant pack held the same buffer under two uids with
-//     BAD_PARAM_NULL_POINTER at execute; Kᵀ/Vᵀ are tensor_view()s under the user's own uid);
+//   (no aliases: cuDNN 9.19 failed plans whose variant pack held the same buffer under two uids with
+//   BAD_PARAM_NULL_POINTER at execute; Kᵀ/Vᵀ are tensor_view()s under the user's own uid);
 //   - by-value scalars (attention scale, -inf, index shifts): host memory owned by the LoweredGraph;
 //   - workspace tensors (SDPA backward softmax_sum and dQ accumulator): carved from the workspace
 //     after cuDNN's own part, zeroed with cudaMemsetAsync before execution when needed.
@@ -32,24 +31,19 @@ struct LoweredGraph {
   SdpaImpl sdpa_impl = SdpaImpl::COMPOSITE;
   bool has_sdpa = false;
 
-  // Variant pack layout: [user slots (variant_uids order)] [workspace tensors] [host values] [aliases]
-  std::vector<int64_t> slot_uids;   // the graph's variant uids
-  std::vector<int> slot_host;       // per slot: index into host_values if the tensor is by-value, else -1
+  // Variant pack layout: [user tensors] [workspace tensors] [host values]. The user tensors are those the
+  // lowering described that the caller points to (non-virtual; by-value only when run-time); the plan maps
+  // each to its slot with Graph::variant_slot_of once the router has laid the slots out.
+  std::vector<int64_t> slot_uids;
   struct WsTensor { int64_t uid; int64_t offset; int64_t bytes; bool zero; };
   std::vector<WsTensor> ws_tensors;  // offsets relative to the end of cuDNN's workspace (256-aligned)
   int64_t ws_bytes = 0;
   struct HostValue { int64_t uid; alignas(16) unsigned char bytes[16]; };
   std::deque<HostValue> host_values;  // stable addresses
-  struct Alias { int64_t uid; int slot; };
-  std::vector<Alias> aliases;
 
   double flops = 0;  // for the cost estimate
   double bytes = 0;
 };
-
-// The variant slots of a graph: Graph::variant_uids() when the router provides it, else the uids of
-// the non-virtual, non-by-value tensors, ascending (the definition in graph.h).
-std::vector<int64_t> variant_slots(const Graph& g);
 
 // Lowers the graph; on failure returns false and appends the reasons (naming node and tensor).
 bool lower_graph(const Graph& g, cudnnHandle_t handle, SdpaImpl impl, size_t cudnn_version,
@@ -64,7 +58,6 @@ struct LowerCtx {
   int rank = 3;
   int64_t next_uid = 1;
   std::unordered_map<const TensorAttr*, DescPtr> tensors;
-  std::unordered_map<int64_t, int> slot_of_uid;
   std::vector<DescPtr> ops;
 
   LowerCtx(const Graph& graph, LoweredGraph& o) : g(graph), out(o) {}
@@ -84,8 +77,6 @@ struct LowerCtx {
   DescPtr virt(const std::vector<int64_t>& dims, DataType dt = DataType::FLOAT);
   DescPtr scalar_f32(float v);
   DescPtr scalar_i32(int32_t v);
-  // A view of a user tensor with other dims/strides, reading the same memory.
-  DescPtr alias(const TensorPtr& src, const std::vector<int64_t>& dims, const std::vector<int64_t>& strides);
   // The backend tensor of a user tensor, described with other dims/strides under its own uid (Kᵀ, Vᵀ of
   // attention: cuDNN's fused attention patterns expect K and V only in their transposed form). Fails
   // (a decline) if the tensor already has a descriptor.

@@ -9,17 +9,6 @@
 
 namespace opendnn::cudnn {
 
-std::vector<int64_t> variant_slots(const Graph& g) {
-  const auto& v = g.variant_uids();
-  if (!v.empty()) return v;
-  std::vector<int64_t> uids;
-  for (const auto& t : g.tensors())
-    if (!t->get_is_virtual() && !t->get_is_pass_by_value() && t->has_uid()) uids.push_back(t->get_uid());
-  std::sort(uids.begin(), uids.end());
-  uids.erase(std::unique(uids.begin(), uids.end()), uids.end());
-  return uids;
-}
-
 std::vector<int64_t> LowerCtx::padded_dims(const TensorAttr& t) const {
   std::vector<int64_t> d = t.get_dim();
   while (int(d.size()) < rank) d.insert(d.begin(), 1);
@@ -127,18 +116,6 @@ DescPtr LowerCtx::scalar_i32(int32_t v) {
   hv.uid = uid;
   std::memcpy(hv.bytes, &v, 4);
   out.host_values.push_back(hv);
-  return d;
-}
-
-DescPtr LowerCtx::alias(const TensorPtr& src, const std::vector<int64_t>& dims, const std::vector<int64_t>& strides) {
-  auto it = slot_of_uid.find(src->get_uid());
-  if (it == slot_of_uid.end()) {
-    b.fail("tensor " + src->get_name() + " has no variant-pack slot");
-    return nullptr;
-  }
-  int64_t uid = next_uid;
-  DescPtr d = make_tensor(dims, strides, src->get_data_type(), false, -1);
-  out.aliases.push_back({uid, it->second});
   return d;
 }
 
@@ -266,8 +243,6 @@ bool lower_graph(const Graph& g, cudnnHandle_t handle, SdpaImpl impl, size_t ver
   }
   c.rank = std::max(3, max_rank);
   c.next_uid = (max_uid / 1000 + 1) * 1000 + 1000000;  // well clear of the user's uids
-  lg->slot_uids = variant_slots(g);
-  for (size_t i = 0; i < lg->slot_uids.size(); ++i) c.slot_of_uid[lg->slot_uids[i]] = int(i);
 
   bool ok = true;
   for (const auto& n : g.nodes()) {
@@ -294,18 +269,12 @@ bool lower_graph(const Graph& g, cudnnHandle_t handle, SdpaImpl impl, size_t ver
     declines.push_back("cudnn: the graph has no operations");
     return false;
   }
-  // A by-value tensor with a slot is a run-time scalar (constants get no slot): cuDNN reads it
-  // through the caller's host pointer at every execute, so it never uses a host copy of ours.
-  lg->slot_host.assign(lg->slot_uids.size(), -1);
-  // Every non-virtual tensor that is used must have a slot (or be by-value / alias / workspace).
-  for (const auto& [attr, d] : c.tensors) {
-    if (attr->get_is_virtual() || attr->get_is_pass_by_value()) continue;
-    if (!c.slot_of_uid.count(attr->get_uid())) {
-      declines.push_back("cudnn: tensor " + attr->get_name() + " (uid " + std::to_string(attr->get_uid()) +
-                         ") is not in the variant pack");
-      return false;
-    }
-  }
+  // The caller's pointers: every described user tensor except constants (a by-value tensor without a
+  // value is a run-time scalar that cuDNN reads through the caller's host pointer at every execute).
+  for (const auto& [attr, d] : c.tensors)
+    if (!attr->get_is_virtual() && !(attr->get_is_pass_by_value() && attr->get_value().is_set()))
+      lg->slot_uids.push_back(attr->get_uid());
+  std::sort(lg->slot_uids.begin(), lg->slot_uids.end());
   DescPtr og = c.b.make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
   c.b.set(og, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
   c.b.set_descs(og, CUDNN_ATTR_OPERATIONGRAPH_OPS, c.ops);
