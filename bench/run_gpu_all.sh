@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# One device call for everything GPU: builds the library with the cuda engine, the GPU tests and the
+# Python extension in one build dir (all cores), runs the C++ GPU tests, the Python GPU tests, the DDP
+# test and the benchmarks named on the command line, and leaves at most 8 files in $OUT (log.txt,
+# tests.txt, results.tgz with bench/results, ...). Needs .carry/cudnn (nlohmann-json, GoogleTest, cuDNN
+# headers) and .carry/cutlass (CuTe headers); flash-linear-attention wheels in .whl if present.
+#   bash bench/run_gpu_all.sh [--no-tests] [--only-tests REGEX] [bench args: gemm sdpa gdn norm pointwise cudnn_engine ...]
+# Each benchmark runs as `python3 bench/<name>.py $BENCH_FLAGS`.
+set -o pipefail
+OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export OPENDNN_PIP_CUDNN_DIR=$(python3 -c 'import os,nvidia.cudnn as m; print(os.path.join(list(m.__path__)[0],"lib"))' 2>/dev/null)
+LOG=$OUT/log.txt; TESTS=$OUT/tests.txt
+log() { echo "== $(date +%T) $*" | tee -a "$LOG" "$TESTS"; }
+run_tests=1; test_filter=.
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --no-tests) run_tests=0; shift ;;
+    --only-tests) test_filter=$2; shift 2 ;;
+    *) break ;;
+  esac
+done
+
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    >>"$LOG" 2>&1 && export PYTHONPATH=/tmp/site
+fi
+
+log "build (cuda engine, GPU tests, Python extension)"
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DOPENDNN_BUILD_TOOLS=OFF -DOPENDNN_WITH_CUDA=ON \
+  -DOPENDNN_BUILD_PYTHON=ON -DCMAKE_PREFIX_PATH="$PWD/.carry/cudnn" \
+  -DOPENDNN_CUTLASS_INCLUDE_DIR="$PWD/.carry/cutlass/include" -Dnanobind_DIR="$(python3 -m nanobind --cmake_dir)" \
+  >>"$LOG" 2>&1 || { tail -40 "$LOG"; exit 1; }
+SECONDS=0
+# keep going past a broken target: the rest still runs
+targets="opendnn_python test_cudnn_engine $(for f in tests/gpu/test_cuda_*.cpp; do basename "$f" .cpp; done)"
+ninja -C build-gpu -k 0 -j"$(nproc)" $targets >>"$LOG" 2>&1 || { log "BUILD ERRORS:"; grep -E "error|FAILED" "$LOG" | head -40 | tee -a "$TESTS"; }
+log "build took ${SECONDS}s"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee -a "$LOG"
+export PYTHONPATH=$PWD/build-gpu/python:$PWD/bench${PYTHONPATH:+:$PYTHONPATH}
+
+if [[ $run_tests == 1 ]]; then
+  for t in build-gpu/test_cuda_* build-gpu/test_cudnn_engine; do
+    [[ -x $t && $t =~ $test_filter ]] || continue
+    log "$t"
+    timeout 240 "$t" >"$OUT/.t.txt" 2>&1; rc=$?
+    grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED|Failure|Expected|Which is|actual|error|rel_err|decline" "$OUT/.t.txt" | head -80 >>"$TESTS"
+    cat "$OUT/.t.txt" >>"$LOG"; log "$t rc=$rc"
+  done
+  rm -f "$OUT/.t.txt"
+  if [[ "pytest" =~ $test_filter || $test_filter == . ]]; then
+    log "pytest tests/gpu tests/distributed"
+    timeout 420 python3 -m pytest tests/gpu tests/distributed -q -x --timeout=300 -p no:cacheprovider 2>&1 | tee -a "$LOG" | tail -30 >>"$TESTS"
+  fi
+fi
+
+for b in "$@"; do
+  log "bench/$b.py $BENCH_FLAGS"
+  timeout ${BENCH_TIMEOUT:-300} python3 "bench/$b.py" $BENCH_FLAGS 2>&1 | tee -a "$LOG" | tail -25 >>"$TESTS"
+done
+tar czf "$OUT/results.tgz" bench/results 2>/dev/null
+log "done"
+tail -c 11000 "$TESTS"
