@@ -1,0 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0
+// SDPA forward, head dims d_qk=192, d_v=128 (key/value tile 64 rows).
+#include "engines/cuda/sdpa/sdpa_fwd_kernel.cuh"
+
+namespace opendnn::cuda::sdpa {
+const char* launch_fwd_d192_128(const Problem& p, void* stream) { return launch_fwd_any<192, 128, 64>(p, stream); }
+}  // namespace opendnn::cuda::sdpa
