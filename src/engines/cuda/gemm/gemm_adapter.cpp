@@ -1,0 +1,291 @@
+// SPDX-License-Identifier: Apache-2.0
+// Plans of the cuda engine for a MATMUL followed by an optional chain of POINTWISE nodes that the
+// GEMM epilogue absorbs:  C = act(alpha * (A · B) + bias + residual)  where, in graph order,
+//   MUL by a pass-by-value scalar   (first, before anything else)
+//   ADD bias  [.., 1, N]            (before the activation)
+//   ADD residual of C's shape       (before the activation, or after it when there is none)
+//   RELU / GELU / GELU_APPROX_TANH / SWISH   (at most one)
+// Intermediate tensors must be virtual. Batch dims collapse to one strided batch (CUTLASS's L).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "engines/cuda/cuda_engine.h"
+#include "engines/cuda/gemm/gemm_kernels.h"
+#include "engines/cuda/scalar_source.h"
+
+namespace opendnn::cuda {
+namespace {
+
+using gemm::Act;
+
+constexpr int64_t kBase = 1000;
+
+struct Fused {
+  gemm::Args args;  // shapes, strides and epilogue; pointers filled at execute
+  ScalarSource alpha{1.0, -1, DataType::FLOAT};
+  int64_t sa = -1, sb = -1, sd = -1, sbias = -1, sres = -1;
+};
+
+// The node of `g` other than `self` that reads `t`, or null; `count` gets how many do.
+const Node* consumer(const Graph& g, const TensorPtr& t, int& count) {
+  const Node* found = nullptr;
+  count = 0;
+  for (const auto& n : g.nodes())
+    for (const auto& in : n->inputs())
+      if (in == t) {
+        ++count;
+        found = n.get();
+      }
+  return found;
+}
+
+// The single stride that walks C's flattened batch for an operand whose batch dims broadcast to
+// `cb`; false when its batch dims do not collapse to one stride.
+bool batch_stride(const TensorPtr& t, const std::vector<int64_t>& cb, int64_t& out) {
+  const auto& d = t->get_dim();
+  const auto& s = t->get_stride();
+  const size_t nb = cb.size();
+  out = 0;
+  bool found = false;
+  int64_t inner = 1;  // product of C's batch dims inside dim i
+  for (size_t k = nb; k-- > 0;) {
+    const int64_t st = d[k] == 1 ? 0 : s[k];
+    if (cb[k] != 1) {
+      if (!found && st != 0) {
+        if (st % inner != 0) return false;
+        out = st / inner;
+        found = true;
+      }
+      if (st != out * inner) return false;
+    }
+    inner *= cb[k];
+  }
+  return true;
+}
+
+bool is_bias(const TensorPtr& t, int64_t n) {
+  const auto& d = t->get_dim();
+  if (d.empty() || d.back() != n || t->volume() != n) return false;
+  return t->get_stride().back() == 1 || n == 1;
+}
+
+std::string act_of(const Node& n, Act& act, float& swish_beta) {
+  switch (n.pointwise_mode()) {
+    case PointwiseMode::RELU_FWD:
+      if ((n.has("relu_lower_clip") && n.attr_float("relu_lower_clip") != 0.0) ||
+          (n.has("relu_upper_clip") && !std::isinf(n.attr_float("relu_upper_clip"))) ||
+          (n.has("relu_lower_clip_slope") && n.attr_float("relu_lower_clip_slope") != 0.0))
+        return "relu with clips or slope is not fused";
+      act = Act::RELU;
+      return "";
+    case PointwiseMode::GELU_FWD: act = Act::GELU_ERF; return "";
+    case PointwiseMode::GELU_APPROX_TANH_FWD: act = Act::GELU_TANH; return "";
+    case PointwiseMode::SWISH_FWD:
+      act = Act::SILU;
+      swish_beta = n.has("swish_beta") ? float(n.attr_float("swish_beta")) : 1.0f;
+      return "";
+    default: return "pointwise mode " + std::string(to_string(n.pointwise_mode())) + " is not a fusable epilogue";
+  }
+}
+
+// Fills `f` from the graph; returns "" or the reason to decline.
+std::string match(const Graph& g, Fused& f) {
+  const Node* mm = nullptr;
+  for (const auto& n : g.nodes()) {
+    if (n->kind() == OpKind::MATMUL_FP8) return "not supported: fp8 GEMM is not implemented in the cuda engine yet";
+    if (n->kind() == OpKind::MATMUL) {
+      if (mm) return "runs graphs with one MATMUL only";
+      mm = n.get();
+    } else if (n->kind() != OpKind::POINTWISE) {
+      return "runs MATMUL graphs with a pointwise epilogue only";
+    }
+  }
+  if (!mm) return "no MATMUL node";
+  for (const char* p : {"M_override", "N_override", "K_override"})
+    if (mm->in(p)) return std::string("not supported: ") + p;
+  const TensorPtr& A = mm->in("A");
+  const TensorPtr& B = mm->in("B");
+  const DataType T = A->get_data_type();
+  if (T != DataType::BFLOAT16 && T != DataType::HALF) return "A must be BFLOAT16 or HALF";
+  if (B->get_data_type() != T) return "B must have A's data type";
+  gemm::Args& a = f.args;
+  a.type = T == DataType::BFLOAT16 ? gemm::Elem::BF16 : gemm::Elem::FP16;
+
+  // Walk the epilogue chain from C to the graph output.
+  TensorPtr cur = mm->out("C");
+  size_t chained = 1;
+  bool bias = false, res = false, scaled = false;
+  TensorPtr residual;
+  while (true) {
+    int readers = 0;
+    const Node* n = consumer(g, cur, readers);
+    if (!n) break;
+    if (!cur->get_is_virtual()) return "the GEMM result feeds the epilogue and must be virtual when it is not the output";
+    if (readers != 1) return "an intermediate epilogue tensor has more than one reader";
+    if (n->kind() != OpKind::POINTWISE) return "the epilogue holds a non-pointwise node";
+    const PointwiseMode m = n->pointwise_mode();
+    const TensorPtr& out = n->out("OUT_0");
+    if (m == PointwiseMode::ADD || m == PointwiseMode::MUL) {
+      const TensorPtr& other = n->in("IN_0") == cur ? n->in("IN_1") : n->in("IN_0");
+      if (other == cur) return "the epilogue reads the GEMM result twice";
+      if (out->get_dim() != cur->get_dim()) return "an epilogue input broadcasts the output";
+      if (m == PointwiseMode::MUL) {
+        if (scaled || bias || res || a.act.act != Act::NONE) return "a scalar MUL is fused only right after the MATMUL";
+        if (other->volume() != 1 || !other->get_is_pass_by_value()) return "MUL must take a pass-by-value scalar";
+        f.alpha = ScalarSource::of(g, other);
+        scaled = true;
+      } else if (other->get_dim() == cur->get_dim()) {
+        if (res) return "two residual ADDs";
+        if (a.act.act != Act::NONE) return "a residual ADD after the activation is not fused";
+        residual = other;
+        res = true;
+      } else if (is_bias(other, cur->get_dim().back())) {
+        if (bias) return "two bias ADDs";
+        if (a.act.act != Act::NONE) return "a bias ADD after the activation is not fused";
+        if (other->get_data_type() != T) return "bias must have A's data type";
+        f.sbias = slot_of(g, other);
+        if (f.sbias < 0) return "bias must be a graph input";
+        bias = true;
+      } else {
+        return "ADD takes neither a bias [..., N] nor a residual of the output's shape";
+      }
+    } else {
+      if (a.act.act != Act::NONE) return "two activations";
+      if (std::string why = act_of(*n, a.act.act, a.act.swish_beta); !why.empty()) return why;
+    }
+    cur = out;
+    ++chained;
+  }
+  if (chained != g.nodes().size()) return "the graph holds nodes outside the MATMUL's epilogue chain";
+  const TensorPtr& D = cur;
+  if (D->get_is_virtual()) return "the output must not be virtual";
+  if (D->get_data_type() != T) return "not supported: the output must have A's data type (no output cast)";
+
+  // Shapes and strides.
+  const auto& cd = D->get_dim();
+  const size_t r = cd.size();
+  const auto& ad = A->get_dim();
+  a.M = cd[r - 2];
+  a.N = cd[r - 1];
+  a.K = ad[r - 1];
+  std::vector<int64_t> cb(cd.begin(), cd.end() - 2);
+  a.L = 1;
+  for (int64_t v : cb) a.L *= v;
+  const auto& as = A->get_stride();
+  const auto& bs = B->get_stride();
+  const auto& ds = D->get_stride();
+  if (as[r - 1] != 1 && a.K > 1) return "not supported: A must be row-major (K contiguous)";
+  a.lda = a.M > 1 ? as[r - 2] : a.K;
+  if (bs[r - 1] == 1 || a.N == 1) {
+    a.b_k_major = false;
+    a.ldb = a.K > 1 ? bs[r - 2] : a.N;
+  } else if (bs[r - 2] == 1 || a.K == 1) {
+    a.b_k_major = true;
+    a.ldb = bs[r - 1];
+  } else {
+    return "B must have its K or its N dim contiguous";
+  }
+  if (ds[r - 1] != 1 && a.N > 1) return "the output must be row-major (N contiguous)";
+  a.ldd = a.M > 1 ? ds[r - 2] : a.N;
+  if (!batch_stride(A, cb, a.batch_a) || !batch_stride(B, cb, a.batch_b) || !batch_stride(D, cb, a.batch_d))
+    return "batch dims of A, B and the output must collapse to one stride";
+  if (res) {
+    if (residual->get_data_type() != T) return "the residual must have A's data type";
+    f.sres = slot_of(g, residual);
+    if (f.sres < 0) return "the residual must be a graph input";
+    const auto& rs = residual->get_stride();
+    if (rs[r - 1] != 1 && a.N > 1) return "the residual must be row-major (N contiguous)";
+    a.ldr = a.M > 1 ? rs[r - 2] : a.N;
+    if (!batch_stride(residual, cb, a.batch_r)) return "batch dims of the residual must collapse to one stride";
+    a.residual_given = true;
+    a.beta = 1.0f;
+  }
+  // A weight shared by every batch: the batch folds into M when A, C and the residual stack densely.
+  if (a.L > 1 && a.batch_b == 0 && a.batch_a == a.M * a.lda && a.batch_d == a.M * a.ldd &&
+      (!res || a.batch_r == a.M * a.ldr)) {
+    a.M *= a.L;
+    a.L = 1;
+    a.batch_a = a.batch_d = a.batch_r = 0;
+  }
+  if (a.L == 1) a.batch_a = a.batch_b = a.batch_d = a.batch_r = 0;
+  if (const char* why = gemm::check(a); *why) return why;
+  f.sa = slot_of(g, A);
+  f.sb = slot_of(g, B);
+  f.sd = slot_of(g, D);
+  if (f.sa < 0 || f.sb < 0 || f.sd < 0) return "A, B and the output need memory in the variant pack";
+  return "";
+}
+
+// The tile shape every instantiation uses (gemm_sm90.cuh).
+constexpr int64_t kTileM = 128, kTileN = 256;
+
+double estimate_us(const gemm::Args& a) {
+  const double mt = double((a.M + kTileM - 1) / kTileM * kTileM), nt = double((a.N + kTileN - 1) / kTileN * kTileN);
+  const double flops = 2.0 * mt * nt * double(a.K) * double(a.L);
+  const double bytes = 2.0 * double(a.L) * (double(a.M) * a.K + double(a.K) * a.N + double(a.M) * a.N * (a.residual_given ? 2 : 1));
+  return 6.0 + std::max(flops / 700e6, bytes / 3.3e6);  // ~700 TFLOP/s dense bf16, ~3.3 TB/s, plus launch
+}
+
+class GemmPlan : public Plan {
+ public:
+  GemmPlan(Fused f, int sm_count, int64_t workspace) : f_(f), sm_(sm_count), ws_(workspace) {}
+  Status execute(void* const* slots, void* workspace, void* stream) override {
+    gemm::Args a = f_.args;
+    a.a = slots[f_.sa];
+    a.b = slots[f_.sb];
+    a.d = slots[f_.sd];
+    a.bias = f_.sbias >= 0 ? slots[f_.sbias] : nullptr;
+    a.residual = f_.sres >= 0 ? slots[f_.sres] : nullptr;
+    a.alpha = f_.alpha.read(slots);
+    if (const char* e = gemm::launch(a, workspace, sm_, stream))
+      return {ErrorCode::CUDA_API_FAILED, std::string("cuda gemm: ") + e};
+    return {};
+  }
+  int64_t workspace_size() const override { return ws_; }
+
+ private:
+  Fused f_;
+  int sm_;
+  int64_t ws_;
+};
+
+int sm_count_of(const Target& t) { return t.sm_count > 0 ? t.sm_count : 132; }
+
+std::string plan_name(const gemm::Args& a) {
+  return std::string("gemm_128x256x64_c2x1_coop_") + (a.type == gemm::Elem::BF16 ? "bf16" : "fp16") +
+         (a.b_k_major ? "_bk" : "_bn");
+}
+
+void propose(const Graph& g, const Target& t, Proposal& out) {
+  Fused f;
+  if (std::string why = match(g, f); !why.empty()) {
+    out.declines.push_back(why);
+    return;
+  }
+  PlanCandidate c;
+  c.name = plan_name(f.args);
+  c.local_index = kBase + (f.args.type == gemm::Elem::BF16 ? 0 : 2) + (f.args.b_k_major ? 1 : 0);
+  c.estimated_us = estimate_us(f.args);
+  c.workspace_bytes = gemm::workspace_bytes(f.args, sm_count_of(t));
+  out.plans.push_back(c);
+}
+
+Status build(const Graph& g, const Target& t, const PlanCandidate&, std::unique_ptr<Plan>& out) {
+  Fused f;
+  if (std::string why = match(g, f); !why.empty())
+    return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cuda gemm: " + why};
+  const int sm = sm_count_of(t);
+  out = std::make_unique<GemmPlan>(f, sm, gemm::workspace_bytes(f.args, sm));
+  return {};
+}
+
+const Family kGemm = {"gemm", kBase, propose, build};
+
+}  // namespace
+
+const Family& gemm_family() { return kGemm; }
+
+}  // namespace opendnn::cuda

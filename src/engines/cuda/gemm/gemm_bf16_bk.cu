@@ -1,0 +1,11 @@
+// SPDX-License-Identifier: Apache-2.0
+// bf16 GEMM with column-major (K-contiguous) B: one instantiation of gemm_sm90.cuh.
+#include "engines/cuda/gemm/gemm_sm90.cuh"
+
+namespace opendnn::cuda::gemm {
+
+const char* run_bf16_bk(const Args& a, void* workspace, int sm_count, void* stream, int64_t* ws_query) {
+  return Sm90Gemm<cutlass::bfloat16_t, true>::run(a, workspace, sm_count, stream, ws_query);
+}
+
+}  // namespace opendnn::cuda::gemm

@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: Apache-2.0
+// Hopper GEMM kernels (CUTLASS 3.x sm90 TMA + wgmma, warp-specialized, persistent) behind a plain
+// launch API, so adapters never include CUTLASS. One instantiation per translation unit.
+//
+//   D[l, m, n] = act(alpha * sum_k A[l, m, k] B[l, k, n] + bias[n] + beta * R[l, m, n])
+// A is row-major (K contiguous), D and R are row-major (N contiguous); B is row-major (N contiguous)
+// or column-major (K contiguous). Accumulation is fp32; D, R and bias have A's type.
+#pragma once
+
+#include <cstdint>
+
+namespace opendnn::cuda::gemm {
+
+enum class Elem : int { BF16, FP16 };
+enum class Act : int { NONE, RELU, GELU_ERF, GELU_TANH, SILU };
+
+// The kernels' run-time activation switch (also the CUTLASS epilogue argument).
+struct ActArgs {
+  Act act = Act::NONE;
+  float swish_beta = 1.0f;
+};
+
+struct Args {
+  Elem type = Elem::BF16;
+  bool b_k_major = false;  // B column-major: K contiguous
+  int64_t M = 0, N = 0, K = 0, L = 1;
+  const void* a = nullptr;
+  int64_t lda = 0, batch_a = 0;  // element strides of a row and of a batch (0: broadcast)
+  const void* b = nullptr;
+  int64_t ldb = 0, batch_b = 0;
+  void* d = nullptr;
+  int64_t ldd = 0, batch_d = 0;
+  const void* bias = nullptr;  // [N] packed, or null
+  const void* residual = nullptr;  // like D, or null
+  bool residual_given = false;     // known at plan time, before the pointer is
+  int64_t ldr = 0, batch_r = 0;
+  float alpha = 1.0f, beta = 0.0f;
+  ActArgs act;
+};
+
+// "" when the kernels take these shapes and strides, else why not (pointers are checked at launch).
+const char* check(const Args& a);
+int64_t workspace_bytes(const Args& a, int sm_count);
+// Launch on `stream` (a cudaStream_t). Returns an error string or nullptr.
+const char* launch(const Args& a, void* workspace, int sm_count, void* stream);
+
+// One entry point per instantiation (gemm_<type>_<b layout>.cu).
+const char* run_bf16_bn(const Args& a, void* workspace, int sm_count, void* stream, int64_t* ws_query);
+const char* run_bf16_bk(const Args& a, void* workspace, int sm_count, void* stream, int64_t* ws_query);
+const char* run_fp16_bn(const Args& a, void* workspace, int sm_count, void* stream, int64_t* ws_query);
+const char* run_fp16_bk(const Args& a, void* workspace, int sm_count, void* stream, int64_t* ws_query);
+
+}  // namespace opendnn::cuda::gemm

@@ -1,0 +1,215 @@
+// SPDX-License-Identifier: Apache-2.0
+// The cuda engine's GEMM plans (MATMUL + fused pointwise epilogue) against a double-precision host
+// computation on edge shapes. Needs an NVIDIA GPU (sm_90+); skips elsewhere.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/dtype_convert.h"
+#include "opendnn/opendnn.h"
+
+using namespace opendnn;
+
+namespace {
+
+bool have_gpu() {
+  Target t = default_target();
+  return t.kind == DeviceKind::CUDA && t.sm_version >= 90;
+}
+
+// Device memory holding a host vector of values rounded to `type` (or poison when empty).
+struct Buf {
+  DataType type;
+  std::vector<double> v;  // the values, exactly representable in `type`
+  void* p = nullptr;
+  size_t bytes = 0;
+  Buf(DataType t, size_t n, std::mt19937* rng, double lo = -1, double hi = 1) : type(t), v(n), bytes(n * size_t(bits_of(t) / 8)) {
+    std::vector<uint8_t> host(bytes, 0xff);  // 0xffff is NaN in bf16 and fp16: a poisoned output
+    if (rng) {
+      std::uniform_real_distribution<double> d(lo, hi);
+      for (size_t i = 0; i < n; ++i) {
+        v[i] = round_to(t, d(*rng));
+        store_element(t, host.data(), int64_t(i), v[i]);
+      }
+    }
+    EXPECT_EQ(cudaMalloc(&p, bytes ? bytes : 1), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(p, host.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  ~Buf() { cudaFree(p); }
+  std::vector<double> read() const {
+    std::vector<uint8_t> host(bytes);
+    EXPECT_EQ(cudaMemcpy(host.data(), p, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    std::vector<double> out(v.size());
+    for (size_t i = 0; i < out.size(); ++i) out[i] = load_element(type, host.data(), int64_t(i));
+    return out;
+  }
+};
+
+enum class Epi { NONE, BIAS, BIAS_RELU, BIAS_GELU, BIAS_GELU_TANH, BIAS_SILU, SCALE_BIAS_RESIDUAL, RESIDUAL };
+
+struct Case {
+  DataType type;
+  int64_t L, M, N, K;
+  bool b_k_major;
+  Epi epi;
+  bool shared_b = false;  // B [1, K, N] broadcast over the batch
+};
+
+std::string describe(const Case& c) {
+  return std::string(c.type == DataType::HALF ? "fp16" : "bf16") + " L" + std::to_string(c.L) + " M" +
+         std::to_string(c.M) + " N" + std::to_string(c.N) + " K" + std::to_string(c.K) + (c.b_k_major ? " Bk" : " Bn") +
+         " epi" + std::to_string(int(c.epi)) + (c.shared_b ? " sharedB" : "");
+}
+
+double act(Epi e, double x) {
+  switch (e) {
+    case Epi::BIAS_RELU: return x > 0 ? x : 0;
+    case Epi::BIAS_GELU: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+    case Epi::BIAS_GELU_TANH: return 0.5 * x * (1 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    case Epi::BIAS_SILU: return x / (1 + std::exp(-x));
+    default: return x;
+  }
+}
+
+bool has_bias(Epi e) { return e != Epi::NONE && e != Epi::RESIDUAL; }
+bool has_residual(Epi e) { return e == Epi::SCALE_BIAS_RESIDUAL || e == Epi::RESIDUAL; }
+
+struct GemmGraph {
+  Graph g;
+  TensorPtr A, B, bias, res, out;
+};
+
+// Builds the graph of a case: matmul, then the case's epilogue nodes.
+void make_graph(const Case& c, GemmGraph& gg, float alpha) {
+  Graph& g = gg.g;
+  g.set_io_data_type(c.type).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+  const int64_t LB = c.shared_b ? 1 : c.L;
+  gg.A = g.tensor(TensorAttr().set_name("A").set_dim({c.L, c.M, c.K}).set_stride({c.M * c.K, c.K, 1}).set_data_type(c.type));
+  std::vector<int64_t> bstride = c.b_k_major ? std::vector<int64_t>{c.K * c.N, 1, c.K} : std::vector<int64_t>{c.K * c.N, c.N, 1};
+  gg.B = g.tensor(TensorAttr().set_name("B").set_dim({LB, c.K, c.N}).set_stride(bstride).set_data_type(c.type));
+  TensorPtr y = g.matmul(gg.A, gg.B, NodeAttrs().set_name("mm"));
+  if (c.epi == Epi::SCALE_BIAS_RESIDUAL) y = g.mul(y, g.tensor(Scalar::of_float(alpha)), NodeAttrs().set_name("scale"));
+  if (has_bias(c.epi)) {
+    gg.bias = g.tensor(TensorAttr().set_name("bias").set_dim({1, 1, c.N}).set_stride({c.N, c.N, 1}).set_data_type(c.type));
+    y = g.add(y, gg.bias, NodeAttrs().set_name("bias_add"));
+  }
+  if (has_residual(c.epi)) {
+    gg.res = g.tensor(TensorAttr().set_name("res").set_dim({c.L, c.M, c.N}).set_stride({c.M * c.N, c.N, 1}).set_data_type(c.type));
+    y = g.add(gg.res, y, NodeAttrs().set_name("res_add"));  // the residual on the left: ADD commutes
+  }
+  switch (c.epi) {
+    case Epi::BIAS_RELU: y = g.relu(y, NodeAttrs().set_name("act")); break;
+    case Epi::BIAS_GELU: y = g.gelu(y, NodeAttrs().set_name("act")); break;
+    case Epi::BIAS_GELU_TANH: y = g.gelu_approx_tanh(y, NodeAttrs().set_name("act")); break;
+    case Epi::BIAS_SILU: y = g.swish(y, NodeAttrs().set_name("act")); break;
+    default: break;
+  }
+  y->set_output(true).set_data_type(c.type);
+  gg.out = y;
+}
+
+// Plans on the cuda engine alone; false (no failure) when it has no plan.
+bool plan_on_cuda(Graph& g) {
+  if (Status s = g.validate(); s.is_bad()) return ADD_FAILURE() << s.to_string(), false;
+  if (Status s = g.create_execution_plans({HeurMode::A}); s.is_bad()) return false;
+  if (Status s = g.deselect_engines({"cudnn", "reference"}); s.is_bad()) return false;
+  if (g.check_support().is_bad() || g.get_execution_plan_count() == 0) return false;
+  if (Status s = g.build_plans(); s.is_bad()) return ADD_FAILURE() << s.to_string(), false;
+  std::string engine;
+  EXPECT_TRUE(g.get_engine_name_at_index(g.selected_plan(), engine).is_good());
+  return engine == "cuda";
+}
+
+void check_gemm(const Case& c) {
+  SCOPED_TRACE(describe(c));
+  std::mt19937 rng(uint32_t(7 + c.M * 31 + c.N * 7 + c.K + int(c.epi)));
+  const float alpha = 0.75f;
+  const int64_t LB = c.shared_b ? 1 : c.L;
+  Buf a(c.type, size_t(c.L * c.M * c.K), &rng), b(c.type, size_t(LB * c.K * c.N), &rng),
+      bias(c.type, size_t(c.N), &rng), res(c.type, size_t(c.L * c.M * c.N), &rng), out(c.type, size_t(c.L * c.M * c.N), nullptr);
+  GemmGraph gg;
+  make_graph(c, gg, alpha);
+  ASSERT_TRUE(plan_on_cuda(gg.g)) << "the cuda engine declined";
+  int64_t ws_bytes = gg.g.get_workspace_size();
+  void* ws = nullptr;
+  if (ws_bytes > 0) {
+    ASSERT_EQ(cudaMalloc(&ws, size_t(ws_bytes)), cudaSuccess);
+  }
+  std::unordered_map<TensorPtr, void*> pack = {{gg.A, a.p}, {gg.B, b.p}, {gg.out, out.p}};
+  if (gg.bias) pack[gg.bias] = bias.p;
+  if (gg.res) pack[gg.res] = res.p;
+  Status s = gg.g.execute(pack, ws);
+  ASSERT_TRUE(s.is_good()) << s.to_string();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  if (ws) cudaFree(ws);
+
+  std::vector<double> got = out.read();
+  double num = 0, den = 0, worst = 0;
+  for (int64_t l = 0; l < c.L; ++l)
+    for (int64_t m = 0; m < c.M; ++m)
+      for (int64_t n = 0; n < c.N; ++n) {
+        double acc = 0;
+        const int64_t lb = c.shared_b ? 0 : l;
+        for (int64_t k = 0; k < c.K; ++k) {
+          const size_t bi = size_t(lb * c.K * c.N + (c.b_k_major ? n * c.K + k : k * c.N + n));
+          acc += a.v[size_t((l * c.M + m) * c.K + k)] * b.v[bi];
+        }
+        const size_t o = size_t((l * c.M + m) * c.N + n);
+        double want = (c.epi == Epi::SCALE_BIAS_RESIDUAL ? alpha : 1.0) * acc;
+        if (has_bias(c.epi)) want += bias.v[size_t(n)];
+        if (has_residual(c.epi)) want += res.v[o];
+        want = act(c.epi, want);
+        num += (got[o] - want) * (got[o] - want);
+        den += want * want;
+        worst = std::max(worst, std::fabs(got[o] - want) / (1 + std::fabs(want)));
+      }
+  const double tol = c.type == DataType::HALF ? 3e-3 : 1e-2;
+  EXPECT_LT(std::sqrt(num / (den > 0 ? den : 1)), tol);
+  EXPECT_LT(worst, 8 * tol) << "worst element";
+}
+
+class CudaGemm : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_gpu()) GTEST_SKIP() << "no sm_90 CUDA device";
+  }
+};
+
+TEST_F(CudaGemm, EdgeShapesBothLayoutsBothTypes) {
+  for (DataType t : {DataType::BFLOAT16, DataType::HALF})
+    for (bool bk : {false, true}) {
+      check_gemm({t, 1, 1, 256, 64, bk, Epi::NONE});     // M = 1
+      check_gemm({t, 1, 77, 200, 8, bk, Epi::NONE});     // K = 8, odd M, N not a tile multiple
+      check_gemm({t, 1, 129, 264, 72, bk, Epi::NONE});   // every dim off the tile
+      check_gemm({t, 3, 65, 136, 40, bk, Epi::NONE});    // batch = 3
+      check_gemm({t, 3, 33, 64, 48, bk, Epi::BIAS, true});  // weight shared by the batch: folds into M
+      check_gemm({t, 1, 512, 512, 512, bk, Epi::NONE});  // several tiles per CTA (persistent loop)
+    }
+}
+
+TEST_F(CudaGemm, FusedEpilogues) {
+  for (DataType t : {DataType::BFLOAT16, DataType::HALF})
+    for (Epi e : {Epi::BIAS, Epi::BIAS_RELU, Epi::BIAS_GELU, Epi::BIAS_GELU_TANH, Epi::BIAS_SILU,
+                  Epi::SCALE_BIAS_RESIDUAL, Epi::RESIDUAL})
+      check_gemm({t, 2, 97, 152, 136, t == DataType::HALF, e});
+}
+
+// Shapes TMA cannot address decline with a reason instead of running.
+TEST_F(CudaGemm, DeclinesMisalignedRows) {
+  for (int64_t n : {13, 100 + 1}) {
+    GemmGraph gg;
+    make_graph({DataType::BFLOAT16, 1, 16, n, 64, false, Epi::NONE}, gg, 1.0f);
+    EXPECT_FALSE(plan_on_cuda(gg.g)) << "N=" << n;
+  }
+  GemmGraph gg;
+  make_graph({DataType::BFLOAT16, 1, 16, 64, 12, true, Epi::NONE}, gg, 1.0f);
+  EXPECT_FALSE(plan_on_cuda(gg.g)) << "K=12";
+}
+
+}  // namespace
