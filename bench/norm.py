@@ -1,8 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
-"""RMSNorm / LayerNorm forward and backward on the GPU: opendnn's cuda engine against torch eager
-and cuDNN's norms (through opendnn's cudnn engine), bf16, LLM shapes. Writes bench/results/norm.json.
+"""RMSNorm / LayerNorm forward (training and inference) and backward on the GPU, bf16, LLM shapes:
+opendnn's cuda engine against torch eager, cuDNN's norms (through opendnn's cudnn engine) and,
+with --compile, torch.compile, all in one process on the same inputs. Writes bench/results/norm.json.
 
-    python bench/norm.py [--quick]
+    python bench/norm.py [--quick] [--no-cudnn] [--compile]
+
+Our rows and torch's are timed and written first; cuDNN's columns are added in a second pass and
+the file rewritten, so a fault in a peer cannot lose our numbers.
 """
 import argparse
 import sys
@@ -15,26 +19,30 @@ from common import copy_bandwidth_gbs, time_cuda, write_results
 
 BF16 = cudnn.data_type.BFLOAT16
 FP32 = cudnn.data_type.FLOAT
+EPS = 1e-5
+PASSES = ("fwd", "infer", "bwd")  # training forward (writes the statistics), inference forward, backward
 
 
-def build(kind, backward, T, H, engine):
-    """A one-node norm graph planned on `engine` only; returns (graph, tensors) or None if declined."""
+def build(kind, pas, T, H, engine):
+    """A one-node norm graph planned on `engine` only, 4-D with a constant epsilon (the form the
+    cudnn engine lowers). Returns (graph, tensors, None) or (None, None, decline reason)."""
     g = cudnn.pygraph(io_data_type=BF16, intermediate_data_type=FP32, compute_data_type=FP32)
     x = g.tensor(name="x", dim=[T, H, 1, 1], stride=[H, 1, 1, 1], data_type=BF16)
     w = g.tensor(name="w", dim=[1, H, 1, 1], stride=[H, 1, 1, 1], data_type=BF16)
     t = {"x": x, "w": w}
     if kind == "layernorm":
         t["b"] = g.tensor(name="b", dim=[1, H, 1, 1], stride=[H, 1, 1, 1], data_type=BF16)
-    if not backward:
-        t["eps"] = g.tensor(name="eps", dim=[1, 1, 1, 1], stride=[1, 1, 1, 1], data_type=FP32, is_pass_by_value=True)
+    if pas != "bwd":
+        phase = cudnn.norm_forward_phase.TRAINING if pas == "fwd" else cudnn.norm_forward_phase.INFERENCE
         if kind == "rmsnorm":
-            y, iv = g.rmsnorm(norm_forward_phase=cudnn.norm_forward_phase.TRAINING, input=x, scale=w, epsilon=t["eps"])
+            y, iv = g.rmsnorm(norm_forward_phase=phase, input=x, scale=w, epsilon=EPS)
         else:
-            y, mean, iv = g.layernorm(norm_forward_phase=cudnn.norm_forward_phase.TRAINING, input=x, scale=w,
-                                      bias=t["b"], epsilon=t["eps"])
-            t["mean"] = mean.set_output(True).set_data_type(FP32)
+            y, mean, iv = g.layernorm(norm_forward_phase=phase, input=x, scale=w, bias=t["b"], epsilon=EPS)
+            if pas == "fwd":
+                t["mean"] = mean.set_output(True).set_data_type(FP32)
         t["y"] = y.set_output(True)
-        t["iv"] = iv.set_output(True).set_data_type(FP32)
+        if pas == "fwd":
+            t["iv"] = iv.set_output(True).set_data_type(FP32)
     else:
         t["dy"] = g.tensor(name="dy", dim=[T, H, 1, 1], stride=[H, 1, 1, 1], data_type=BF16)
         t["iv"] = g.tensor(name="iv", dim=[T, 1, 1, 1], stride=[1, 1, 1, 1], data_type=FP32)
@@ -46,113 +54,164 @@ def build(kind, backward, T, H, engine):
             t["db"] = db.set_output(True).set_data_type(BF16)
         t["dx"] = dx.set_output(True)
         t["dw"] = dw.set_output(True).set_data_type(BF16)
-    g.validate()
-    g.build_operation_graph()
-    g.create_execution_plans([cudnn.heur_mode.A])
-    others = [e for e in ("cuda", "cudnn", "reference") if e != engine]
-    g.deselect_engines(others)
     try:
+        g.validate()
+        g.build_operation_graph()
+        g.create_execution_plans([cudnn.heur_mode.A])
+        g.deselect_engines([e for e in ("cuda", "cudnn", "reference") if e != engine])
         g.check_support()
         g.build_plans()
-    except cudnn.cudnnGraphNotSupportedError as e:
-        print(f"  {engine} declines {kind} {'bwd' if backward else 'fwd'} {T}x{H}: {str(e)[:120]}")
-        return None
-    return g, t
+    except Exception as e:  # a decline or a failed build: recorded in the row, never fatal
+        return None, None, f"{type(e).__name__}: {str(e)[:300]}"
+    return g, t, None
 
 
-def run_case(kind, backward, T, H, copy_gbs, engines):
-    torch.manual_seed(0)
-    x = torch.randn(T, H, device="cuda", dtype=torch.bfloat16)
-    w = torch.rand(1, H, device="cuda", dtype=torch.bfloat16) + 0.5
-    b = torch.randn(1, H, device="cuda", dtype=torch.bfloat16)
-    eps = 1e-5
-    xf = x.float()
-    if kind == "rmsnorm":
-        iv = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
-        mean = torch.zeros_like(iv)
-        ref_y = (xf * iv * w.float())
-    else:
-        mean = xf.mean(-1, keepdim=True)
-        iv = torch.rsqrt(xf.var(-1, unbiased=False, keepdim=True) + eps)
-        ref_y = (xf - mean) * iv * w.float() + b.float()
-    dy = torch.randn_like(x)
+class Case:
+    """Inputs, float32 references and the torch peers of one (kind, pass, T, H)."""
 
-    def torch_fwd():
+    def __init__(self, kind, pas, T, H):
+        self.kind, self.pas, self.T, self.H = kind, pas, T, H
+        torch.manual_seed(0)
+        self.x = torch.randn(T, H, device="cuda", dtype=torch.bfloat16)
+        self.w = torch.rand(1, H, device="cuda", dtype=torch.bfloat16) + 0.5
+        self.b = torch.randn(1, H, device="cuda", dtype=torch.bfloat16)
+        self.dy = torch.randn_like(self.x)
+        xf = self.x.float()
         if kind == "rmsnorm":
-            return F.rms_norm(x, (H,), w.view(H), eps)
-        return F.layer_norm(x, (H,), w.view(H), b.view(H), eps)
+            self.iv = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + EPS)
+            self.mean = torch.zeros_like(self.iv)
+            self.ref_y = xf * self.iv * self.w.float()
+        else:
+            self.mean = xf.mean(-1, keepdim=True)
+            self.iv = torch.rsqrt(xf.var(-1, unbiased=False, keepdim=True) + EPS)
+            self.ref_y = (xf - self.mean) * self.iv * self.w.float() + self.b.float()
+        self.ref_grads = None
+        if pas == "bwd":
+            # float32 reference gradients: the bf16 inputs upcast, one autograd pass
+            xg = xf.clone().requires_grad_(True)
+            wg = self.w.view(H).float().requires_grad_(True)
+            bg = self.b.view(H).float().requires_grad_(True)
+            out = self.norm(xg, wg, bg)
+            params = [xg, wg] + ([bg] if kind == "layernorm" else [])
+            self.ref_grads = [g.detach() for g in torch.autograd.grad(out, params, self.dy.float())]
 
-    xg = x.detach().clone().requires_grad_(True)
-    wg = w.view(H).detach().clone().requires_grad_(True)
-    bg = b.view(H).detach().clone().requires_grad_(True)
-    out_t = F.rms_norm(xg, (H,), wg, eps) if kind == "rmsnorm" else F.layer_norm(xg, (H,), wg, bg, eps)
+    def norm(self, x, w, b):
+        if self.kind == "rmsnorm":
+            return F.rms_norm(x, (self.H,), w, EPS)
+        return F.layer_norm(x, (self.H,), w, b, EPS)
 
-    def torch_bwd():
-        return torch.autograd.grad(out_t, [xg, wg] + ([bg] if kind == "layernorm" else []), dy, retain_graph=True)
+    def peer(self, compiled=False):
+        """torch's version of this pass as a no-argument callable (eager or torch.compile)."""
+        H = self.H
+        if self.pas != "bwd":
+            fn = torch.compile(self.norm) if compiled else self.norm
+            w, b = self.w.view(H), self.b.view(H)
+            return lambda: fn(self.x, w, b)
+        xg = self.x.detach().clone().requires_grad_(True)
+        wg = self.w.view(H).detach().clone().requires_grad_(True)
+        bg = self.b.view(H).detach().clone().requires_grad_(True)
+        out = (torch.compile(self.norm) if compiled else self.norm)(xg, wg, bg)
+        params = [xg, wg] + ([bg] if self.kind == "layernorm" else [])
+        return lambda: torch.autograd.grad(out, params, self.dy, retain_graph=True)
 
-    peer_fn = torch_bwd if backward else torch_fwd
-    row = {"case": f"{kind}_{'bwd' if backward else 'fwd'}_{T}x{H}", "op": kind, "pass": "bwd" if backward else "fwd",
-           "tokens": T, "hidden": H, "dtype": "bf16"}
-    nbytes = T * H * 2 * (3 if backward else 2)
-    row["torch_ms"] = time_cuda(peer_fn)
-    results = {}
-    for engine in engines:
-        built = build(kind, backward, T, H, engine)
-        if built is None:
-            continue
-        g, t = built
+    def nbytes(self):
+        return self.T * self.H * 2 * (3 if self.pas == "bwd" else 2)
+
+    def run_engine(self, engine):
+        """(median ms, relative error) on `engine`, or (None, decline reason)."""
+        g, t, why = build(self.kind, self.pas, self.T, self.H, engine)
+        if g is None:
+            return None, why
         ws = torch.empty(max(1, g.get_workspace_size()), dtype=torch.uint8, device="cuda")
-        if not backward:
-            y = torch.empty_like(x)
-            ivo = torch.empty(T, 1, device="cuda", dtype=torch.float32)
-            pack = {t["x"]: x, t["w"]: w, t["eps"]: torch.full((1, 1, 1, 1), eps, dtype=torch.float32), t["y"]: y, t["iv"]: ivo}
-            if kind == "layernorm":
-                meano = torch.empty(T, 1, device="cuda", dtype=torch.float32)
-                pack.update({t["b"]: b, t["mean"]: meano})
+        T, H = self.T, self.H
+        if self.pas != "bwd":
+            y = torch.full_like(self.x, float("nan"))
+            pack = {t["x"]: self.x, t["w"]: self.w, t["y"]: y}
+            if self.kind == "layernorm":
+                pack[t["b"]] = self.b
+            if self.pas == "fwd":
+                pack[t["iv"]] = torch.empty(T, 1, device="cuda", dtype=torch.float32)
+                if self.kind == "layernorm":
+                    pack[t["mean"]] = torch.empty(T, 1, device="cuda", dtype=torch.float32)
         else:
-            dx = torch.empty_like(x)
-            dw = torch.empty_like(w)
-            pack = {t["x"]: x, t["w"]: w, t["dy"]: dy, t["iv"]: iv.contiguous(), t["dx"]: dx, t["dw"]: dw}
-            if kind == "layernorm":
-                db = torch.empty_like(w)
-                pack.update({t["mean"]: mean.contiguous(), t["db"]: db})
-        ms = time_cuda(lambda: g.execute(pack, ws))
-        # Check against torch's float32 computation in the same run.
-        if not backward:
-            err = ((y.float() - ref_y).norm() / ref_y.norm()).item()
+            dx = torch.full_like(self.x, float("nan"))
+            dw = torch.full_like(self.w, float("nan"))
+            pack = {t["x"]: self.x, t["w"]: self.w, t["dy"]: self.dy, t["iv"]: self.iv.contiguous(), t["dx"]: dx,
+                    t["dw"]: dw}
+            if self.kind == "layernorm":
+                db = torch.full_like(self.b, float("nan"))
+                pack.update({t["mean"]: self.mean.contiguous(), t["db"]: db})
+        g.execute(pack, ws)
+        torch.cuda.synchronize()
+
+        def rel(a, ref):
+            return ((a.float().view(ref.shape) - ref).norm() / ref.norm()).item()
+
+        if self.pas != "bwd":
+            err = rel(y, self.ref_y)
         else:
-            ref = torch_bwd()
-            err = max(((dx.float() - ref[0].float()).norm() / ref[0].float().norm()).item(),
-                      ((dw.view(H).float() - ref[1].float()).norm() / ref[1].float().norm()).item())
-        results[engine] = (ms, err)
-    if "cuda" in results:
-        ms, err = results["cuda"]
-        row.update({"opendnn_ms": ms, "rel_err": err, "gbs": nbytes / (ms * 1e-3) / 1e9})
-        row["fraction_of_copy_bw"] = row["gbs"] / copy_gbs
-        row["speedup_vs_torch"] = row["torch_ms"] / ms
-        if "cudnn" in results:
-            row["cudnn_ms"] = results["cudnn"][0]
-            row["speedup_vs_cudnn"] = results["cudnn"][0] / ms
-    return row
+            outs = [dx, dw] + ([db] if self.kind == "layernorm" else [])
+            err = max(rel(o, r) for o, r in zip(outs, self.ref_grads))
+        return time_cuda(lambda: g.execute(pack, ws)), err
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--with-cudnn", action="store_true",
-                    help="also time cuDNN's norms through the cudnn engine (a separate run: a failing peer must not lose our rows)")
+    ap.add_argument("--quick", action="store_true", help="two shapes")
+    ap.add_argument("--no-cudnn", action="store_true", help="skip cuDNN's norms (the cudnn engine)")
+    ap.add_argument("--compile", action="store_true", help="also time torch.compile")
     args = ap.parse_args()
     copy_gbs = copy_bandwidth_gbs()
     print(f"device copy bandwidth: {copy_gbs:.0f} GB/s")
     shapes = [(8192, 4096), (32768, 8192)] if args.quick else [(T, H) for T in (8192, 16384, 32768) for H in (4096, 8192)]
+    cases = [(k, p, T, H) for k in ("rmsnorm", "layernorm") for p in PASSES for T, H in shapes]
+    extra = {"copy_bandwidth_gbs": copy_gbs}
+
+    def show(r):
+        print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()
+                       if k not in ("cudnn_declined",)), flush=True)
+
     rows = []
-    for kind in ("rmsnorm", "layernorm"):
-        for backward in (False, True):
-            for T, H in shapes:
-                r = run_case(kind, backward, T, H, copy_gbs, ("cuda", "cudnn") if args.with_cudnn else ("cuda",))
-                rows.append(r)
-                print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()), flush=True)
-    write_results("norm", rows, {"copy_bandwidth_gbs": copy_gbs})
+    for kind, pas, T, H in cases:
+        c = Case(kind, pas, T, H)
+        row = {"case": f"{kind}_{pas}_{T}x{H}", "op": kind, "pass": pas, "tokens": T, "hidden": H, "dtype": "bf16"}
+        row["torch_ms"] = time_cuda(c.peer())
+        if args.compile:
+            try:
+                row["torch_compile_ms"] = time_cuda(c.peer(compiled=True))
+            except Exception as e:  # an optional peer
+                row["torch_compile_error"] = str(e)[:200]
+        ms, err = c.run_engine("cuda")
+        if ms is None:
+            row["opendnn_declined"] = err
+        else:
+            row.update({"opendnn_ms": ms, "rel_err": err, "gbs": c.nbytes() / (ms * 1e-3) / 1e9})
+            row["fraction_of_copy_bw"] = row["gbs"] / copy_gbs
+            row["speedup_vs_torch"] = row["torch_ms"] / ms
+            if "torch_compile_ms" in row:
+                row["speedup_vs_torch_compile"] = row["torch_compile_ms"] / ms
+        rows.append(row)
+        show(row)
+        del c
+    write_results("norm", rows, extra)
+    if args.no_cudnn:
+        return 0
+
+    print("cuDNN's norms through the cudnn engine:")
+    for row, (kind, pas, T, H) in zip(rows, cases):
+        c = Case(kind, pas, T, H)
+        ms, err = c.run_engine("cudnn")
+        if ms is None:
+            row["cudnn_declined"] = err
+            print(f"  {row['case']}: cudnn engine declines: {err[:160]}", flush=True)
+        else:
+            row.update({"cudnn_ms": ms, "cudnn_rel_err": err})
+            if "opendnn_ms" in row:
+                row["speedup_vs_cudnn"] = ms / row["opendnn_ms"]
+            show({k: row[k] for k in ("case", "opendnn_ms", "cudnn_ms", "cudnn_rel_err", "speedup_vs_cudnn") if k in row})
+        write_results("norm", rows, extra)  # after every case: a fault in cuDNN keeps what was measured
+        del c
+    return 0
 
 
 if __name__ == "__main__":

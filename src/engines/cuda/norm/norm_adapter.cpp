@@ -138,7 +138,7 @@ class NormBwdPlan : public Plan {
   std::vector<int64_t> s_;
 };
 
-constexpr int64_t kBase = 1000;
+constexpr int64_t kBase = 0;  // the norm family's index_base (gemm 1000, sdpa 2000, ...)
 
 void propose(const Graph& g, const Target& t, Proposal& out) {
   NormShape s{};
@@ -153,7 +153,11 @@ void propose(const Graph& g, const Target& t, Proposal& out) {
   c.local_index = kBase + (s.kind == Kind::RMS ? 0 : 2) + (s.backward ? 1 : 0);
   c.estimated_us = estimate_us(s, n.in("X")->get_data_type());
   if (s.backward) {
+    // The workspace depends on the launch shape, which depends on the kind and data types.
     norm::BwdArgs a{};
+    a.kind = s.kind;
+    a.x_type = n.in("X")->get_data_type();
+    a.w_type = n.in("scale")->get_data_type();
     a.rows = s.rows;
     a.cols = s.cols;
     c.workspace_bytes = norm::backward_workspace_bytes(a, t.sm_count > 0 ? t.sm_count : 132);

@@ -8,6 +8,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <initializer_list>
 
 #include "engines/cuda/norm/norm_kernels.h"
 
@@ -172,108 +174,174 @@ __global__ void __launch_bounds__(512) fwd_kernel(FwdArgs a) {
   }
 }
 
-// Backward: dx per row, and per-CTA column partials of dscale (and dbias) written to `partial`
-// ([gridDim.x][2][cols] fp32). Each thread owns the same columns in every row, so the partials
-// accumulate in shared memory without atomics; x and dy stay in registers for the row. The
-// accumulators are laid out element-major ([2][N][VPT][blockDim]) so a warp touches 32 consecutive
-// words: the column-major order would put 8 threads on each bank.
-// Up to 64 elements per thread (x and dy in registers, plus the next row's raw loads) need the
-// register budget of 256-thread blocks; bwd_kernel_for never picks more threads (kMaxCols).
-template <class T, class W, int VPT, bool LAYER>
-__global__ void __launch_bounds__(256) bwd_kernel(BwdArgs a, float* partial) {
-  extern __shared__ float acc[];
-  using S = RowSlice<T, VPT>;
-  constexpr int N = S::N;
-  const W* scale = static_cast<const W*>(a.scale);
-  const float inv_n = 1.f / float(a.cols);
-  const int per_j = VPT * blockDim.x;  // stride between element indices j
-  float* acc_s = acc;
-  float* acc_b = acc + N * per_j;
-  auto slot = [&](int i, int j) { return j * per_j + i * int(blockDim.x) + int(threadIdx.x); };
-#pragma unroll
-  for (int i = 0; i < VPT; ++i)
-#pragma unroll
-    for (int j = 0; j < N; ++j) acc_s[slot(i, j)] = acc_b[slot(i, j)] = 0.f;
+// 16-byte and 4-byte asynchronous copies global -> shared (cp.async): the loads of the next rows
+// are in flight without holding registers, so a CTA keeps tens of KB outstanding per SM.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int K>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(K) : "memory"); }
+// wait_group takes an immediate; the ring depth is chosen at launch.
+__device__ __forceinline__ void cp_async_wait_dyn(int pending) {
+  switch (pending) {
+    case 0: cp_async_wait<0>(); break;
+    case 1: cp_async_wait<1>(); break;
+    case 2: cp_async_wait<2>(); break;
+    case 3: cp_async_wait<3>(); break;
+    case 4: cp_async_wait<4>(); break;
+    case 5: cp_async_wait<5>(); break;
+    case 6: cp_async_wait<6>(); break;
+    default: cp_async_wait<7>(); break;
+  }
+}
 
-  __shared__ float2 red2[32];
-  uint4 nx[VPT], ndy[VPT];
+inline constexpr int kBwdThreads = 512;
+inline constexpr int kMaxStages = 8;
+
+// Backward: a persistent grid; each CTA walks rows blockIdx.x, +gridDim.x, ... Thread t owns the
+// 16-byte vectors at columns (i*blockDim + t)*N of every row, so
+//  * the row's X and DY arrive through a ring of `stages` shared-memory buffers filled with
+//    cp.async: each thread copies exactly the vectors (and the row's mean/rstd) it later reads, so
+//    the ring needs no barrier; `stages - 1` rows are in flight while one is computed;
+//  * x and dy stay packed in shared memory and are converted to fp32 on the fly (read twice: once
+//    for the row sums, once for dx), which keeps the register count low;
+//  * dscale/dbias partials accumulate in registers across all of the CTA's rows and are written
+//    once as one fp32 row pair per CTA ([gridDim][2][cols]); reduce_partials sums them in a fixed
+//    order, so results are bitwise deterministic.
+// Ring layout: [stage][x|dy][VPT][blockDim] uint4 (conflict-free), then [stage][mean|rstd][blockDim] floats.
+template <class T, class W, int VPT, bool LAYER>
+__global__ void __launch_bounds__(kBwdThreads, 1) bwd_kernel(BwdArgs a, float* partial, int stages) {
+  extern __shared__ uint4 ring[];
+  constexpr int N = 16 / sizeof(T);
+  constexpr int WW = N * int(sizeof(W)) / 4;  // 32-bit words of one vector's weights
+  const int nt = blockDim.x, tid = threadIdx.x;
+  const int64_t cols = a.cols;
   const T* X = static_cast<const T*>(a.x);
   const T* DY = static_cast<const T*>(a.dy);
-  if (blockIdx.x < a.rows) {
-    S::fetch(X + int64_t(blockIdx.x) * a.cols, a.cols, nx);
-    S::fetch(DY + int64_t(blockIdx.x) * a.cols, a.cols, ndy);
+  float* stats = reinterpret_cast<float*>(ring + int64_t(stages) * 2 * VPT * nt);
+
+  bool ok[VPT];
+  uint32_t wr[VPT][WW];  // this thread's scale, packed
+  float ds[VPT][N], db[VPT][N];
+#pragma unroll
+  for (int i = 0; i < VPT; ++i) {
+    const int64_t c = (int64_t(i) * nt + tid) * N;
+    ok[i] = c < cols;
+    const uint32_t* wp = reinterpret_cast<const uint32_t*>(static_cast<const W*>(a.scale) + c);
+#pragma unroll
+    for (int k = 0; k < WW; ++k) wr[i][k] = ok[i] ? __ldg(wp + k) : 0u;
+#pragma unroll
+    for (int j = 0; j < N; ++j) ds[i][j] = db[i][j] = 0.f;
   }
-  for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
-    S x, dy;
-    x.unpack(nx, a.cols);
-    dy.unpack(ndy, a.cols);
-    // The next row's loads are in flight while this row is reduced and written.
-    if (row + gridDim.x < a.rows) {
-      S::fetch(X + (row + gridDim.x) * a.cols, a.cols, nx);
-      S::fetch(DY + (row + gridDim.x) * a.cols, a.cols, ndy);
+  auto weight = [&](int i, int j) { return to_f(reinterpret_cast<const W*>(wr[i])[j]); };
+  auto vec = [&](int s, int t, int i) -> uint4* { return ring + ((int64_t(s) * 2 + t) * VPT + i) * nt + tid; };
+  auto issue = [&](int64_t row, int s) {
+    if (row < a.rows) {
+#pragma unroll
+      for (int i = 0; i < VPT; ++i)
+        if (ok[i]) {
+          const int64_t off = row * cols + (int64_t(i) * nt + tid) * N;
+          cp_async16(vec(s, 0, i), X + off);
+          cp_async16(vec(s, 1, i), DY + off);
+        }
+      if (LAYER) cp_async4(stats + (int64_t(s) * 2) * nt + tid, a.mean + row);
+      cp_async4(stats + (int64_t(s) * 2 + 1) * nt + tid, a.inv_variance + row);
     }
-    const float rstd = a.inv_variance[row];
-    const float mean = LAYER ? a.mean[row] : 0.f;
-    float2 sums = make_float2(0.f, 0.f);  // (sum g*xhat, sum g)
+    cp_async_commit();  // empty groups past the last row keep the group count uniform
+  };
+
+  __shared__ float2 red2[32];
+  const float inv_n = 1.f / float(cols);
+  const int64_t step = gridDim.x;
+  int64_t row = blockIdx.x;
+  for (int s = 0; s < stages - 1; ++s) issue(row + s * step, s);
+  for (int s = 0; row < a.rows; row += step, s = s + 1 == stages ? 0 : s + 1) {
+    // The buffer refilled here was read by this same thread in the previous iteration, and those
+    // reads fed dx's stores already issued, so they are complete.
+    issue(row + int64_t(stages - 1) * step, s == 0 ? stages - 1 : s - 1);
+    cp_async_wait_dyn(stages - 1);
+    const float mean = LAYER ? stats[(int64_t(s) * 2) * nt + tid] : 0.f;
+    const float rstd = stats[(int64_t(s) * 2 + 1) * nt + tid];
+
+    float2 sums = make_float2(0.f, 0.f);  // (sum g*xhat, sum g), g = dy*scale
 #pragma unroll
     for (int i = 0; i < VPT; ++i) {
-      if (!x.ok[i]) continue;
-      float w[N];
-      load_weights<W, N>(scale + x.col(i), w);
+      if (!ok[i]) continue;
+      const uint4 xr = *vec(s, 0, i), dr = *vec(s, 1, i);
+      const T* xe = reinterpret_cast<const T*>(&xr);
+      const T* de = reinterpret_cast<const T*>(&dr);
 #pragma unroll
       for (int j = 0; j < N; ++j) {
-        float xhat = (x.v[i][j] - mean) * rstd;
-        float g = dy.v[i][j] * w[j];
+        const float xhat = (to_f(xe[j]) - mean) * rstd, d = to_f(de[j]);
+        const float g = d * weight(i, j);
         sums.x += g * xhat;
         sums.y += g;
-        acc_s[slot(i, j)] += dy.v[i][j] * xhat;
-        acc_b[slot(i, j)] += dy.v[i][j];
+        ds[i][j] += d * xhat;
+        db[i][j] += d;
       }
     }
     sums = block_sum2(sums, red2);
     const float mean_gx = sums.x * inv_n;
     const float mean_g = LAYER ? sums.y * inv_n : 0.f;
-    T* dx = static_cast<T*>(a.dx) + row * a.cols;
+    T* dx = static_cast<T*>(a.dx) + row * cols;
 #pragma unroll
     for (int i = 0; i < VPT; ++i) {
-      if (!x.ok[i]) continue;
-      const int64_t c = x.col(i);
+      if (!ok[i]) continue;
+      const uint4 xr = *vec(s, 0, i), dr = *vec(s, 1, i);
+      const T* xe = reinterpret_cast<const T*>(&xr);
+      const T* de = reinterpret_cast<const T*>(&dr);
       uint4 out;
       T* o = reinterpret_cast<T*>(&out);
-      float w[N];
-      load_weights<W, N>(scale + c, w);
 #pragma unroll
       for (int j = 0; j < N; ++j) {
-        float xhat = (x.v[i][j] - mean) * rstd;
-        float g = dy.v[i][j] * w[j];
-        o[j] = from_f<T>(rstd * (g - mean_g - xhat * mean_gx));
+        const float xhat = (to_f(xe[j]) - mean) * rstd;
+        o[j] = from_f<T>(rstd * (to_f(de[j]) * weight(i, j) - mean_g - xhat * mean_gx));
       }
-      *reinterpret_cast<uint4*>(dx + c) = out;
+      *reinterpret_cast<uint4*>(dx + (int64_t(i) * nt + tid) * N) = out;
     }
   }
-  // Each thread reads back only its own accumulators: no barrier needed.
-  float* out = partial + int64_t(blockIdx.x) * 2 * a.cols;
+  cp_async_wait<0>();  // nothing may land in shared memory after the CTA exits
+
+  float* out = partial + int64_t(blockIdx.x) * 2 * cols;
 #pragma unroll
   for (int i = 0; i < VPT; ++i) {
-    const int64_t c = (int64_t(i) * blockDim.x + threadIdx.x) * N;
-    if (c >= a.cols) continue;
+    if (!ok[i]) continue;
+    const int64_t c = (int64_t(i) * nt + tid) * N;
 #pragma unroll
-    for (int j = 0; j < N; ++j) {
-      out[c + j] = acc_s[slot(i, j)];
-      out[a.cols + c + j] = acc_b[slot(i, j)];
+    for (int j = 0; j < N; j += 4) {
+      *reinterpret_cast<float4*>(out + c + j) = make_float4(ds[i][j], ds[i][j + 1], ds[i][j + 2], ds[i][j + 3]);
+      if (a.dbias)
+        *reinterpret_cast<float4*>(out + cols + c + j) = make_float4(db[i][j], db[i][j + 1], db[i][j + 2], db[i][j + 3]);
     }
   }
 }
 
-// Sums the per-CTA partials column by column in CTA order (deterministic).
+// Sums the per-CTA partials column by column in a fixed order (deterministic): warp y of a
+// 32x8 block sums parts y, y+8, ... of 32 adjacent columns, then the 8 sums are added in order.
 template <class W>
-__global__ void reduce_partials(const float* partial, int parts, int64_t cols, W* dscale, W* dbias) {
-  int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= cols) return;
+__global__ void __launch_bounds__(256) reduce_partials(const float* partial, int parts, int64_t cols, W* dscale, W* dbias) {
+  __shared__ float red[2][8][33];
+  const int64_t c = int64_t(blockIdx.x) * 32 + threadIdx.x;
   float s = 0.f, b = 0.f;
-  for (int p = 0; p < parts; ++p) {
-    s += partial[int64_t(p) * 2 * cols + c];
-    b += partial[int64_t(p) * 2 * cols + cols + c];
+  if (c < cols)
+    for (int p = threadIdx.y; p < parts; p += 8) {
+      s += partial[int64_t(p) * 2 * cols + c];
+      if (dbias) b += partial[int64_t(p) * 2 * cols + cols + c];
+    }
+  red[0][threadIdx.y][threadIdx.x] = s;
+  red[1][threadIdx.y][threadIdx.x] = b;
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= cols) return;
+  s = b = 0.f;
+  for (int k = 0; k < 8; ++k) {
+    s += red[0][k][threadIdx.x];
+    b += red[1][k][threadIdx.x];
   }
   dscale[c] = from_f<W>(s);
   if (dbias) dbias[c] = from_f<W>(b);
@@ -307,52 +375,56 @@ cudaError_t fwd_typed(const FwdArgs& a, cudaStream_t st) {
   return cudaGetLastError();
 }
 
-using BwdKernel = void (*)(BwdArgs, float*);
+using BwdKernel = void (*)(BwdArgs, float*, int);
 
-// The backward kernel for a shape, its block size and its dynamic shared memory.
+// The backward launch for a shape: kernel, block size, ring depth, dynamic shared memory, grid.
+struct BwdLaunch {
+  BwdKernel kernel = nullptr;
+  int threads = 0, stages = 0, grid = 0;
+  size_t smem = 0;
+};
+
+// About 220 KB of ring per SM (the most a CTA may take, less the static reduction buffers): up to kMaxStages rows, at least one (fp32 rows of 16k elements
+// take 128 KB each: those run unpipelined, one row in flight per SM).
+constexpr size_t kRingBudget = 220 * 1024;
+
 template <class T, class W>
-BwdKernel bwd_kernel_for(const BwdArgs& a, int& threads, size_t& smem) {
+BwdLaunch bwd_launch_for(const BwdArgs& a, int sm_count) {
+  BwdLaunch l;
   int vpt;
-  shape_for(a.cols, a.x_type, 256, vpt, threads, a.x_type == DataType::FLOAT ? 16 : 8);
-  smem = size_t(2) * size_t(vpt) * size_t(threads) * size_t(vector_elems(a.x_type)) * sizeof(float);
+  shape_for(a.cols, a.x_type, kBwdThreads, vpt, l.threads);
+  const size_t stage = size_t(l.threads) * (size_t(vpt) * 2 * sizeof(uint4) + 2 * sizeof(float));
+  l.stages = int(std::clamp<size_t>(kRingBudget / stage, 1, kMaxStages));
+  l.smem = stage * size_t(l.stages);
   const bool layer = a.kind == Kind::LAYER;
   switch (vpt) {
 #define OPENDNN_BWD(V) \
-  case V: return layer ? bwd_kernel<T, W, V, true> : bwd_kernel<T, W, V, false>;
-    OPENDNN_BWD(1) OPENDNN_BWD(2) OPENDNN_BWD(4) OPENDNN_BWD(8)
-    case 16:
-      if constexpr (sizeof(T) == 4) return layer ? bwd_kernel<T, W, 16, true> : bwd_kernel<T, W, 16, false>;
-      return nullptr;
+  case V: l.kernel = layer ? bwd_kernel<T, W, V, true> : bwd_kernel<T, W, V, false>; break;
+    OPENDNN_BWD(1) OPENDNN_BWD(2) OPENDNN_BWD(4)
 #undef OPENDNN_BWD
+    case 8:  // only fp32 rows need 8 vectors per thread (kMaxCols / 512 threads / 4 per vector)
+      if constexpr (sizeof(T) == 4) l.kernel = layer ? bwd_kernel<T, W, 8, true> : bwd_kernel<T, W, 8, false>;
+      break;
   }
-  return nullptr;
-}
-
-// As many CTAs as fit on the GPU at once (each streams rows with a grid stride), so every SM keeps
-// several rows in flight; never more CTAs than rows.
-template <class T, class W>
-int bwd_grid_typed(const BwdArgs& a, int sm_count) {
-  int threads;
-  size_t smem;
-  BwdKernel k = bwd_kernel_for<T, W>(a, threads, smem);
-  if (smem > 48 * 1024) cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  if (!l.kernel) return l;
+  if (l.smem > 48 * 1024) cudaFuncSetAttribute(l.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(l.smem));
   int per_sm = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, threads, smem) != cudaSuccess || per_sm < 1) per_sm = 1;
-  return int(std::max<int64_t>(1, std::min<int64_t>(a.rows, int64_t(sm_count) * per_sm)));
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, l.kernel, l.threads, l.smem) != cudaSuccess || per_sm < 1)
+    per_sm = 1;
+  l.grid = int(std::max<int64_t>(1, std::min<int64_t>(a.rows, int64_t(sm_count) * per_sm)));
+  return l;
 }
 
 template <class T, class W>
 cudaError_t bwd_typed(const BwdArgs& a, void* ws, int sm_count, cudaStream_t st) {
-  int threads;
-  size_t smem;
-  BwdKernel k = bwd_kernel_for<T, W>(a, threads, smem);
-  const int grid = bwd_grid_typed<T, W>(a, sm_count);
+  const BwdLaunch l = bwd_launch_for<T, W>(a, sm_count);
+  if (!l.kernel) return cudaErrorInvalidValue;
   float* partial = static_cast<float*>(ws);
-  k<<<grid, threads, smem, st>>>(a, partial);
+  l.kernel<<<l.grid, l.threads, l.smem, st>>>(a, partial, l.stages);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
-  unsigned rb = unsigned((a.cols + 255) / 256);
-  reduce_partials<W><<<rb, 256, 0, st>>>(partial, grid, a.cols, static_cast<W*>(a.dscale), static_cast<W*>(a.dbias));
+  reduce_partials<W><<<unsigned((a.cols + 31) / 32), dim3(32, 8), 0, st>>>(partial, l.grid, a.cols, static_cast<W*>(a.dscale),
+                                                                           static_cast<W*>(a.dbias));
   return cudaGetLastError();
 }
 
@@ -386,7 +458,7 @@ struct Bwd {
 template <class T, class W>
 struct BwdGrid {
   static cudaError_t run(const BwdArgs& a, int sm, int* grid) {
-    *grid = bwd_grid_typed<T, W>(a, sm);
+    *grid = bwd_launch_for<T, W>(a, sm).grid;
     return cudaSuccess;
   }
 };
@@ -401,12 +473,21 @@ int64_t backward_workspace_bytes(const BwdArgs& a, int sm_count) {
   return int64_t(grid) * 2 * a.cols * int64_t(sizeof(float));
 }
 
+// The kernels move 16-byte vectors; rows are a multiple of 16 bytes, so only the bases can be off.
+static bool aligned16(std::initializer_list<const void*> ps) {
+  for (const void* p : ps)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  return true;
+}
+
 const char* launch_forward(const FwdArgs& a, void* stream) {
+  if (!aligned16({a.x, a.y, a.scale, a.bias})) return "X, Y, scale and bias must be 16-byte aligned";
   cudaError_t e = dispatch<Fwd>(a.x_type, a.w_type, a, static_cast<cudaStream_t>(stream));
   return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
 }
 
 const char* launch_backward(const BwdArgs& a, void* workspace, int sm_count, void* stream) {
+  if (!aligned16({a.x, a.dy, a.dx, a.scale, workspace})) return "X, DY, DX, scale and the workspace must be 16-byte aligned";
   cudaError_t e = dispatch<Bwd>(a.x_type, a.w_type, a, workspace, sm_count, static_cast<cudaStream_t>(stream));
   return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
 }
