@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <map>
 #include <mutex>
 #include <unordered_map>
 
@@ -34,39 +33,35 @@ class DeviceGuard {
   bool switched_ = false;
 };
 
-// One cudnnHandle per (device, stream), created on first use and kept for the process's life
-// (handles are never destroyed: plans may run until exit and static destruction order is unknown).
-class HandlePool {
- public:
-  Status get(int device, void* stream, cudnnHandle_t& out) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto key = std::make_pair(device, stream);
-    auto it = handles_.find(key);
-    if (it != handles_.end()) {
-      out = it->second;
-      return {};
-    }
+// One cudnnHandle per (thread, device), created on first use and kept for the thread's life (never
+// destroyed: plans may run until exit and static destruction order is unknown). A handle is used by
+// one thread only, as cuDNN requires; the stream is re-set on it only when it changes. cudnnSetStream
+// allocates nothing, so a plan warmed up once on a thread can run under CUDA-graph capture on any
+// stream (creating a handle would cudaMalloc, which a capture forbids).
+Status thread_handle(int device, void* stream, cudnnHandle_t& out) {
+  struct Bound {
+    cudnnHandle_t handle = nullptr;
+    void* stream = nullptr;
+  };
+  thread_local std::vector<Bound> bound;  // indexed by device
+  if (device < 0) return {ErrorCode::INVALID_VALUE, "cudnn: device " + std::to_string(device)};
+  if (size_t(device) >= bound.size()) bound.resize(size_t(device) + 1);
+  Bound& b = bound[size_t(device)];
+  if (!b.handle) {
     DeviceGuard guard(device);
-    cudnnHandle_t h = nullptr;
-    cudnnStatus_t s = api().Create(&h);
-    if (s != CUDNN_STATUS_SUCCESS) return {ErrorCode::HANDLE_ERROR, "cudnnCreate: " + api().status_string(s)};
-    if (stream) {
-      s = api().SetStream(h, static_cast<cudaStream_t>(stream));
-      if (s != CUDNN_STATUS_SUCCESS) return {ErrorCode::HANDLE_ERROR, "cudnnSetStream: " + api().status_string(s)};
+    cudnnStatus_t s = api().Create(&b.handle);
+    if (s != CUDNN_STATUS_SUCCESS) {
+      b.handle = nullptr;
+      return {ErrorCode::HANDLE_ERROR, "cudnnCreate: " + api().status_string(s)};
     }
-    handles_[key] = h;
-    out = h;
-    return {};
   }
-
- private:
-  std::mutex mu_;
-  std::map<std::pair<int, void*>, cudnnHandle_t> handles_;
-};
-
-HandlePool& pool() {
-  static HandlePool* p = new HandlePool;
-  return *p;
+  if (stream != b.stream) {
+    cudnnStatus_t s = api().SetStream(b.handle, static_cast<cudaStream_t>(stream));
+    if (s != CUDNN_STATUS_SUCCESS) return {ErrorCode::HANDLE_ERROR, "cudnnSetStream: " + api().status_string(s)};
+    b.stream = stream;
+  }
+  out = b.handle;
+  return {};
 }
 
 int current_device(const Target& t) {
@@ -208,8 +203,6 @@ class CudnnPlan final : public Plan {
     }
     ptrs_.assign(uids_.size(), nullptr);
     for (auto& [i, p] : host_index_) ptrs_[i] = p;
-    OPENDNN_RETURN_IF_ERROR(pool().get(device_, nullptr, handle_));
-    last_stream_ = nullptr;
     // The variant pack, built once. Data pointers are placeholders until execute().
     std::vector<void*> dummy(ptrs_);
     for (auto& p : dummy)
@@ -236,10 +229,8 @@ class CudnnPlan final : public Plan {
 
   Status execute(void* const* slots, void* workspace, void* stream) override {
     const auto& a = api();
-    if (stream != last_stream_) {
-      OPENDNN_RETURN_IF_ERROR(pool().get(device_, stream, handle_));
-      last_stream_ = stream;
-    }
+    cudnnHandle_t handle = nullptr;
+    OPENDNN_RETURN_IF_ERROR(thread_handle(device_, stream, handle));
     for (size_t i = 0; i < n_slots_; ++i) {
       void* p = slots[slot_index_[i]];
       if (!p) return {ErrorCode::INVALID_VARIANT_PACK, "cudnn: no pointer for tensor uid " + std::to_string(uids_[i])};
@@ -276,7 +267,7 @@ class CudnnPlan final : public Plan {
       if (!b.ok()) return {ErrorCode::CUDNN_BACKEND_API_FAILED, "cudnn: " + b.error()};
       vp = fresh->get();
     }
-    cudnnStatus_t s = a.BackendExecute(handle_, e_->plan->get(), vp);
+    cudnnStatus_t s = a.BackendExecute(handle, e_->plan->get(), vp);
     if (s != CUDNN_STATUS_SUCCESS)
       return {ErrorCode::GRAPH_EXECUTION_FAILED, "cudnn: cudnnBackendExecute: " + a.status_string(s)};
     return {};
@@ -295,8 +286,6 @@ class CudnnPlan final : public Plan {
   std::vector<std::pair<int64_t, int64_t>> zero_;
   DescPtr vp_;
   bool fresh_ = true;
-  cudnnHandle_t handle_ = nullptr;
-  void* last_stream_ = nullptr;
 };
 
 std::vector<SdpaImpl> impls_for(const Graph& g) {
@@ -352,7 +341,7 @@ class CudnnEngine final : public Engine {
     int device = current_device(target);
     DeviceGuard guard(device);
     cudnnHandle_t handle = nullptr;
-    Status hs = pool().get(device, nullptr, handle);
+    Status hs = thread_handle(device, nullptr, handle);
     if (hs.is_bad()) {
       p.declines.push_back("cudnn: " + hs.message());
       return p;
@@ -455,7 +444,7 @@ class CudnnEngine final : public Engine {
     int device = current_device(target);
     DeviceGuard guard(device);
     cudnnHandle_t handle = nullptr;
-    OPENDNN_RETURN_IF_ERROR(pool().get(device, nullptr, handle));
+    OPENDNN_RETURN_IF_ERROR(thread_handle(device, nullptr, handle));
     Knobs k;
     SdpaImpl impl = SdpaImpl::COMPOSITE;
     for (auto& [name, v] : cand.knobs) {
