@@ -26,9 +26,8 @@ ninja -C build-py-gpu -j"$(nproc)" >>"$OUT/log.txt" 2>&1 || { tail -40 "$OUT/log
 export PYTHONPATH=$PWD/build-py-gpu/python:$PWD/bench
 python3 -c "import opendnn; print('default target:', opendnn.default_target())" 2>&1 | tee -a "$OUT/log.txt"
 
-log "norm benchmark (cuda engine vs torch), then with cuDNN through the cudnn engine"
-timeout 240 python3 bench/norm.py "$@" 2>&1 | tee "$OUT/bench_norm.txt" | tail -30
-timeout 150 python3 bench/norm.py --with-cudnn "$@" 2>&1 | tee "$OUT/bench_norm_cudnn.txt" | tail -30
+log "norm benchmark: cuda engine, torch eager and cuDNN (cudnn engine) in one process"
+timeout 240 python3 bench/norm.py "$@" 2>&1 | tee "$OUT/bench_norm.txt" | tail -60
 
 log "Python GPU tests"
 timeout 120 python3 -m pytest tests/gpu -q 2>&1 | tee "$OUT/pytest_gpu.txt" | tail -15
