@@ -1,0 +1,176 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Gated delta net forward on the GPU, bf16, K = V = 128: opendnn's cuda engine against
+flash-linear-attention's chunk_gated_delta_rule (skipped cleanly when fla is not installed), in one
+process on the same inputs (in-kernel q/k l2norm, log-space gates, fp32 initial and final states).
+Writes bench/results/gdn.json (+ PNG).
+
+    python bench/gdn.py [--quick]
+
+TFLOP/s use the customary minimal count 4*K*V FLOP per token and value head. Every case is also
+checked against a float64 token recurrence over the first 256 tokens of its first sequence, and
+against fla's output where fla runs.
+"""
+import argparse
+import sys
+
+import torch
+import torch.nn.functional as F
+
+import opendnn as cudnn
+from common import time_cuda, write_results
+
+try:
+    from fla.ops.gated_delta_rule import chunk_gated_delta_rule as fla_gdn
+except Exception as e:  # an optional peer
+    fla_gdn, FLA_ERROR = None, f"{type(e).__name__}: {e}"
+
+K = V = 128
+CHECK_TOKENS = 256
+
+
+def varlen(total, n, seed=0):
+    """n lengths around total/n (+-40%) that sum to total."""
+    gen = torch.Generator().manual_seed(seed)
+    w = 0.6 + 0.8 * torch.rand(n, generator=gen)
+    lens = (w / w.sum() * total).long()
+    lens[-1] += total - int(lens.sum())
+    return [int(x) for x in lens]
+
+
+CASES = [  # name, H, HV, sequence lengths
+    ("h16_hv32_1x32k", 16, 32, [32768]),
+    ("h16_hv64_1x32k", 16, 64, [32768]),
+    ("h16_hv32_8x4k", 16, 32, varlen(32768, 8)),
+    ("h16_hv64_8x4k", 16, 64, varlen(32768, 8)),
+    ("h4_hv8_1x32k", 4, 8, [32768]),
+]
+QUICK = ("h16_hv64_1x32k", "h4_hv8_1x32k")
+
+
+class Case:
+    def __init__(self, H, HV, lens):
+        torch.manual_seed(0)
+        self.H, self.HV, self.lens = H, HV, lens
+        T, N = sum(lens), len(lens)
+        self.T, self.N = T, N
+        dev = "cuda"
+        self.q = torch.randn(T, H, K, device=dev, dtype=torch.bfloat16)
+        self.k = torch.randn(T, H, K, device=dev, dtype=torch.bfloat16)
+        self.v = torch.randn(T, HV, V, device=dev, dtype=torch.bfloat16)
+        self.g = F.logsigmoid(torch.randn(T, HV, device=dev, dtype=torch.float32) + 3.0)  # alpha mostly 0.9..1
+        self.beta = torch.rand(T, HV, device=dev, dtype=torch.float32).sigmoid()
+        self.h0 = 0.1 * torch.randn(N, HV, K, V, device=dev, dtype=torch.float32)  # fla's [N, HV, K, V]
+        self.cu = torch.tensor([0] + list(torch.tensor(lens).cumsum(0)), dtype=torch.int32, device=dev)
+        self.scale = K ** -0.5
+
+    def flops(self):
+        return 4.0 * K * V * self.T * self.HV
+
+    def reference_head(self):
+        """float64 recurrence over the first CHECK_TOKENS tokens of sequence 0: (o, tokens)."""
+        n = min(CHECK_TOKENS, self.lens[0])
+        G = self.HV // self.H
+        q = F.normalize(self.q[:n].double(), dim=-1, eps=0).repeat_interleave(G, dim=1)
+        k = F.normalize(self.k[:n].double(), dim=-1, eps=0).repeat_interleave(G, dim=1)
+        v, g, b = self.v[:n].double(), self.g[:n].double(), self.beta[:n].double()
+        S = self.h0[0].double().clone()  # [HV, K, V]
+        out = torch.empty(n, self.HV, V, dtype=torch.float64, device="cuda")
+        for t in range(n):
+            S *= g[t].exp()[:, None, None]
+            e = v[t] - torch.einsum("hk,hkv->hv", k[t], S)
+            S += b[t][:, None, None] * k[t][:, :, None] * e[:, None, :]
+            out[t] = self.scale * torch.einsum("hk,hkv->hv", q[t], S)
+        return out, n
+
+    def ours(self):
+        """(callable, o, final_state) on the cuda engine, or (None, reason, None)."""
+        T, H, HV, N = self.T, self.H, self.HV, self.N
+        gr = cudnn.pygraph(io_data_type=cudnn.data_type.BFLOAT16, intermediate_data_type=cudnn.data_type.FLOAT,
+                           compute_data_type=cudnn.data_type.FLOAT)
+        h0v = self.h0.transpose(-1, -2)  # the graph's V-major [N, HV, V, K] view, no copy
+        ins = {"q": self.q, "k": self.k, "v": self.v, "g": self.g, "beta": self.beta, "cu_seqlens": self.cu,
+               "initial_state": h0v}
+        ts = {name: gr.tensor(dim=list(x.shape), stride=list(x.stride()), data_type=x.dtype, name=name)
+              for name, x in ins.items()}
+        o = torch.full((T, HV, V), float("nan"), device="cuda", dtype=torch.bfloat16)
+        fs = torch.full((N, HV, K, V), float("nan"), device="cuda", dtype=torch.float32)
+        fsv = fs.transpose(-1, -2)
+        try:
+            O, FS, _ = gr.gdn(scale=self.scale, use_qk_l2norm=True, output_final_state=True, name="gdn", **ts)
+            for t, x in ((O, o), (FS, fsv)):
+                t.set_output(True).set_dim(list(x.shape)).set_stride(list(x.stride())).set_data_type(x.dtype)
+            gr.validate()
+            gr.build_operation_graph()
+            gr.create_execution_plans([cudnn.heur_mode.A])
+            gr.deselect_engines(["cudnn", "reference"])
+            gr.check_support()
+            gr.build_plans()
+        except Exception as e:  # a decline or a failed build: recorded in the row, never fatal
+            return None, f"{type(e).__name__}: {str(e)[:300]}", None
+        ws = torch.empty(max(1, gr.get_workspace_size()), dtype=torch.uint8, device="cuda")
+        pack = {ts[n]: x for n, x in ins.items()}
+        pack.update({O: o, FS: fsv})
+        return (lambda: gr.execute(pack, ws)), o, fs
+
+    def fla(self):
+        cu = self.cu.long()
+        q, k, v = self.q[None], self.k[None], self.v[None]
+        g, b = self.g[None], self.beta[None]
+
+        def run():
+            return fla_gdn(q, k, v, g, b, scale=self.scale, initial_state=self.h0, output_final_state=True,
+                           use_qk_l2norm_in_kernel=True, cu_seqlens=cu)
+        return run
+
+
+def rel(a, ref):
+    a, ref = a.double(), ref.double()
+    return ((a - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="two cases")
+    args = ap.parse_args()
+    if fla_gdn is None:
+        print(f"flash-linear-attention not available, peer skipped: {FLA_ERROR}")
+    rows = []
+    for name, H, HV, lens in CASES:
+        if args.quick and name not in QUICK:
+            continue
+        c = Case(H, HV, lens)
+        row = {"case": name, "op": "gdn", "pass": "fwd", "H": H, "HV": HV, "K": K, "V": V, "tokens": c.T,
+               "sequences": len(lens), "dtype": "bf16"}
+        fn, o, fs = c.ours()
+        if fn is None:
+            row["opendnn_declined"] = o
+        else:
+            fn()
+            torch.cuda.synchronize()
+            ref, n = c.reference_head()
+            row["rel_err_vs_fp64_head"] = rel(o[:n], ref)
+            row["finite"] = bool(torch.isfinite(o).all().item() and torch.isfinite(fs).all().item())
+            ms = time_cuda(fn)
+            row.update({"opendnn_ms": ms, "tflops": c.flops() / (ms * 1e-3) / 1e12})
+        if fla_gdn is not None:
+            try:
+                run = c.fla()
+                fo, ffs = run()
+                torch.cuda.synchronize()
+                row["fla_ms"] = time_cuda(run)
+                row["fla_tflops"] = c.flops() / (row["fla_ms"] * 1e-3) / 1e12
+                if fn is not None:
+                    row["rel_err_vs_fla_o"] = rel(o, fo[0])
+                    row["rel_err_vs_fla_state"] = rel(fs, ffs)
+                    row["speedup_vs_fla"] = row["fla_ms"] / row["opendnn_ms"]
+            except Exception as e:  # a failing peer never loses our numbers
+                row["fla_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+        rows.append(row)
+        print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
+        write_results("gdn", rows)
+        del c
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

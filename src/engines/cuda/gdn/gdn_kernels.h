@@ -1,0 +1,41 @@
+// SPDX-License-Identifier: Apache-2.0
+// Gated delta net forward on Hopper (chunked WY/UT formulation, chunk size 64), behind a small C++
+// launch API so the adapter never sees CUDA templates. Semantics: src/engines/reference/gdn.cpp.
+// THD: q, k [T, H, D], v [T, HV, V], g and beta [T, HO], O [T, HO, V], all packed; states
+// [N, HO, V, K] with arbitrary element strides (torch passes transposed [N, HO, K, V] views).
+#pragma once
+
+#include <cstdint>
+
+#include "opendnn/types.h"
+
+namespace opendnn::cuda::gdn {
+
+inline constexpr int kChunk = 64;
+
+struct FwdArgs {
+  DataType io = DataType::BFLOAT16;  // q, k, v, O: HALF or BFLOAT16
+  DataType g_type = DataType::FLOAT, beta_type = DataType::FLOAT;
+  bool cu_int64 = false;
+  DataType init_type = DataType::FLOAT, final_type = DataType::FLOAT;  // FLOAT or BFLOAT16
+  int64_t t = 0, n = 0, h = 0, hv = 0, ho = 0, k = 0, v = 0;
+  float scale = 1.f;
+  bool l2norm = false;
+  int bv = 64;  // V columns of the state per CTA of the sequential pass (chosen by choose_bv)
+  const void *q = nullptr, *kk = nullptr, *vv = nullptr, *g = nullptr, *beta = nullptr, *cu = nullptr;
+  const void* init = nullptr;  // may be null (zero initial state)
+  void* o = nullptr;
+  void* fin = nullptr;  // may be null
+  int64_t init_stride[4] = {0, 0, 0, 0}, fin_stride[4] = {0, 0, 0, 0};  // n, head, v, k (elements)
+};
+
+// Head dims the kernels take: multiples of 16 up to 256.
+bool supported_dims(int64_t k, int64_t v);
+// Picks the state slice width so that N*HO*(V/bv) CTAs fill the GPU where they can.
+int choose_bv(const FwdArgs& a, int sm_count);
+int64_t forward_workspace_bytes(const FwdArgs& a);
+// Launch on `stream` (a cudaStream_t); workspace holds forward_workspace_bytes. Returns a CUDA
+// error string or nullptr.
+const char* launch_forward(const FwdArgs& a, void* workspace, void* stream);
+
+}  // namespace opendnn::cuda::gdn
