@@ -193,14 +193,18 @@ __global__ void __launch_bounds__(256, 1) sdpa_fwd_kernel(const __grid_constant_
     // Mask and online softmax, row by row of this thread (a row's columns live in one quad).
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
-      const int64_t i = m0 + get<0>(cSrc(r, 0));
-      const int64_t ia = i + diag;
+      // Visible columns of this row within the tile: [lo, hi), clamped to 32-bit tile coordinates.
+      const int64_t ia = m0 + get<0>(cSrc(r, 0)) + diag;
+      int64_t hi = skv - n0, lo = -n0;
+      if (p.has_right && ia + p.right + 1 - n0 < hi) hi = ia + p.right + 1 - n0;
+      if (p.has_left) lo = ia - p.left + 1 - n0;
+      const int hi32 = int(hi < 0 ? 0 : hi > kBN ? kBN : hi);
+      const int lo32 = int(lo < 0 ? 0 : lo > kBN ? kBN : lo);
       float mx = row_max[r];
       CUTE_UNROLL
       for (int c = 0; c < size<1>(S); ++c) {
-        const int64_t j = n0 + get<1>(cSrc(r, c));
-        const bool vis = j < skv && (!p.has_right || j <= ia + p.right) && (!p.has_left || j > ia - p.left);
-        const float s2 = vis ? S(r, c) * scale2 : -INFINITY;
+        const int j = get<1>(cSrc(r, c));
+        const float s2 = (j >= lo32 && j < hi32) ? S(r, c) * scale2 : -INFINITY;
         S(r, c) = s2;
         mx = fmaxf(mx, s2);
       }

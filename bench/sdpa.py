@@ -1,0 +1,164 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Scaled dot-product attention on the GPU, bf16, the FlashAttention-3 paper's shapes (B*S = 16k
+tokens, H*D = 2048, S 512..16k, head dims 64/128/256, causal and not): opendnn's cuda engine
+against torch SDPA with the cuDNN backend and with the flash backend, all in one process on the
+same inputs, every result checked. Writes bench/results/sdpa.json (+ sdpa.png).
+
+    python bench/sdpa.py [--quick] [--mode fwd|bwd|all]
+
+Modes: `fwd` times the forward pass (O and Stats). `bwd` is the backward pass (its columns come
+from run_bwd below, which the backward kernel's owner fills in; until then it records why not).
+Q/K/V are [B,H,S,D] views of BSHD storage, the layout models use.
+"""
+import argparse
+import math
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+import opendnn
+from common import time_cuda, write_results
+
+BF16 = opendnn.data_type.BFLOAT16
+FP32 = opendnn.data_type.FLOAT
+TOKENS, HIDDEN = 16384, 2048
+PEERS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}
+
+
+def bshd(B, H, S, D):
+    return torch.randn(B, S, H, D, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+
+
+def flops(B, H, S, D, causal):
+    """Forward matmul flops (QK^T and PV), halved under a causal mask."""
+    f = 4.0 * B * H * S * S * D
+    return f / 2 if causal else f
+
+
+class Case:
+    def __init__(self, S, D, causal):
+        self.B, self.H, self.S, self.D, self.causal = TOKENS // S, HIDDEN // D, S, D, causal
+        self.scale = 1.0 / math.sqrt(D)
+        torch.manual_seed(0)
+        self.q, self.k, self.v = (bshd(self.B, self.H, S, D) for _ in range(3))
+
+    def name(self):
+        return f"S{self.S}_d{self.D}{'_causal' if self.causal else ''}"
+
+    def reference(self, rows=256, heads=2):
+        """fp32 O and LSE for the first `rows` queries of batch 0, heads 0..heads-1 (a slice keeps
+        the S x S score matrix small at 16k)."""
+        q = self.q[0, :heads, :rows].float()
+        s = torch.einsum("hid,hjd->hij", q, self.k[0, :heads].float()) * self.scale
+        if self.causal:
+            j = torch.arange(self.S, device="cuda")
+            s = s.masked_fill(j[None, None, :] > torch.arange(rows, device="cuda")[None, :, None], float("-inf"))
+        lse = torch.logsumexp(s, dim=-1)
+        o = torch.softmax(s, dim=-1) @ self.v[0, :heads].float()
+        return o, lse
+
+    def rel(self, o, rows=256, heads=2):
+        ref_o, _ = self.reference(rows, heads)
+        return ((o[0, :heads, :rows].float() - ref_o).norm() / ref_o.norm()).item()
+
+    def peer(self, backend):
+        def fn():
+            with sdpa_kernel(backend):
+                return F.scaled_dot_product_attention(self.q, self.k, self.v, is_causal=self.causal, scale=self.scale)
+
+        return fn
+
+
+class OurFwd:
+    """The forward graph planned on the cuda engine only, bound to torch tensors."""
+
+    def __init__(self, c):
+        g = opendnn.pygraph(io_data_type=BF16, intermediate_data_type=FP32, compute_data_type=FP32)
+        t = {n: g.tensor(name=n, dim=list(x.shape), stride=list(x.stride()), data_type=BF16)
+             for n, x in (("q", c.q), ("k", c.k), ("v", c.v))}
+        o, stats = g.sdpa(q=t["q"], k=t["k"], v=t["v"], attn_scale=c.scale, generate_stats=True,
+                          use_causal_mask=c.causal, name="sdpa")
+        o.set_output(True)
+        stats.set_output(True).set_data_type(FP32)
+        g.validate()
+        g.build_operation_graph()
+        g.create_execution_plans([opendnn.heur_mode.A])
+        names = {g.get_engine_name_at_index(i) for i in range(g.get_execution_plan_count())}
+        if "cuda" not in names:
+            raise RuntimeError(f"no cuda-engine plan (engines: {sorted(names)})")
+        g.deselect_engines(sorted(names - {"cuda"}))
+        g.check_support()
+        g.build_plans()
+        self.o = torch.full_like(c.q, float("nan"))  # BSHD storage like q: O follows Q's stride order
+        self.stats = torch.full((c.B, c.H, c.S, 1), float("nan"), device="cuda", dtype=torch.float32)
+        self.g, self.ws = g, torch.empty(max(1, g.get_workspace_size()), dtype=torch.uint8, device="cuda")
+        self.pack = {t["q"]: c.q, t["k"]: c.k, t["v"]: c.v, o: self.o, stats: self.stats}
+
+    def __call__(self):
+        self.g.execute(self.pack, self.ws)
+
+
+def run_fwd(c, row):
+    fl = flops(c.B, c.H, c.S, c.D, c.causal)
+    for peer, backend in PEERS.items():
+        try:
+            fn = c.peer(backend)
+            out = fn()
+            row[f"{peer}_rel_err"] = c.rel(out)
+            row[f"{peer}_ms"] = time_cuda(fn)
+            row[f"{peer}_tflops"] = fl / (row[f"{peer}_ms"] * 1e-3) / 1e12
+        except Exception as e:  # a backend that cannot run this shape: recorded, never fatal
+            row[f"{peer}_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+    try:
+        ours = OurFwd(c)
+    except Exception as e:  # a decline or a failed build
+        row["opendnn_declined"] = f"{type(e).__name__}: {str(e)[:300]}"
+        return
+    ours()
+    torch.cuda.synchronize()
+    row["rel_err"] = c.rel(ours.o)
+    _, ref_lse = c.reference()
+    row["lse_max_abs_err"] = (ours.stats[0, :2, :256, 0] - ref_lse).abs().max().item()
+    row["opendnn_ms"] = time_cuda(ours)
+    row["opendnn_tflops"] = fl / (row["opendnn_ms"] * 1e-3) / 1e12
+    row["correct"] = row["rel_err"] < 2e-2 and row["lse_max_abs_err"] < 2e-2
+    for peer in PEERS:
+        if f"{peer}_ms" in row:
+            row[f"speedup_vs_{peer}"] = row[f"{peer}_ms"] / row["opendnn_ms"]
+
+
+def run_bwd(c, row):
+    """Backward columns (forward+backward timing against the same peers): the backward kernel's
+    owner adds them here."""
+    row["bwd_note"] = "backward benchmark not written yet"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="four shapes")
+    ap.add_argument("--mode", choices=("fwd", "bwd", "all"), default="fwd")
+    args = ap.parse_args()
+    if args.quick:
+        shapes = [(S, 128, causal) for S in (1024, 4096) for causal in (False, True)]
+    else:
+        shapes = [(S, D, causal) for D in (64, 128, 256) for causal in (False, True)
+                  for S in (512, 1024, 2048, 4096, 8192, 16384)]
+    modes = ("fwd", "bwd") if args.mode == "all" else (args.mode,)
+    rows = []
+    for mode in modes:
+        for S, D, causal in shapes:
+            c = Case(S, D, causal)
+            row = {"case": f"{mode}_{c.name()}", "pass": mode, "batch": c.B, "heads": c.H, "seq": S, "head_dim": D,
+                   "causal": causal, "dtype": "bf16"}
+            (run_fwd if mode == "fwd" else run_bwd)(c, row)
+            rows.append(row)
+            print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
+            write_results("sdpa", rows)  # after every case: a fault later keeps what was measured
+            del c
+    return 0 if all(r.get("correct", True) for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
