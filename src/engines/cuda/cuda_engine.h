@@ -21,6 +21,7 @@ struct Family {
 };
 
 const Family& norm_family();
+const Family& gdn_family();
 
 std::shared_ptr<Engine> make_cuda_engine();
 
