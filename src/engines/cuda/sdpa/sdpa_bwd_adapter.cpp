@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: Apache-2.0
+// Plans of the cuda engine for single-node SDPA_BACKWARD graphs (sdpa_bwd_kernels.h): fp16/bf16,
+// head dims 64/128/256 and 192/128, GQA/MQA with Hk == Hv, causal and sliding windows (either
+// diagonal alignment), per-batch lengths, token-packed and THD layouts. Deterministic.
+#include <string>
+
+#include "engines/cuda/cuda_engine.h"
+#include "engines/cuda/sdpa/sdpa_bwd_kernels.h"
+#include "opendnn/graph.h"
+#include "opendnn/node.h"
+
+namespace opendnn::cuda {
+namespace {
+
+const std::string kNo = "not supported: ";
+
+struct GradSlots {
+  int64_t ptr = -1, ragged = -1;
+};
+struct BwdSlots {
+  sdpa::Slots common;
+  GradSlots dout, dq, dk, dv;
+};
+
+// dO, dQ, dK, dV: a memory-backed tensor with the dims and element type of its counterpart `like`.
+std::string grad_tensor(const Graph& g, const Node& n, const char* port, bool input, const TensorPtr& like,
+                        sdpa::TokenTensor& t, GradSlots& s) {
+  const TensorPtr& x = input ? n.in(port) : n.out(port);
+  if (!x || x->get_is_virtual()) return kNo + port + " must be a graph tensor";
+  if (x->get_dim() != like->get_dim()) return kNo + port + " must have the dims of its forward counterpart";
+  if (x->get_data_type() != n.in("Q")->get_data_type()) return kNo + port + " must have Q's data type";
+  const auto& st = x->get_stride();
+  if (st.size() != 4 || st[3] != 1) return kNo + port + " must have a contiguous head dim (stride 1)";
+  for (size_t i = 0; i < 3; ++i) {
+    if (st[i] < 0 || (i > 0 && st[i] % 8 != 0)) return kNo + port + " strides must be non-negative multiples of 8";
+    t.stride[i] = st[i];
+  }
+  s.ptr = slot_of(g, x);
+  if (s.ptr < 0) return kNo + port + " has no variant-pack slot";
+  if (const TensorPtr& r = x->get_ragged_offset()) {
+    s.ragged = slot_of(g, r);
+    if (s.ragged < 0) return kNo + std::string("the ragged offset of ") + port + " must be a device tensor";
+    t.ragged.is64 = r->get_data_type() == DataType::INT64;
+  }
+  return "";
+}
+
+std::string match(const Graph& g, sdpa::BwdProblem& a, BwdSlots& s) {
+  if (g.nodes().size() != 1) return "runs single-node SDPA_BACKWARD graphs only";
+  const Node& n = *g.nodes()[0];
+  if (n.kind() != OpKind::SDPA_BACKWARD) return "not an SDPA_BACKWARD node";
+  std::string why = sdpa::describe(g, n, a.p, s.common);
+  if (!why.empty()) return why;
+  const sdpa::Problem& p = a.p;
+  if (!sdpa::bwd_dims_supported(p.d_qk, p.d_v))
+    return kNo + "head dims d_qk " + std::to_string(p.d_qk) + " / d_v " + std::to_string(p.d_v) +
+           " (kernels exist for 64, 128, 256 and 192/128)";
+  if (s.common.sink >= 0) return kNo + "sink_token in the backward pass";
+  if (p.hk != p.hv) return kNo + "different K and V head counts";
+  if (p.b > 65535 || p.hq > 65535) return kNo + "more than 65535 batches or heads";
+  if (s.common.o < 0) return kNo + "O must be a graph tensor";
+  if (n.in("O")->get_data_type() != n.in("Q")->get_data_type()) return kNo + "O must have Q's data type";
+  if (!(why = grad_tensor(g, n, "dO", true, n.in("O"), a.dout, s.dout)).empty()) return why;
+  if (!(why = grad_tensor(g, n, "dQ", false, n.in("Q"), a.dq, s.dq)).empty()) return why;
+  if (!(why = grad_tensor(g, n, "dK", false, n.in("K"), a.dk, s.dk)).empty()) return why;
+  if (!(why = grad_tensor(g, n, "dV", false, n.in("V"), a.dv, s.dv)).empty()) return why;
+  return "";
+}
+
+// Backward work ~2.5x the forward's 2*B*Hq*Sq*Skv*(d_qk+d_v) flops (halved under a causal mask),
+// at ~450 TFLOP/s, plus launches.
+double estimate_us(const sdpa::Problem& p) {
+  double fwd = 2.0 * double(p.b) * double(p.hq) * double(p.sq) * double(p.skv) * double(p.d_qk + p.d_v);
+  if (p.has_right) fwd *= 0.5;
+  return 10.0 + 2.5 * fwd / 450e12 * 1e6;
+}
+
+class SdpaBwdPlan : public Plan {
+ public:
+  SdpaBwdPlan(const sdpa::BwdProblem& a, const BwdSlots& s) : a_(a), s_(s) {}
+  Status execute(void* const* slots, void* workspace, void* stream) override {
+    sdpa::BwdProblem a = a_;
+    sdpa::bind(a.p, s_.common, slots);
+    auto grad = [&](sdpa::TokenTensor& t, const GradSlots& gs) {
+      t.ptr = slots[gs.ptr];
+      t.ragged.ptr = gs.ragged >= 0 ? slots[gs.ragged] : nullptr;
+    };
+    grad(a.dout, s_.dout);
+    grad(a.dq, s_.dq);
+    grad(a.dk, s_.dk);
+    grad(a.dv, s_.dv);
+    if (const char* e = sdpa::launch_backward(a, workspace, stream))
+      return {ErrorCode::CUDA_API_FAILED, std::string("cuda sdpa backward: ") + e};
+    return {};
+  }
+  int64_t workspace_size() const override { return sdpa::bwd_workspace_bytes(a_.p); }
+
+ private:
+  sdpa::BwdProblem a_;
+  BwdSlots s_;
+};
+
+constexpr int64_t kBase = 3000;
+
+void propose(const Graph& g, const Target&, Proposal& out) {
+  sdpa::BwdProblem a;
+  BwdSlots s;
+  std::string why = match(g, a, s);
+  if (!why.empty()) {
+    out.declines.push_back(why);
+    return;
+  }
+  PlanCandidate c;
+  c.name = "sdpa_bwd_d" + std::to_string(a.p.d_qk);
+  c.local_index = kBase;
+  c.estimated_us = estimate_us(a.p);
+  c.workspace_bytes = sdpa::bwd_workspace_bytes(a.p);
+  c.deterministic = true;
+  out.plans.push_back(c);
+}
+
+Status build(const Graph& g, const Target&, const PlanCandidate&, std::unique_ptr<Plan>& out) {
+  sdpa::BwdProblem a;
+  BwdSlots s;
+  std::string why = match(g, a, s);
+  if (!why.empty()) return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cuda sdpa backward: " + why};
+  out = std::make_unique<SdpaBwdPlan>(a, s);
+  return {};
+}
+
+const Family kSdpaBwd = {"sdpa_bwd", kBase, propose, build};
+
+}  // namespace
+
+const Family& sdpa_bwd_family() { return kSdpaBwd; }
+
+}  // namespace opendnn::cuda

@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: Apache-2.0
+// SDPA backward: the preprocess kernel (D = rowsum(dO * O)) and the dispatch to the per-head-dim
+// dK/dV and dQ kernels.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "engines/cuda/sdpa/sdpa_bwd_kernels.h"
+
+namespace opendnn::cuda::sdpa {
+namespace {
+
+constexpr int kRowsPerCta = 8;  // one warp per query row
+
+__device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
+
+// delta[(b*Hq + h)*Sq + i] = sum_d dO[b,h,i,d] * O[b,h,i,d]; rows past the sequence get 0. Each lane
+// sums a fixed set of columns and the warp reduces in a fixed tree: bitwise reproducible.
+template <class T>
+__global__ void __launch_bounds__(32 * kRowsPerCta) delta_kernel(const BwdProblem a, float* __restrict__ delta) {
+  const Problem& p = a.p;
+  const int64_t b = blockIdx.z, h = blockIdx.y;
+  const int64_t i = int64_t(blockIdx.x) * kRowsPerCta + threadIdx.x / 32;
+  const int lane = int(threadIdx.x) % 32;
+  if (i >= p.sq) return;
+  float acc = 0.f;
+  if (i < p.len_q(b)) {
+    const T* o = static_cast<const T*>(p.o.ptr) + p.base(p.o, b, true) + h * p.o.stride[1] + i * p.o.stride[2];
+    const T* d = static_cast<const T*>(a.dout.ptr) + p.base(a.dout, b, true) + h * a.dout.stride[1] + i * a.dout.stride[2];
+    for (int64_t c = lane; c < p.d_v; c += 32) acc += to_f(o[c]) * to_f(d[c]);
+  }
+  for (int s = 16; s > 0; s >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, s);
+  if (lane == 0) delta[(b * p.hq + h) * p.sq + i] = acc;
+}
+
+}  // namespace
+
+bool bwd_dims_supported(int64_t d_qk, int64_t d_v) {
+  return (d_qk == d_v && (d_qk == 64 || d_qk == 128 || d_qk == 256)) || (d_qk == 192 && d_v == 128);
+}
+
+int64_t bwd_workspace_bytes(const Problem& p) {
+  const int64_t bytes = p.b * p.hq * p.sq * int64_t(sizeof(float));
+  return (bytes + 255) / 256 * 256;
+}
+
+const char* launch_backward(const BwdProblem& a, void* workspace, void* stream) {
+  const Problem& p = a.p;
+  if (!bwd_dims_supported(p.d_qk, p.d_v)) return "head dims not instantiated";
+  if (p.b == 0 || p.hq == 0) return nullptr;
+  cudaStream_t st = static_cast<cudaStream_t>(stream);
+  float* delta = static_cast<float*>(workspace);
+  if (p.sq > 0) {
+    dim3 grid(unsigned((p.sq + kRowsPerCta - 1) / kRowsPerCta), unsigned(p.hq), unsigned(p.b));
+    if (p.fp16)
+      delta_kernel<__half><<<grid, 32 * kRowsPerCta, 0, st>>>(a, delta);
+    else
+      delta_kernel<__nv_bfloat16><<<grid, 32 * kRowsPerCta, 0, st>>>(a, delta);
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return cudaGetErrorString(e);
+  }
+  switch (p.d_qk) {
+    case 64: return launch_bwd_main_d64(a, delta, stream);
+    case 128: return launch_bwd_main_d128(a, delta, stream);
+    case 256: return launch_bwd_main_d256(a, delta, stream);
+    default: return launch_bwd_main_d192(a, delta, stream);
+  }
+}
+
+}  // namespace opendnn::cuda::sdpa

@@ -1,0 +1,311 @@
+// SPDX-License-Identifier: Apache-2.0
+// The cuda engine's SDPA backward against a double-precision host computation of the reference
+// engine's semantics (src/engines/reference/sdpa.cpp): head dims, causal alignments, GQA/MQA, odd
+// lengths, sliding windows, per-batch lengths, BSHD strides, and bitwise reproducibility.
+// Needs an NVIDIA GPU (sm_90+); skips elsewhere.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <unordered_map>
+#include <vector>
+
+#include "common/dtype_convert.h"
+#include "engines/cuda/cuda_engine.h"
+#include "opendnn/opendnn.h"
+
+using namespace opendnn;
+
+namespace {
+
+bool have_gpu() {
+  Target t = default_target();
+  return t.kind == DeviceKind::CUDA && t.sm_version >= 90;
+}
+
+struct Case {
+  int64_t B = 1, Hq = 2, Hk = 2, Sq = 128, Skv = 128, Dqk = 64, Dv = 64;
+  DataType dt = DataType::BFLOAT16;
+  bool causal = false, bottom_right = false;
+  int64_t left = 0;  // sliding window when > 0
+  std::vector<int32_t> len_q, len_kv;  // padding mask when set
+  bool bshd = false;
+};
+
+Case shape(int64_t B, int64_t Hq, int64_t Hk, int64_t Sq, int64_t Skv, int64_t Dqk, int64_t Dv,
+           DataType dt = DataType::BFLOAT16) {
+  Case c;
+  c.B = B, c.Hq = Hq, c.Hk = Hk, c.Sq = Sq, c.Skv = Skv, c.Dqk = Dqk, c.Dv = Dv, c.dt = dt;
+  return c;
+}
+
+// A [B,H,S,D] tensor on host (doubles, exactly representable in the element type) and its strides.
+struct T4 {
+  int64_t B, H, S, D;
+  std::vector<int64_t> st;
+  std::vector<double> v;  // indexed by offset (storage order)
+  T4(int64_t b, int64_t h, int64_t s, int64_t d, bool bshd)
+      : B(b), H(h), S(s), D(d),
+        st(bshd ? std::vector<int64_t>{s * h * d, d, h * d, 1} : std::vector<int64_t>{h * s * d, s * d, d, 1}),
+        v(size_t(b * h * s * d), 0.0) {}
+  double& at(int64_t b, int64_t h, int64_t s, int64_t d) { return v[size_t(b * st[0] + h * st[1] + s * st[2] + d)]; }
+  std::vector<uint16_t> bits(DataType dt) const {
+    std::vector<uint16_t> r(v.size());
+    for (size_t i = 0; i < v.size(); ++i) r[i] = dt == DataType::HALF ? double_to_half(v[i]) : double_to_bf16(v[i]);
+    return r;
+  }
+};
+
+void fill_random(T4& t, DataType dt, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> d(-1.0, 1.0);
+  for (auto& x : t.v) x = round_to(dt, d(rng));
+}
+
+struct DevBuf {
+  void* p = nullptr;
+  size_t n = 0;
+  explicit DevBuf(size_t bytes) : n(bytes) { EXPECT_EQ(cudaMalloc(&p, bytes ? bytes : 16), cudaSuccess); }
+  ~DevBuf() { cudaFree(p); }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+  template <class T>
+  void put(const std::vector<T>& v) { ASSERT_EQ(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess); }
+  std::vector<uint8_t> bytes() const {
+    std::vector<uint8_t> v(n);
+    EXPECT_EQ(cudaMemcpy(v.data(), p, n, cudaMemcpyDeviceToHost), cudaSuccess);
+    return v;
+  }
+};
+
+struct Ref {
+  T4 o, dq, dk, dv;
+  std::vector<float> lse;  // [B,Hq,Sq]
+};
+
+// Forward (O rounded to the element type, Stats to fp32) and backward in double, as the reference
+// engine defines them; D_i is taken from the rounded O, as the kernels do.
+Ref reference(const Case& c, T4& q, T4& k, T4& v, T4& dO, double scale) {
+  Ref r{T4(c.B, c.Hq, c.Sq, c.Dv, c.bshd), T4(c.B, c.Hq, c.Sq, c.Dqk, c.bshd), T4(c.B, c.Hk, c.Skv, c.Dqk, c.bshd),
+        T4(c.B, c.Hk, c.Skv, c.Dv, c.bshd), std::vector<float>(size_t(c.B * c.Hq * c.Sq), 0.f)};
+  const int64_t grp = c.Hq / c.Hk;
+  std::vector<double> s(size_t(c.Skv)), p(size_t(c.Skv));
+  std::vector<char> vis(size_t(c.Skv));
+  for (int64_t b = 0; b < c.B; ++b) {
+    const int64_t sq = c.len_q.empty() ? c.Sq : c.len_q[size_t(b)];
+    const int64_t skv = c.len_kv.empty() ? c.Skv : c.len_kv[size_t(b)];
+    for (int64_t h = 0; h < c.Hq; ++h) {
+      const int64_t hk = h / grp;
+      for (int64_t i = 0; i < sq; ++i) {
+        const int64_t ia = c.bottom_right ? i + skv - sq : i;
+        double m = -std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j < c.Skv; ++j) {
+          vis[size_t(j)] = j < skv && !(c.causal && j > ia) && !(c.left > 0 && j <= ia - c.left);
+          if (!vis[size_t(j)]) continue;
+          double acc = 0;
+          for (int64_t d = 0; d < c.Dqk; ++d) acc += q.at(b, h, i, d) * k.at(b, hk, j, d);
+          s[size_t(j)] = acc * scale;
+          m = std::max(m, s[size_t(j)]);
+        }
+        double sum = 0;
+        for (int64_t j = 0; j < c.Skv; ++j)
+          if (vis[size_t(j)]) sum += std::exp(s[size_t(j)] - m);
+        const double lse = sum > 0 ? m + std::log(sum) : -std::numeric_limits<double>::infinity();
+        const float lsef = float(lse);
+        r.lse[size_t((b * c.Hq + h) * c.Sq + i)] = lsef;
+        for (int64_t j = 0; j < c.Skv; ++j) p[size_t(j)] = vis[size_t(j)] ? std::exp(s[size_t(j)] - double(lsef)) : 0.0;
+        for (int64_t d = 0; d < c.Dv; ++d) {
+          double acc = 0;
+          for (int64_t j = 0; j < c.Skv; ++j) acc += p[size_t(j)] * v.at(b, hk, j, d);
+          r.o.at(b, h, i, d) = round_to(c.dt, acc);
+        }
+        double Di = 0;
+        for (int64_t d = 0; d < c.Dv; ++d) Di += dO.at(b, h, i, d) * r.o.at(b, h, i, d);
+        for (int64_t j = 0; j < c.Skv; ++j) {
+          if (!vis[size_t(j)]) continue;
+          double dp = 0;
+          for (int64_t d = 0; d < c.Dv; ++d) dp += dO.at(b, h, i, d) * v.at(b, hk, j, d);
+          const double ds = p[size_t(j)] * (dp - Di);
+          for (int64_t d = 0; d < c.Dqk; ++d) {
+            r.dq.at(b, h, i, d) += scale * ds * k.at(b, hk, j, d);
+            r.dk.at(b, hk, j, d) += scale * ds * q.at(b, h, i, d);
+          }
+          for (int64_t d = 0; d < c.Dv; ++d) r.dv.at(b, hk, j, d) += p[size_t(j)] * dO.at(b, h, i, d);
+        }
+      }
+    }
+  }
+  return r;
+}
+
+TensorPtr input(Graph& g, const char* name, const T4& t, DataType dt) {
+  return g.tensor(TensorAttr().set_name(name).set_dim({t.B, t.H, t.S, t.D}).set_stride(t.st).set_data_type(dt));
+}
+
+// Plans the graph on the cuda engine alone (the test is about our kernels, not the router's choice).
+bool build_on_cuda(Graph& g) {
+  if (Status s = g.validate(); s.is_bad()) return ADD_FAILURE() << s.to_string(), false;
+  if (Status s = g.create_execution_plans({HeurMode::A}); s.is_bad()) return ADD_FAILURE() << s.to_string(), false;
+  if (Status s = g.deselect_engines({"cudnn", "reference"}); s.is_bad()) return ADD_FAILURE() << s.to_string(), false;
+  if (Status s = g.check_support(); s.is_bad()) return ADD_FAILURE() << s.to_string(), false;
+  if (Status s = g.build_plans(); s.is_bad()) return ADD_FAILURE() << s.to_string(), false;
+  std::string engine;
+  EXPECT_TRUE(g.get_engine_name_at_index(g.selected_plan(), engine).is_good());
+  EXPECT_EQ(engine, "cuda");
+  return engine == "cuda";
+}
+
+// Worst |got - want| / (atol + rtol |want|) over a tensor (> 1 fails); got is raw device storage.
+double violation(const std::vector<uint8_t>& got, const T4& want, DataType dt, double atol, double rtol) {
+  double worst = 0;
+  const uint16_t* g = reinterpret_cast<const uint16_t*>(got.data());
+  for (size_t i = 0; i < want.v.size(); ++i) {
+    const double x = dt == DataType::HALF ? half_to_double(g[i]) : bf16_to_double(g[i]);
+    const double e = std::fabs(x - want.v[i]) / (atol + rtol * std::fabs(want.v[i]));
+    if (!(e <= worst)) worst = std::isnan(e) ? std::numeric_limits<double>::infinity() : e;
+  }
+  return worst;
+}
+
+void run_case(const Case& c, bool check_reproducible = false) {
+  if (!have_gpu()) GTEST_SKIP() << "needs an sm_90 GPU";
+  const double scale = 1.0 / std::sqrt(double(c.Dqk));
+  T4 q(c.B, c.Hq, c.Sq, c.Dqk, c.bshd), k(c.B, c.Hk, c.Skv, c.Dqk, c.bshd), v(c.B, c.Hk, c.Skv, c.Dv, c.bshd),
+      dO(c.B, c.Hq, c.Sq, c.Dv, c.bshd);
+  fill_random(q, c.dt, 1);
+  fill_random(k, c.dt, 2);
+  fill_random(v, c.dt, 3);
+  fill_random(dO, c.dt, 4);
+  Ref r = reference(c, q, k, v, dO, scale);
+
+  Graph g;
+  g.set_io_data_type(c.dt).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+  auto Q = input(g, "q", q, c.dt), K = input(g, "k", k, c.dt), V = input(g, "v", v, c.dt);
+  auto O = input(g, "o", r.o, c.dt), DO = input(g, "dO", dO, c.dt);
+  auto ST = g.tensor(TensorAttr().set_name("stats").set_dim({c.B, c.Hq, c.Sq, 1}).set_data_type(DataType::FLOAT));
+  NodeAttrs at;
+  at.set_name("sdpa_bwd").set("attn_scale_value", scale).set("use_deterministic_algorithm", true);
+  if (c.causal) at.set("right_bound", int64_t(0));
+  if (c.left > 0) at.set("left_bound", c.left);
+  if (c.bottom_right) at.set("diagonal_alignment", "BOTTOM_RIGHT");
+  TensorPtr SQ, SKV;
+  if (!c.len_q.empty()) {
+    at.set("use_padding_mask", true);
+    SQ = g.tensor(TensorAttr().set_name("seq_q").set_dim({c.B, 1, 1, 1}).set_data_type(DataType::INT32));
+    SKV = g.tensor(TensorAttr().set_name("seq_kv").set_dim({c.B, 1, 1, 1}).set_data_type(DataType::INT32));
+    at.input("seq_len_q", SQ).input("seq_len_kv", SKV);
+  }
+  auto outs = g.sdpa_backward(Q, K, V, O, DO, ST, at);
+  outs[0]->set_output(true).set_stride(q.st);
+  outs[1]->set_output(true).set_stride(k.st);
+  outs[2]->set_output(true).set_stride(v.st);
+  ASSERT_TRUE(build_on_cuda(g));
+
+  const size_t es = 2;
+  DevBuf bq(q.v.size() * es), bk(k.v.size() * es), bv(v.v.size() * es), bo(r.o.v.size() * es), bdo(dO.v.size() * es),
+      bst(r.lse.size() * 4), bdq(q.v.size() * es), bdk(k.v.size() * es), bdv(v.v.size() * es),
+      bsq(size_t(c.B) * 4), bskv(size_t(c.B) * 4);
+  bq.put(q.bits(c.dt));
+  bk.put(k.bits(c.dt));
+  bv.put(v.bits(c.dt));
+  bo.put(r.o.bits(c.dt));
+  bdo.put(dO.bits(c.dt));
+  bst.put(r.lse);
+  std::unordered_map<TensorPtr, void*> pack = {{Q, bq.p}, {K, bk.p}, {V, bv.p}, {O, bo.p}, {DO, bdo.p},
+                                               {ST, bst.p}, {outs[0], bdq.p}, {outs[1], bdk.p}, {outs[2], bdv.p}};
+  if (SQ) {
+    bsq.put(c.len_q);
+    bskv.put(c.len_kv);
+    pack[SQ] = bsq.p;
+    pack[SKV] = bskv.p;
+  }
+  int64_t ws_bytes = 0;
+  ASSERT_TRUE(g.get_workspace_size(ws_bytes).is_good());
+  DevBuf ws{size_t(ws_bytes)};
+
+  auto run = [&]() -> std::array<std::vector<uint8_t>, 3> {
+    for (DevBuf* d : {&bdq, &bdk, &bdv}) EXPECT_EQ(cudaMemset(d->p, 0xff, d->n), cudaSuccess);  // NaN poison
+    Status s = g.execute(pack, ws.p);
+    EXPECT_TRUE(s.is_good()) << s.to_string();
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    return {bdq.bytes(), bdk.bytes(), bdv.bytes()};
+  };
+  auto first = run();
+  EXPECT_LE(violation(first[0], r.dq, c.dt, 2e-2, 2e-2), 1.0) << "dQ";
+  EXPECT_LE(violation(first[1], r.dk, c.dt, 2e-2, 2e-2), 1.0) << "dK";
+  EXPECT_LE(violation(first[2], r.dv, c.dt, 2e-2, 2e-2), 1.0) << "dV";
+  if (check_reproducible) {
+    auto second = run();
+    for (int i = 0; i < 3; ++i)
+      EXPECT_EQ(std::memcmp(first[size_t(i)].data(), second[size_t(i)].data(), first[size_t(i)].size()), 0)
+          << "run 2 differs in output " << i;
+  }
+}
+
+TEST(CudaSdpaBwd, D64Gqa) { run_case(shape(2, 4, 2, 128, 128, 64, 64)); }
+TEST(CudaSdpaBwd, D128CausalOddLength) {
+  Case c = shape(1, 2, 2, 200, 200, 128, 128);
+  c.causal = true;
+  run_case(c);
+}
+TEST(CudaSdpaBwd, D256Fp16CausalBottomRightMqa) {
+  Case c = shape(1, 4, 1, 100, 257, 256, 256, DataType::HALF);
+  c.causal = c.bottom_right = true;
+  run_case(c);
+}
+TEST(CudaSdpaBwd, D192V128) { run_case(shape(1, 2, 1, 130, 70, 192, 128)); }
+TEST(CudaSdpaBwd, D64CausalMoreQueriesThanKeys) {
+  Case c = shape(1, 2, 2, 150, 90, 64, 64);
+  c.causal = true;
+  run_case(c);
+}
+TEST(CudaSdpaBwd, SlidingWindow) {
+  Case c = shape(1, 2, 2, 300, 300, 128, 128);
+  c.causal = true;
+  c.left = 37;
+  run_case(c);
+}
+TEST(CudaSdpaBwd, PaddingPerBatchLengths) {
+  Case c = shape(3, 2, 2, 128, 128, 64, 64);
+  c.causal = c.bottom_right = true;
+  c.len_q = {100, 37, 128};
+  c.len_kv = {128, 65, 1};
+  run_case(c);
+}
+TEST(CudaSdpaBwd, BshdStridesFp16) {
+  Case c = shape(2, 4, 4, 96, 160, 64, 64, DataType::HALF);
+  c.bshd = true;
+  c.causal = true;
+  run_case(c);
+}
+TEST(CudaSdpaBwd, BitwiseReproducible) {
+  Case c = shape(2, 8, 2, 257, 257, 128, 128);
+  c.causal = true;
+  run_case(c, true);
+}
+
+TEST(CudaSdpaBwd, DeclinesDropout) {
+  if (!have_gpu()) GTEST_SKIP() << "needs an sm_90 GPU";
+  Graph g;
+  g.set_io_data_type(DataType::BFLOAT16).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+  auto t = [&](const char* n, std::vector<int64_t> d, DataType dt = DataType::BFLOAT16) {
+    return g.tensor(TensorAttr().set_name(n).set_dim(d).set_data_type(dt));
+  };
+  NodeAttrs at;
+  at.set_name("sdpa_bwd").set("dropout_probability", 0.1);
+  at.input("seed", g.tensor(Scalar::of_int64(1))).input("offset", g.tensor(Scalar::of_int64(0)));
+  auto outs = g.sdpa_backward(t("q", {1, 2, 64, 64}), t("k", {1, 2, 64, 64}), t("v", {1, 2, 64, 64}),
+                              t("o", {1, 2, 64, 64}), t("dO", {1, 2, 64, 64}), t("st", {1, 2, 64, 1}, DataType::FLOAT), at);
+  for (int i = 0; i < 3; ++i) outs[size_t(i)]->set_output(true);
+  ASSERT_TRUE(g.validate().is_good()) << g.validate().to_string();
+  Proposal p = cuda::make_cuda_engine()->propose_plans(g, default_target());
+  EXPECT_TRUE(p.plans.empty());
+  bool named = false;
+  for (const auto& d : p.declines) named |= d.find("sdpa_bwd: not supported: dropout") != std::string::npos;
+  EXPECT_TRUE(named) << "no sdpa_bwd dropout decline";
+}
+
+}  // namespace
