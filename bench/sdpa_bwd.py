@@ -1,0 +1,140 @@
+# SPDX-License-Identifier: Apache-2.0
+"""SDPA backward on the GPU, bf16, the FlashAttention-3 paper's shapes (B*S = 16k tokens, H*D = 2048,
+head dims 64/128/256, causal and not): opendnn's cuda engine against the backward of torch SDPA
+with the cuDNN backend and with the flash backend, in one process on the same inputs (O and the
+log-sum-exp come from torch's flash forward). Every result is checked against the flash backend's
+gradients in the same run. Writes bench/results/sdpa_bwd.json (+ sdpa_bwd.png).
+
+    PYTHONPATH=build-py-gpu/python:bench python bench/sdpa_bwd.py [--quick]
+
+`run_bwd(case, row)` fills one row and is what bench/sdpa.py's `--mode bwd` can call.
+Times are of the backward pass alone (torch: autograd.grad on a retained graph).
+"""
+import argparse
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import sdpa_kernel
+
+import opendnn
+from common import time_cuda, write_results
+from sdpa import PEERS, Case, flops
+
+BF16 = opendnn.data_type.BFLOAT16
+FP32 = opendnn.data_type.FLOAT
+BWD_FLOPS = 2.5  # backward matmul flops per forward flop (5 products of the forward's size vs 2)
+
+
+def flash_forward(c):
+    """O (BSHD storage like q) and the natural-log LSE [B,H,S,1] of torch's flash forward."""
+    out = torch.ops.aten._scaled_dot_product_flash_attention(c.q, c.k, c.v, 0.0, c.causal, False, scale=c.scale)
+    o, lse = out[0], out[1]
+    return o, lse[..., : c.S].unsqueeze(-1).contiguous().float()
+
+
+class OurBwd:
+    """The backward graph planned on the cuda engine only, bound to torch tensors."""
+
+    def __init__(self, c, o, lse, do):
+        g = opendnn.pygraph(io_data_type=BF16, intermediate_data_type=FP32, compute_data_type=FP32)
+        t = {n: g.tensor(name=n, dim=list(x.shape), stride=list(x.stride()), data_type=BF16)
+             for n, x in (("q", c.q), ("k", c.k), ("v", c.v), ("o", o), ("dO", do))}
+        st = g.tensor(name="stats", dim=list(lse.shape), stride=list(lse.stride()), data_type=FP32)
+        dq, dk, dv = g.sdpa_backward(t["q"], t["k"], t["v"], t["o"], t["dO"], st, attn_scale=c.scale,
+                                     use_causal_mask=c.causal)
+        for x in (dq, dk, dv):
+            x.set_output(True)
+        g.validate()
+        g.build_operation_graph()
+        g.create_execution_plans([opendnn.heur_mode.A])
+        names = {g.get_engine_name_at_index(i) for i in range(g.get_execution_plan_count())}
+        if "cuda" not in names:
+            raise RuntimeError(f"no cuda-engine plan (engines: {sorted(names)})")
+        g.deselect_engines(sorted(names - {"cuda"}))
+        g.check_support()
+        g.build_plans()
+        # BSHD storage like the inputs: the gradients follow their inputs' stride order.
+        self.grads = [torch.full_like(x, float("nan")) for x in (c.q, c.k, c.v)]
+        self.g, self.ws = g, torch.empty(max(1, g.get_workspace_size()), dtype=torch.uint8, device="cuda")
+        self.pack = {t["q"]: c.q, t["k"]: c.k, t["v"]: c.v, t["o"]: o, t["dO"]: do, st: lse,
+                     dq: self.grads[0], dk: self.grads[1], dv: self.grads[2]}
+
+    def __call__(self):
+        self.g.execute(self.pack, self.ws)
+
+
+def peer_backward(c, backend, do):
+    """(backward-only callable, its gradients) of torch SDPA on `backend`."""
+    qr, kr, vr = (x.detach().clone().requires_grad_(True) for x in (c.q, c.k, c.v))
+    with sdpa_kernel(backend):
+        out = F.scaled_dot_product_attention(qr, kr, vr, is_causal=c.causal, scale=c.scale)
+    fn = lambda: torch.autograd.grad(out, (qr, kr, vr), do, retain_graph=True)  # noqa: E731
+    return fn, fn()
+
+
+def rel(a, ref):
+    return ((a.float() - ref.float()).norm() / ref.float().norm()).item()
+
+
+def run_bwd(c, row):
+    fl = BWD_FLOPS * flops(c.B, c.H, c.S, c.D, c.causal)
+    reps = 10 if c.S >= 8192 else 30
+    torch.manual_seed(1)
+    do = torch.randn(c.B, c.S, c.H, c.D, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+    ref = None
+    for peer, backend in PEERS.items():
+        try:
+            fn, grads = peer_backward(c, backend, do)
+            if peer == "flash":
+                ref = grads
+            row[f"{peer}_ms"] = time_cuda(fn, reps=reps)
+            row[f"{peer}_tflops"] = fl / (row[f"{peer}_ms"] * 1e-3) / 1e12
+        except Exception as e:  # a backend that cannot run this shape: recorded, never fatal
+            row[f"{peer}_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+    try:
+        o, lse = flash_forward(c)
+        ours = OurBwd(c, o, lse, do)
+    except Exception as e:  # a decline or a failed build
+        row["opendnn_declined"] = f"{type(e).__name__}: {str(e)[:300]}"
+        return
+    ours()
+    torch.cuda.synchronize()
+    first = [x.clone() for x in ours.grads]
+    if ref is not None:
+        for name, got, want in zip(("dQ", "dK", "dV"), ours.grads, ref):
+            row[f"{name}_rel_err"] = rel(got, want)
+        row["correct"] = all(row[f"{n}_rel_err"] < 2e-2 for n in ("dQ", "dK", "dV"))
+    row["opendnn_ms"] = time_cuda(ours, reps=reps)
+    row["opendnn_tflops"] = fl / (row["opendnn_ms"] * 1e-3) / 1e12
+    row["bitwise_reproducible"] = all(torch.equal(a, b) for a, b in zip(first, ours.grads))
+    row["correct"] = row.get("correct", False) and row["bitwise_reproducible"]
+    for peer in PEERS:
+        if f"{peer}_ms" in row:
+            row[f"speedup_vs_{peer}"] = row[f"{peer}_ms"] / row["opendnn_ms"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="d64/128/256 at S=2048, causal and not")
+    args = ap.parse_args()
+    seqs = (2048,) if args.quick else (512, 1024, 2048, 4096, 8192, 16384)
+    rows = []
+    for D in (64, 128, 256):
+        for causal in (False, True):
+            for S in seqs:
+                c = Case(S, D, causal)
+                row = {"case": f"bwd_{c.name()}", "pass": "bwd", "batch": c.B, "heads": c.H, "seq": S, "head_dim": D,
+                       "causal": causal, "dtype": "bf16"}
+                run_bwd(c, row)
+                rows.append(row)
+                print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()),
+                      flush=True)
+                write_results("sdpa_bwd", rows)  # after every case: a fault later keeps what was measured
+                del c
+                torch.cuda.empty_cache()
+    return 0 if all(r.get("correct", False) for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
