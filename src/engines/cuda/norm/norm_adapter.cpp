@@ -88,9 +88,9 @@ double estimate_us(const NormShape& s, DataType xt) {
 
 class NormFwdPlan : public Plan {
  public:
-  NormFwdPlan(norm::FwdArgs a, int64_t sx, int64_t sscale, int64_t sbias, int64_t sy, int64_t smean, int64_t sinv,
-              ScalarSource eps)
-      : a_(a), sx_(sx), sscale_(sscale), sbias_(sbias), sy_(sy), smean_(smean), sinv_(sinv), eps_(eps) {}
+  NormFwdPlan(norm::FwdArgs a, norm::Launch l, int64_t sx, int64_t sscale, int64_t sbias, int64_t sy, int64_t smean,
+              int64_t sinv, ScalarSource eps)
+      : a_(a), l_(l), sx_(sx), sscale_(sscale), sbias_(sbias), sy_(sy), smean_(smean), sinv_(sinv), eps_(eps) {}
   Status execute(void* const* slots, void*, void* stream) override {
     norm::FwdArgs a = a_;
     a.x = slots[sx_];
@@ -100,20 +100,21 @@ class NormFwdPlan : public Plan {
     a.mean = smean_ >= 0 ? static_cast<float*>(slots[smean_]) : nullptr;
     a.inv_variance = sinv_ >= 0 ? static_cast<float*>(slots[sinv_]) : nullptr;
     a.epsilon = eps_.read(slots);
-    if (const char* e = norm::launch_forward(a, stream)) return {ErrorCode::CUDA_API_FAILED, std::string("cuda norm: ") + e};
+    if (const char* e = norm::launch_forward(a, l_, stream)) return {ErrorCode::CUDA_API_FAILED, std::string("cuda norm: ") + e};
     return {};
   }
   int64_t workspace_size() const override { return 0; }
 
  private:
   norm::FwdArgs a_;
+  norm::Launch l_;
   int64_t sx_, sscale_, sbias_, sy_, smean_, sinv_;
   ScalarSource eps_;
 };
 
 class NormBwdPlan : public Plan {
  public:
-  NormBwdPlan(norm::BwdArgs a, int sm_count, std::vector<int64_t> s) : a_(a), sm_(sm_count), s_(std::move(s)) {}
+  NormBwdPlan(norm::BwdArgs a, norm::Launch l, std::vector<int64_t> s) : a_(a), l_(l), s_(std::move(s)) {}
   Status execute(void* const* slots, void* workspace, void* stream) override {
     norm::BwdArgs a = a_;
     auto ptr = [&](int i) -> void* { return s_[size_t(i)] >= 0 ? slots[s_[size_t(i)]] : nullptr; };
@@ -126,17 +127,19 @@ class NormBwdPlan : public Plan {
     a.dscale = ptr(6);
     a.dbias = ptr(7);
     if (!a.dscale) return {ErrorCode::GRAPH_EXECUTION_FAILED, "cuda norm: dscale has no memory"};
-    if (const char* e = norm::launch_backward(a, workspace, sm_, stream))
+    if (const char* e = norm::launch_backward(a, l_, workspace, stream))
       return {ErrorCode::CUDA_API_FAILED, std::string("cuda norm: ") + e};
     return {};
   }
-  int64_t workspace_size() const override { return norm::backward_workspace_bytes(a_, sm_); }
+  int64_t workspace_size() const override { return norm::backward_workspace_bytes(a_, l_); }
 
  private:
   norm::BwdArgs a_;
-  int sm_;
+  norm::Launch l_;
   std::vector<int64_t> s_;
 };
+
+int sm_count(const Target& t) { return t.sm_count > 0 ? t.sm_count : 132; }
 
 constexpr int64_t kBase = 0;  // the norm family's index_base (gemm 1000, sdpa 2000, ...)
 
@@ -160,7 +163,7 @@ void propose(const Graph& g, const Target& t, Proposal& out) {
     a.w_type = n.in("scale")->get_data_type();
     a.rows = s.rows;
     a.cols = s.cols;
-    c.workspace_bytes = norm::backward_workspace_bytes(a, t.sm_count > 0 ? t.sm_count : 132);
+    c.workspace_bytes = norm::backward_workspace_bytes(a, norm::plan_backward(a, sm_count(t)));
   }
   out.plans.push_back(c);
 }
@@ -187,7 +190,9 @@ Status build(const Graph& g, const Target& t, const PlanCandidate&, std::unique_
     bool inference = n.attr_str("forward_phase") == "INFERENCE";
     int64_t smean = (s.kind == Kind::LAYER && !inference) ? slot(n.out("mean")) : -1;
     int64_t sinv = inference ? -1 : slot(n.out("inv_variance"));
-    out = std::make_unique<NormFwdPlan>(a, slot(n.in("X")), slot(n.in("scale")), slot(n.in("bias")), slot(n.out("Y")),
+    const norm::Launch l = norm::plan_forward(a, sm_count(t));
+    if (!l.kernel) return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cuda norm: no forward kernel for this shape"};
+    out = std::make_unique<NormFwdPlan>(a, l, slot(n.in("X")), slot(n.in("scale")), slot(n.in("bias")), slot(n.out("Y")),
                                         smean, sinv, e);
     return {};
   }
@@ -206,7 +211,9 @@ Status build(const Graph& g, const Target& t, const PlanCandidate&, std::unique_
                                 slot(n.out("DX")),
                                 slot(n.out("dscale")),
                                 dbias ? slot(n.out("dbias")) : -1};
-  out = std::make_unique<NormBwdPlan>(a, t.sm_count > 0 ? t.sm_count : 132, std::move(slots));
+  const norm::Launch l = norm::plan_backward(a, sm_count(t));
+  if (!l.kernel) return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cuda norm: no backward kernel for this shape"};
+  out = std::make_unique<NormBwdPlan>(a, l, std::move(slots));
   return {};
 }
 

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// RMSNorm / LayerNorm on Hopper. Memory-bound: each row is read once into registers with 16-byte
-// loads, reduced with warp shuffles, and written once. The backward pass keeps per-thread column
-// partials of dscale/dbias in registers across a grid-stride loop over rows and reduces the
-// per-CTA partials in a second, fixed-order kernel, so results are bitwise deterministic.
+// RMSNorm / LayerNorm on Hopper, memory-bound. Both passes run a persistent grid: each CTA walks
+// rows blockIdx.x, +gridDim.x, ..., and the rows ahead stream into a ring of shared-memory buffers
+// with cp.async, so an SM keeps ~100-200 KB of loads in flight without spending registers on them.
+// Each row is read from global memory once and written once. The backward pass keeps per-thread
+// column partials of dscale/dbias in registers across the CTA's rows and reduces the per-CTA
+// partials in a second, fixed-order kernel, so results are bitwise deterministic.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -55,127 +57,7 @@ __device__ __forceinline__ float2 block_sum2(float2 v, float2* red) {
   return v;
 }
 
-// N consecutive weights (scale or bias) at p as floats, with 16-byte loads: p is 16-byte aligned
-// because rows are a multiple of 16 bytes and N elements of the row type fill 16 bytes.
-template <class W, int N>
-__device__ __forceinline__ void load_weights(const W* p, float (&out)[N]) {
-  constexpr int per_vec = 16 / sizeof(W);
-  static_assert(N % per_vec == 0 || per_vec % N == 0, "weight vectors must tile");
-  if constexpr (N >= per_vec) {
-#pragma unroll
-    for (int v = 0; v < N / per_vec; ++v) {
-      uint4 raw = __ldg(reinterpret_cast<const uint4*>(p) + v);
-      const W* e = reinterpret_cast<const W*>(&raw);
-#pragma unroll
-      for (int k = 0; k < per_vec; ++k) out[v * per_vec + k] = to_f(e[k]);
-    }
-  } else {
-#pragma unroll
-    for (int k = 0; k < N; ++k) out[k] = to_f(p[k]);
-  }
-}
-
-// A row slice owned by one thread: VPT vectors of 16 bytes, at columns (i*blockDim + tid)*N.
-template <class T, int VPT>
-struct RowSlice {
-  static constexpr int N = 16 / sizeof(T);
-  float v[VPT][N];
-  bool ok[VPT];
-
-  __device__ __forceinline__ void load(const T* row, int64_t cols) {
-    uint4 raw[VPT];
-    fetch(row, cols, raw);
-    unpack(raw, cols);
-  }
-  // Issues the 16-byte loads only; unpack() converts them once they are needed.
-  __device__ __forceinline__ static void fetch(const T* row, int64_t cols, uint4 (&raw)[VPT]) {
-#pragma unroll
-    for (int i = 0; i < VPT; ++i) {
-      int64_t c = (int64_t(i) * blockDim.x + threadIdx.x) * N;
-      raw[i] = c < cols ? *reinterpret_cast<const uint4*>(row + c) : make_uint4(0, 0, 0, 0);
-    }
-  }
-  __device__ __forceinline__ void unpack(const uint4 (&raw)[VPT], int64_t cols) {
-#pragma unroll
-    for (int i = 0; i < VPT; ++i) {
-      ok[i] = col(i) < cols;
-      const T* e = reinterpret_cast<const T*>(&raw[i]);
-#pragma unroll
-      for (int j = 0; j < N; ++j) v[i][j] = to_f(e[j]);
-    }
-  }
-  __device__ __forceinline__ int64_t col(int i) const { return (int64_t(i) * blockDim.x + threadIdx.x) * N; }
-};
-
-template <class T, class W, int VPT, bool LAYER>
-__global__ void __launch_bounds__(512) fwd_kernel(FwdArgs a) {
-  __shared__ float red[32];
-  using S = RowSlice<T, VPT>;
-  constexpr int N = S::N;
-  const int64_t row = blockIdx.x;
-  const T* x = static_cast<const T*>(a.x) + row * a.cols;
-  S s;
-  s.load(x, a.cols);
-  const float inv_n = 1.f / float(a.cols);
-
-  // LayerNorm: sum and sum of squares in one reduction, of values shifted by the row's first
-  // element so that E[d^2] - E[d]^2 does not cancel catastrophically for rows with a large mean.
-  float mean = 0.f, rstd;
-  if constexpr (LAYER) {
-    const float shift = to_f(x[0]);
-    float2 acc = make_float2(0.f, 0.f);
-#pragma unroll
-    for (int i = 0; i < VPT; ++i)
-      if (s.ok[i])
-#pragma unroll
-        for (int j = 0; j < N; ++j) {
-          float d = s.v[i][j] - shift;
-          acc.x += d;
-          acc.y += d * d;
-        }
-    __shared__ float2 red2[32];
-    acc = block_sum2(acc, red2);
-    const float md = acc.x * inv_n;
-    mean = shift + md;
-    rstd = rsqrtf(fmaxf(acc.y * inv_n - md * md, 0.f) + a.epsilon);
-  } else {
-    float sq = 0.f;
-#pragma unroll
-    for (int i = 0; i < VPT; ++i)
-      if (s.ok[i])
-#pragma unroll
-        for (int j = 0; j < N; ++j) sq += s.v[i][j] * s.v[i][j];
-    rstd = rsqrtf(block_sum(sq, red) * inv_n + a.epsilon);
-  }
-  if (threadIdx.x == 0) {
-    if (a.inv_variance) a.inv_variance[row] = rstd;
-    if (LAYER && a.mean) a.mean[row] = mean;
-  }
-
-  const W* scale = static_cast<const W*>(a.scale);
-  const W* bias = static_cast<const W*>(a.bias);
-  T* y = static_cast<T*>(a.y) + row * a.cols;
-#pragma unroll
-  for (int i = 0; i < VPT; ++i) {
-    if (!s.ok[i]) continue;
-    const int64_t c = s.col(i);
-    uint4 out;
-    T* o = reinterpret_cast<T*>(&out);
-    float w[N], b[N];
-    load_weights<W, N>(scale + c, w);
-    if (bias) load_weights<W, N>(bias + c, b);
-#pragma unroll
-    for (int j = 0; j < N; ++j) {
-      float r = (s.v[i][j] - mean) * rstd * w[j];
-      if (bias) r += b[j];
-      o[j] = from_f<T>(r);
-    }
-    *reinterpret_cast<uint4*>(y + c) = out;
-  }
-}
-
-// 16-byte and 4-byte asynchronous copies global -> shared (cp.async): the loads of the next rows
-// are in flight without holding registers, so a CTA keeps tens of KB outstanding per SM.
+// 16-byte and 4-byte asynchronous copies global -> shared (cp.async).
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
@@ -201,123 +83,220 @@ __device__ __forceinline__ void cp_async_wait_dyn(int pending) {
   }
 }
 
-inline constexpr int kBwdThreads = 512;
+inline constexpr int kThreads = 512;
 inline constexpr int kMaxStages = 8;
 
-// Backward: a persistent grid; each CTA walks rows blockIdx.x, +gridDim.x, ... Thread t owns the
-// 16-byte vectors at columns (i*blockDim + t)*N of every row, so
-//  * the row's X and DY arrive through a ring of `stages` shared-memory buffers filled with
-//    cp.async: each thread copies exactly the vectors (and the row's mean/rstd) it later reads, so
-//    the ring needs no barrier; `stages - 1` rows are in flight while one is computed;
-//  * x and dy stay packed in shared memory and are converted to fp32 on the fly (read twice: once
-//    for the row sums, once for dx), which keeps the register count low;
-//  * dscale/dbias partials accumulate in registers across all of the CTA's rows and are written
-//    once as one fp32 row pair per CTA ([gridDim][2][cols]); reduce_partials sums them in a fixed
-//    order, so results are bitwise deterministic.
-// Ring layout: [stage][x|dy][VPT][blockDim] uint4 (conflict-free), then [stage][mean|rstd][blockDim] floats.
-template <class T, class W, int VPT, bool LAYER>
-__global__ void __launch_bounds__(kBwdThreads, 1) bwd_kernel(BwdArgs a, float* partial, int stages) {
-  extern __shared__ uint4 ring[];
-  constexpr int N = 16 / sizeof(T);
-  constexpr int WW = N * int(sizeof(W)) / 4;  // 32-bit words of one vector's weights
-  const int nt = blockDim.x, tid = threadIdx.x;
-  const int64_t cols = a.cols;
-  const T* X = static_cast<const T*>(a.x);
-  const T* DY = static_cast<const T*>(a.dy);
-  float* stats = reinterpret_cast<float*>(ring + int64_t(stages) * 2 * VPT * nt);
-
+// One thread's share of a ring of `stages` row buffers in dynamic shared memory. Thread t owns
+// the 16-byte vectors i = 0..VPT-1 at columns (i*blockDim + t)*N of every row, of K row tensors,
+// plus J per-row floats (statistics). Each thread copies exactly what it later reads, so the ring
+// needs no barrier, and the [stage][k][i][thread] layout is conflict-free.
+template <class T, int VPT, int K, int J>
+struct Ring {
+  static constexpr int N = 16 / sizeof(T);
+  uint4* vecs;
+  float* stats;
+  int nt, tid;
   bool ok[VPT];
-  uint32_t wr[VPT][WW];  // this thread's scale, packed
-  float ds[VPT][N], db[VPT][N];
-#pragma unroll
-  for (int i = 0; i < VPT; ++i) {
-    const int64_t c = (int64_t(i) * nt + tid) * N;
-    ok[i] = c < cols;
-    const uint32_t* wp = reinterpret_cast<const uint32_t*>(static_cast<const W*>(a.scale) + c);
-#pragma unroll
-    for (int k = 0; k < WW; ++k) wr[i][k] = ok[i] ? __ldg(wp + k) : 0u;
-#pragma unroll
-    for (int j = 0; j < N; ++j) ds[i][j] = db[i][j] = 0.f;
-  }
-  auto weight = [&](int i, int j) { return to_f(reinterpret_cast<const W*>(wr[i])[j]); };
-  auto vec = [&](int s, int t, int i) -> uint4* { return ring + ((int64_t(s) * 2 + t) * VPT + i) * nt + tid; };
-  auto issue = [&](int64_t row, int s) {
-    if (row < a.rows) {
-#pragma unroll
-      for (int i = 0; i < VPT; ++i)
-        if (ok[i]) {
-          const int64_t off = row * cols + (int64_t(i) * nt + tid) * N;
-          cp_async16(vec(s, 0, i), X + off);
-          cp_async16(vec(s, 1, i), DY + off);
-        }
-      if (LAYER) cp_async4(stats + (int64_t(s) * 2) * nt + tid, a.mean + row);
-      cp_async4(stats + (int64_t(s) * 2 + 1) * nt + tid, a.inv_variance + row);
-    }
-    cp_async_commit();  // empty groups past the last row keep the group count uniform
-  };
 
-  __shared__ float2 red2[32];
-  const float inv_n = 1.f / float(cols);
+  __device__ Ring(void* base, int stages, int64_t cols) : nt(blockDim.x), tid(threadIdx.x) {
+    vecs = static_cast<uint4*>(base);
+    stats = reinterpret_cast<float*>(vecs + int64_t(stages) * K * VPT * nt);
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) ok[i] = col(i) < cols;
+  }
+  static size_t stage_bytes(int threads) { return size_t(threads) * (size_t(K) * VPT * sizeof(uint4) + J * sizeof(float)); }
+  __device__ __forceinline__ int64_t col(int i) const { return (int64_t(i) * nt + tid) * N; }
+  __device__ __forceinline__ uint4* vec(int s, int k, int i) const { return vecs + ((int64_t(s) * K + k) * VPT + i) * nt + tid; }
+  __device__ __forceinline__ float* stat(int s, int j) const { return stats + (int64_t(s) * J + j) * nt + tid; }
+  // Starts copying this thread's vectors of row `row` (row-major, `cols` wide) of tensor k.
+  __device__ __forceinline__ void fetch(int s, int k, const T* base, int64_t row, int64_t cols) const {
+#pragma unroll
+    for (int i = 0; i < VPT; ++i)
+      if (ok[i]) cp_async16(vec(s, k, i), base + row * cols + col(i));
+  }
+  // Vector i of tensor k in stage s, as floats.
+  __device__ __forceinline__ void get(int s, int k, int i, float (&out)[N]) const {
+    const uint4 raw = *vec(s, k, i);
+    const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int j = 0; j < N; ++j) out[j] = to_f(e[j]);
+  }
+};
+
+// Runs issue(row, stage) for the rows ahead and body(row, stage) for each row of this CTA, with
+// `stages - 1` rows in flight. issue() must only start cp.async copies; a group is committed per
+// row (empty past the last row, which keeps the count that wait_group relies on uniform).
+template <class Issue, class Body>
+__device__ __forceinline__ void pipelined_rows(int64_t rows, int stages, Issue issue, Body body) {
   const int64_t step = gridDim.x;
   int64_t row = blockIdx.x;
-  for (int s = 0; s < stages - 1; ++s) issue(row + s * step, s);
-  for (int s = 0; row < a.rows; row += step, s = s + 1 == stages ? 0 : s + 1) {
+  for (int s = 0; s < stages - 1; ++s) {
+    if (row + s * step < rows) issue(row + s * step, s);
+    cp_async_commit();
+  }
+  for (int s = 0; row < rows; row += step, s = s + 1 == stages ? 0 : s + 1) {
     // The buffer refilled here was read by this same thread in the previous iteration, and those
-    // reads fed dx's stores already issued, so they are complete.
-    issue(row + int64_t(stages - 1) * step, s == 0 ? stages - 1 : s - 1);
+    // reads fed stores already issued, so they are complete.
+    const int64_t ahead = row + int64_t(stages - 1) * step;
+    if (ahead < rows) issue(ahead, s == 0 ? stages - 1 : s - 1);
+    cp_async_commit();
     cp_async_wait_dyn(stages - 1);
-    const float mean = LAYER ? stats[(int64_t(s) * 2) * nt + tid] : 0.f;
-    const float rstd = stats[(int64_t(s) * 2 + 1) * nt + tid];
+    body(row, s);
+  }
+  cp_async_wait<0>();  // nothing may land in shared memory after the CTA exits
+}
 
-    float2 sums = make_float2(0.f, 0.f);  // (sum g*xhat, sum g), g = dy*scale
+// A thread's weights (scale or bias) for its VPT vectors, kept packed in registers.
+template <class W, int VPT, int N>
+struct Weights {
+  static constexpr int WORDS = N * int(sizeof(W)) / 4;
+  uint32_t w[VPT][WORDS];
+  __device__ __forceinline__ void load(const void* p, const bool (&ok)[VPT], int nt) {
 #pragma unroll
     for (int i = 0; i < VPT; ++i) {
-      if (!ok[i]) continue;
-      const uint4 xr = *vec(s, 0, i), dr = *vec(s, 1, i);
-      const T* xe = reinterpret_cast<const T*>(&xr);
-      const T* de = reinterpret_cast<const T*>(&dr);
+      const uint32_t* src = reinterpret_cast<const uint32_t*>(static_cast<const W*>(p) + (int64_t(i) * nt + threadIdx.x) * N);
+#pragma unroll
+      for (int k = 0; k < WORDS; ++k) w[i][k] = ok[i] ? __ldg(src + k) : 0u;
+    }
+  }
+  __device__ __forceinline__ float operator()(int i, int j) const { return to_f(reinterpret_cast<const W*>(w[i])[j]); }
+};
+
+// Forward. LayerNorm takes two reductions (the mean, then the squared deviations, both from the
+// row in shared memory) so that rows with a large mean do not cancel.
+template <class T, class W, int VPT, bool LAYER>
+__global__ void __launch_bounds__(kThreads) fwd_kernel(FwdArgs a, int stages) {
+  extern __shared__ uint4 smem[];
+  using R = Ring<T, VPT, 1, 0>;
+  constexpr int N = R::N;
+  const R ring(smem, stages, a.cols);
+  Weights<W, VPT, N> scale, bias;
+  scale.load(a.scale, ring.ok, ring.nt);
+  if (a.bias) bias.load(a.bias, ring.ok, ring.nt);
+  const T* X = static_cast<const T*>(a.x);
+  const float inv_n = 1.f / float(a.cols);
+  __shared__ float red[32];
+
+  auto issue = [&](int64_t row, int s) { ring.fetch(s, 0, X, row, a.cols); };
+  auto body = [&](int64_t row, int s) {
+    float mean = 0.f, acc = 0.f, v[N];
+    if constexpr (LAYER) {
+#pragma unroll
+      for (int i = 0; i < VPT; ++i)
+        if (ring.ok[i]) {
+          ring.get(s, 0, i, v);
+#pragma unroll
+          for (int j = 0; j < N; ++j) acc += v[j];
+        }
+      mean = block_sum(acc, red) * inv_n;
+      acc = 0.f;
+    }
+#pragma unroll
+    for (int i = 0; i < VPT; ++i)
+      if (ring.ok[i]) {
+        ring.get(s, 0, i, v);
+#pragma unroll
+        for (int j = 0; j < N; ++j) acc += (v[j] - mean) * (v[j] - mean);
+      }
+    const float rstd = rsqrtf(block_sum(acc, red) * inv_n + a.epsilon);
+    if (threadIdx.x == 0) {
+      if (a.inv_variance) a.inv_variance[row] = rstd;
+      if (LAYER && a.mean) a.mean[row] = mean;
+    }
+    T* y = static_cast<T*>(a.y) + row * a.cols;
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      if (!ring.ok[i]) continue;
+      ring.get(s, 0, i, v);
+      uint4 out;
+      T* o = reinterpret_cast<T*>(&out);
 #pragma unroll
       for (int j = 0; j < N; ++j) {
-        const float xhat = (to_f(xe[j]) - mean) * rstd, d = to_f(de[j]);
-        const float g = d * weight(i, j);
+        float r = (v[j] - mean) * rstd * scale(i, j);
+        if (a.bias) r += bias(i, j);
+        o[j] = from_f<T>(r);
+      }
+      *reinterpret_cast<uint4*>(y + ring.col(i)) = out;
+    }
+  };
+  pipelined_rows(a.rows, stages, issue, body);
+}
+
+// Backward: dx per row, and dscale/dbias partials accumulated in registers over the CTA's rows,
+// written once as one fp32 row pair per CTA ([gridDim][2][cols]) for reduce_partials. X and DY
+// stay packed in the ring and are converted on the fly, read twice (row sums, then dx); the row's
+// mean and rstd come through the ring too, so no global load sits on a row's critical path.
+template <class T, class W, int VPT, bool LAYER>
+__global__ void __launch_bounds__(kThreads) bwd_kernel(BwdArgs a, float* partial, int stages) {
+  extern __shared__ uint4 smem[];
+  using R = Ring<T, VPT, 2, 2>;  // tensors X, DY; statistics mean, rstd
+  constexpr int N = R::N;
+  const R ring(smem, stages, a.cols);
+  Weights<W, VPT, N> scale;
+  scale.load(a.scale, ring.ok, ring.nt);
+  float ds[VPT][N], db[VPT][N];
+#pragma unroll
+  for (int i = 0; i < VPT; ++i)
+#pragma unroll
+    for (int j = 0; j < N; ++j) ds[i][j] = db[i][j] = 0.f;
+  const T* X = static_cast<const T*>(a.x);
+  const T* DY = static_cast<const T*>(a.dy);
+  const float inv_n = 1.f / float(a.cols);
+  __shared__ float2 red2[32];
+
+  auto issue = [&](int64_t row, int s) {
+    ring.fetch(s, 0, X, row, a.cols);
+    ring.fetch(s, 1, DY, row, a.cols);
+    if (LAYER) cp_async4(ring.stat(s, 0), a.mean + row);
+    cp_async4(ring.stat(s, 1), a.inv_variance + row);
+  };
+  auto body = [&](int64_t row, int s) {
+    const float mean = LAYER ? *ring.stat(s, 0) : 0.f;
+    const float rstd = *ring.stat(s, 1);
+    float2 sums = make_float2(0.f, 0.f);  // (sum g*xhat, sum g), g = dy*scale
+    float x[N], d[N];
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      if (!ring.ok[i]) continue;
+      ring.get(s, 0, i, x);
+      ring.get(s, 1, i, d);
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        const float xhat = (x[j] - mean) * rstd, g = d[j] * scale(i, j);
         sums.x += g * xhat;
         sums.y += g;
-        ds[i][j] += d * xhat;
-        db[i][j] += d;
+        ds[i][j] += d[j] * xhat;
+        db[i][j] += d[j];
       }
     }
     sums = block_sum2(sums, red2);
     const float mean_gx = sums.x * inv_n;
     const float mean_g = LAYER ? sums.y * inv_n : 0.f;
-    T* dx = static_cast<T*>(a.dx) + row * cols;
+    T* dx = static_cast<T*>(a.dx) + row * a.cols;
 #pragma unroll
     for (int i = 0; i < VPT; ++i) {
-      if (!ok[i]) continue;
-      const uint4 xr = *vec(s, 0, i), dr = *vec(s, 1, i);
-      const T* xe = reinterpret_cast<const T*>(&xr);
-      const T* de = reinterpret_cast<const T*>(&dr);
+      if (!ring.ok[i]) continue;
+      ring.get(s, 0, i, x);
+      ring.get(s, 1, i, d);
       uint4 out;
       T* o = reinterpret_cast<T*>(&out);
 #pragma unroll
-      for (int j = 0; j < N; ++j) {
-        const float xhat = (to_f(xe[j]) - mean) * rstd;
-        o[j] = from_f<T>(rstd * (to_f(de[j]) * weight(i, j) - mean_g - xhat * mean_gx));
-      }
-      *reinterpret_cast<uint4*>(dx + (int64_t(i) * nt + tid) * N) = out;
+      for (int j = 0; j < N; ++j) o[j] = from_f<T>(rstd * (d[j] * scale(i, j) - mean_g - (x[j] - mean) * rstd * mean_gx));
+      *reinterpret_cast<uint4*>(dx + ring.col(i)) = out;
     }
-  }
-  cp_async_wait<0>();  // nothing may land in shared memory after the CTA exits
+  };
+  pipelined_rows(a.rows, stages, issue, body);
 
-  float* out = partial + int64_t(blockIdx.x) * 2 * cols;
+  float* out = partial + int64_t(blockIdx.x) * 2 * a.cols;
 #pragma unroll
   for (int i = 0; i < VPT; ++i) {
-    if (!ok[i]) continue;
-    const int64_t c = (int64_t(i) * nt + tid) * N;
+    if (!ring.ok[i]) continue;
+    const int64_t c = ring.col(i);
 #pragma unroll
     for (int j = 0; j < N; j += 4) {
       *reinterpret_cast<float4*>(out + c + j) = make_float4(ds[i][j], ds[i][j + 1], ds[i][j + 2], ds[i][j + 3]);
       if (a.dbias)
-        *reinterpret_cast<float4*>(out + cols + c + j) = make_float4(db[i][j], db[i][j + 1], db[i][j + 2], db[i][j + 3]);
+        *reinterpret_cast<float4*>(out + a.cols + c + j) = make_float4(db[i][j], db[i][j + 1], db[i][j + 2], db[i][j + 3]);
     }
   }
 }
@@ -349,81 +328,96 @@ __global__ void __launch_bounds__(256) reduce_partials(const float* partial, int
 
 int vector_elems(DataType t) { return t == DataType::FLOAT ? 4 : 8; }
 
-// Vectors per thread and threads per CTA for a row of `cols` elements.
-// At most 512 threads and 8 vectors each: 16k columns at most (kMaxCols).
-void shape_for(int64_t cols, DataType t, int target_threads, int& vpt, int& threads, int max_vpt = 8) {
-  int64_t vecs = (cols + vector_elems(t) - 1) / vector_elems(t);
-  for (vpt = 1; vpt < max_vpt; vpt *= 2)
-    if ((vecs + vpt - 1) / vpt <= target_threads) break;
-  int64_t th = (vecs + vpt - 1) / vpt;
-  threads = int(std::min<int64_t>(512, std::max<int64_t>(32, (th + 31) / 32 * 32)));
+// Vectors per thread (1, 2, 4 or 8) and threads per CTA (32..512) for a row of `cols` elements:
+// as few vectors per thread as 512 threads allow (kMaxCols fits 512 threads x 8 vectors).
+void shape_for(int64_t cols, DataType t, int& vpt, int& threads) {
+  const int64_t vecs = (cols + vector_elems(t) - 1) / vector_elems(t);
+  for (vpt = 1; vpt < 8; vpt *= 2)
+    if ((vecs + vpt - 1) / vpt <= kThreads) break;
+  const int64_t th = (vecs + vpt - 1) / vpt;
+  threads = int(std::min<int64_t>(kThreads, std::max<int64_t>(32, (th + 31) / 32 * 32)));
 }
 
-template <class T, class W>
-cudaError_t fwd_typed(const FwdArgs& a, cudaStream_t st) {
-  int vpt, threads;
-  shape_for(a.cols, a.x_type, 256, vpt, threads);
-  dim3 grid{unsigned(a.rows)}, block{unsigned(threads)};
-  bool layer = a.kind == Kind::LAYER;
-#define OPENDNN_FWD(V)                                                         \
-  case V:                                                                      \
-    if (layer) fwd_kernel<T, W, V, true><<<grid, block, 0, st>>>(a);           \
-    else fwd_kernel<T, W, V, false><<<grid, block, 0, st>>>(a);                \
-    break;
-  switch (vpt) { OPENDNN_FWD(1) OPENDNN_FWD(2) OPENDNN_FWD(4) OPENDNN_FWD(8) }
-#undef OPENDNN_FWD
-  return cudaGetLastError();
-}
-
-using BwdKernel = void (*)(BwdArgs, float*, int);
-
-// The backward launch for a shape: kernel, block size, ring depth, dynamic shared memory, grid.
-struct BwdLaunch {
-  BwdKernel kernel = nullptr;
-  int threads = 0, stages = 0, grid = 0;
-  size_t smem = 0;
-};
-
-// About 220 KB of ring per SM (the most a CTA may take, less the static reduction buffers): up to kMaxStages rows, at least one (fp32 rows of 16k elements
-// take 128 KB each: those run unpipelined, one row in flight per SM).
-constexpr size_t kRingBudget = 220 * 1024;
-
-template <class T, class W>
-BwdLaunch bwd_launch_for(const BwdArgs& a, int sm_count) {
-  BwdLaunch l;
-  int vpt;
-  shape_for(a.cols, a.x_type, kBwdThreads, vpt, l.threads);
-  const size_t stage = size_t(l.threads) * (size_t(vpt) * 2 * sizeof(uint4) + 2 * sizeof(float));
-  l.stages = int(std::clamp<size_t>(kRingBudget / stage, 1, kMaxStages));
-  l.smem = stage * size_t(l.stages);
-  const bool layer = a.kind == Kind::LAYER;
-  switch (vpt) {
-#define OPENDNN_BWD(V) \
-  case V: l.kernel = layer ? bwd_kernel<T, W, V, true> : bwd_kernel<T, W, V, false>; break;
-    OPENDNN_BWD(1) OPENDNN_BWD(2) OPENDNN_BWD(4)
-#undef OPENDNN_BWD
-    case 8:  // only fp32 rows need 8 vectors per thread (kMaxCols / 512 threads / 4 per vector)
-      if constexpr (sizeof(T) == 4) l.kernel = layer ? bwd_kernel<T, W, 8, true> : bwd_kernel<T, W, 8, false>;
-      break;
-  }
-  if (!l.kernel) return l;
+// Sizes the ring and the grid: as many CTAs per SM as the registers allow (up to 4, so one CTA's
+// reductions overlap another's loads), and the shared memory split between them, up to
+// kMaxStages rows each (at least one: fp32 backward rows of 16k elements take 128 KB each).
+void size_launch(Launch& l, size_t stage_bytes, int64_t rows, int sm_count) {
+  constexpr size_t kSmemPerSm = 227 * 1024, kReserve = 2 * 1024;  // per CTA: static buffers, driver
+  cudaFuncAttributes fa{};
+  int by_regs = 1;
+  if (cudaFuncGetAttributes(&fa, l.kernel) == cudaSuccess && fa.numRegs > 0)
+    by_regs = 65536 / (((fa.numRegs + 7) / 8 * 8) * l.threads);
+  const int ctas = std::clamp(by_regs, 1, 4);
+  const size_t budget = kSmemPerSm / size_t(ctas) - kReserve;
+  l.stages = int(std::clamp<size_t>(budget / stage_bytes, 1, kMaxStages));
+  l.smem = stage_bytes * size_t(l.stages);
   if (l.smem > 48 * 1024) cudaFuncSetAttribute(l.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(l.smem));
   int per_sm = 0;
   if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, l.kernel, l.threads, l.smem) != cudaSuccess || per_sm < 1)
     per_sm = 1;
-  l.grid = int(std::max<int64_t>(1, std::min<int64_t>(a.rows, int64_t(sm_count) * per_sm)));
-  return l;
+  l.grid = int(std::max<int64_t>(1, std::min<int64_t>(rows, int64_t(sm_count) * per_sm)));
+}
+
+using FwdKernel = void (*)(FwdArgs, int);
+using BwdKernel = void (*)(BwdArgs, float*, int);
+
+// The kernel for VPT vectors per thread (only fp32 rows need 8: kMaxCols / 512 threads / 4).
+template <class T, template <class, class, int, bool> class Pick, class W>
+auto pick_kernel(int vpt, bool layer) -> decltype(Pick<T, W, 1, true>::get()) {
+  switch (vpt) {
+    case 1: return layer ? Pick<T, W, 1, true>::get() : Pick<T, W, 1, false>::get();
+    case 2: return layer ? Pick<T, W, 2, true>::get() : Pick<T, W, 2, false>::get();
+    case 4: return layer ? Pick<T, W, 4, true>::get() : Pick<T, W, 4, false>::get();
+    case 8:
+      if constexpr (sizeof(T) == 4) return layer ? Pick<T, W, 8, true>::get() : Pick<T, W, 8, false>::get();
+      return nullptr;
+  }
+  return nullptr;
+}
+template <class T, class W, int V, bool L>
+struct PickFwd {
+  static FwdKernel get() { return fwd_kernel<T, W, V, L>; }
+};
+template <class T, class W, int V, bool L>
+struct PickBwd {
+  static BwdKernel get() { return bwd_kernel<T, W, V, L>; }
+};
+
+// Bytes of one ring stage: K row tensors and J statistics per thread.
+size_t stage_bytes(int vpt, int threads, int k, int j) {
+  return size_t(threads) * (size_t(k) * size_t(vpt) * sizeof(uint4) + size_t(j) * sizeof(float));
 }
 
 template <class T, class W>
-cudaError_t bwd_typed(const BwdArgs& a, void* ws, int sm_count, cudaStream_t st) {
-  const BwdLaunch l = bwd_launch_for<T, W>(a, sm_count);
-  if (!l.kernel) return cudaErrorInvalidValue;
-  float* partial = static_cast<float*>(ws);
-  l.kernel<<<l.grid, l.threads, l.smem, st>>>(a, partial, l.stages);
-  cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) return e;
-  reduce_partials<W><<<unsigned((a.cols + 31) / 32), dim3(32, 8), 0, st>>>(partial, l.grid, a.cols, static_cast<W*>(a.dscale),
+struct PlanFwd {
+  static cudaError_t run(const FwdArgs& a, int sm_count, Launch* l) {
+    int vpt;
+    shape_for(a.cols, a.x_type, vpt, l->threads);
+    FwdKernel k = pick_kernel<T, PickFwd, W>(vpt, a.kind == Kind::LAYER);
+    if (!k) return cudaErrorInvalidValue;
+    l->kernel = reinterpret_cast<const void*>(k);
+    size_launch(*l, stage_bytes(vpt, l->threads, 1, 0), a.rows, sm_count);
+    return cudaSuccess;  // a failed occupancy query leaves a smaller, still valid grid
+  }
+};
+
+template <class T, class W>
+struct PlanBwd {
+  static cudaError_t run(const BwdArgs& a, int sm_count, Launch* l) {
+    int vpt;
+    shape_for(a.cols, a.x_type, vpt, l->threads);
+    BwdKernel k = pick_kernel<T, PickBwd, W>(vpt, a.kind == Kind::LAYER);
+    if (!k) return cudaErrorInvalidValue;
+    l->kernel = reinterpret_cast<const void*>(k);
+    size_launch(*l, stage_bytes(vpt, l->threads, 2, 2), a.rows, sm_count);
+    return cudaSuccess;  // a failed occupancy query leaves a smaller, still valid grid
+  }
+};
+
+// reduce_partials for the weights' type.
+template <class W>
+cudaError_t reduce_typed(const BwdArgs& a, const float* partial, int parts, cudaStream_t st) {
+  reduce_partials<W><<<unsigned((a.cols + 31) / 32), dim3(32, 8), 0, st>>>(partial, parts, a.cols, static_cast<W*>(a.dscale),
                                                                            static_cast<W*>(a.dbias));
   return cudaGetLastError();
 }
@@ -447,30 +441,24 @@ cudaError_t dispatch(DataType xt, DataType wt, Args&&... args) {
   }
 }
 
-template <class T, class W>
-struct Fwd {
-  static cudaError_t run(const FwdArgs& a, cudaStream_t st) { return fwd_typed<T, W>(a, st); }
-};
-template <class T, class W>
-struct Bwd {
-  static cudaError_t run(const BwdArgs& a, void* ws, int sm, cudaStream_t st) { return bwd_typed<T, W>(a, ws, sm, st); }
-};
-template <class T, class W>
-struct BwdGrid {
-  static cudaError_t run(const BwdArgs& a, int sm, int* grid) {
-    *grid = bwd_launch_for<T, W>(a, sm).grid;
-    return cudaSuccess;
-  }
-};
-
 }  // namespace
 
 bool supported_type(DataType t) { return t == DataType::FLOAT || t == DataType::HALF || t == DataType::BFLOAT16; }
 
-int64_t backward_workspace_bytes(const BwdArgs& a, int sm_count) {
-  int grid = 1;
-  if (dispatch<BwdGrid>(a.x_type, a.w_type, a, sm_count, &grid) != cudaSuccess) grid = int(std::min<int64_t>(a.rows, 4 * sm_count));
-  return int64_t(grid) * 2 * a.cols * int64_t(sizeof(float));
+Launch plan_forward(const FwdArgs& a, int sm_count) {
+  Launch l;
+  if (dispatch<PlanFwd>(a.x_type, a.w_type, a, sm_count, &l) != cudaSuccess) l.kernel = nullptr;
+  return l;
+}
+
+Launch plan_backward(const BwdArgs& a, int sm_count) {
+  Launch l;
+  if (dispatch<PlanBwd>(a.x_type, a.w_type, a, sm_count, &l) != cudaSuccess) l.kernel = nullptr;
+  return l;
+}
+
+int64_t backward_workspace_bytes(const BwdArgs& a, const Launch& l) {
+  return int64_t(std::max(l.grid, 1)) * 2 * a.cols * int64_t(sizeof(float));
 }
 
 // The kernels move 16-byte vectors; rows are a multiple of 16 bytes, so only the bases can be off.
@@ -480,15 +468,33 @@ static bool aligned16(std::initializer_list<const void*> ps) {
   return true;
 }
 
-const char* launch_forward(const FwdArgs& a, void* stream) {
+const char* launch_forward(const FwdArgs& a, const Launch& l, void* stream) {
+  if (!l.kernel) return "no kernel for this norm";
   if (!aligned16({a.x, a.y, a.scale, a.bias})) return "X, Y, scale and bias must be 16-byte aligned";
-  cudaError_t e = dispatch<Fwd>(a.x_type, a.w_type, a, static_cast<cudaStream_t>(stream));
+  if (a.rows == 0) return nullptr;
+  auto k = reinterpret_cast<FwdKernel>(const_cast<void*>(l.kernel));
+  k<<<l.grid, l.threads, l.smem, static_cast<cudaStream_t>(stream)>>>(a, l.stages);
+  cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
 }
 
-const char* launch_backward(const BwdArgs& a, void* workspace, int sm_count, void* stream) {
+const char* launch_backward(const BwdArgs& a, const Launch& l, void* workspace, void* stream) {
+  if (!l.kernel) return "no kernel for this norm";
   if (!aligned16({a.x, a.dy, a.dx, a.scale, workspace})) return "X, DY, DX, scale and the workspace must be 16-byte aligned";
-  cudaError_t e = dispatch<Bwd>(a.x_type, a.w_type, a, workspace, sm_count, static_cast<cudaStream_t>(stream));
+  if (a.cols == 0) return nullptr;
+  cudaStream_t st = static_cast<cudaStream_t>(stream);
+  float* partial = static_cast<float*>(workspace);
+  auto k = reinterpret_cast<BwdKernel>(const_cast<void*>(l.kernel));
+  k<<<l.grid, l.threads, l.smem, st>>>(a, partial, l.stages);
+  cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess) {
+    switch (a.w_type) {
+      case DataType::FLOAT: e = reduce_typed<float>(a, partial, l.grid, st); break;
+      case DataType::HALF: e = reduce_typed<__half>(a, partial, l.grid, st); break;
+      case DataType::BFLOAT16: e = reduce_typed<__nv_bfloat16>(a, partial, l.grid, st); break;
+      default: e = cudaErrorInvalidValue;
+    }
+  }
   return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
 }
 

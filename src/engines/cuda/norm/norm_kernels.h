@@ -4,6 +4,7 @@
 // scale/bias/dscale/dbias are packed [cols]; mean/inv_variance are fp32 [rows].
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "opendnn/types.h"
@@ -43,11 +44,20 @@ bool supported_type(DataType t);
 // Largest hidden size the kernels take.
 inline constexpr int64_t kMaxCols = 16384;
 
-// Workspace the backward pass needs for its deterministic column reduction.
-int64_t backward_workspace_bytes(const BwdArgs& a, int sm_count);
+// A launch chosen once, when a plan is built (it queries the device); execute only launches.
+struct Launch {
+  const void* kernel = nullptr;  // null: no kernel for these types/shape
+  int threads = 0, stages = 0, grid = 0;
+  size_t smem = 0;
+};
+Launch plan_forward(const FwdArgs& a, int sm_count);
+Launch plan_backward(const BwdArgs& a, int sm_count);
 
-// Launch on `stream` (a cudaStream_t). Returns a CUDA error string or nullptr.
-const char* launch_forward(const FwdArgs& a, void* stream);
-const char* launch_backward(const BwdArgs& a, void* workspace, int sm_count, void* stream);
+// Workspace the backward pass needs for its deterministic column reduction.
+int64_t backward_workspace_bytes(const BwdArgs& a, const Launch& l);
+
+// Launch on `stream` (a cudaStream_t). Returns an error string or nullptr.
+const char* launch_forward(const FwdArgs& a, const Launch& l, void* stream);
+const char* launch_backward(const BwdArgs& a, const Launch& l, void* workspace, void* stream);
 
 }  // namespace opendnn::cuda::norm
