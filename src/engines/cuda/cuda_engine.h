@@ -22,6 +22,7 @@ struct Family {
 
 const Family& norm_family();
 const Family& gdn_family();
+const Family& sdpa_bwd_family();
 
 std::shared_ptr<Engine> make_cuda_engine();
 
