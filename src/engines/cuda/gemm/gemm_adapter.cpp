@@ -240,7 +240,7 @@ class GemmPlan : public Plan {
     a.bias = f_.sbias >= 0 ? slots[f_.sbias] : nullptr;
     a.residual = f_.sres >= 0 ? slots[f_.sres] : nullptr;
     a.alpha = f_.alpha.read(slots);
-    if (const char* e = gemm::launch(a, workspace, sm_, stream))
+    if (const char* e = gemm::launch(a, workspace, sm_, stream, cache_))
       return {ErrorCode::CUDA_API_FAILED, std::string("cuda gemm: ") + e};
     return {};
   }
@@ -250,6 +250,7 @@ class GemmPlan : public Plan {
   Fused f_;
   int sm_;
   int64_t ws_;
+  gemm::LaunchCache cache_;
 };
 
 int sm_count_of(const Target& t) { return t.sm_count > 0 ? t.sm_count : 132; }

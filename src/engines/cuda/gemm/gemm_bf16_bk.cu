@@ -4,8 +4,9 @@
 
 namespace opendnn::cuda::gemm {
 
-const char* run_bf16_bk(const Args& a, void* workspace, int sm_count, void* stream, int64_t* ws_query) {
-  return Sm90Gemm<cutlass::bfloat16_t, true>::run(a, workspace, sm_count, stream, ws_query);
+const char* run_bf16_bk(const Args& a, void* workspace, int sm_count, void* stream, LaunchCache* cache,
+                       int64_t* ws_query) {
+  return Sm90Gemm<cutlass::bfloat16_t, true>::run(a, workspace, sm_count, stream, cache, ws_query);
 }
 
 }  // namespace opendnn::cuda::gemm

@@ -8,7 +8,7 @@
 namespace opendnn::cuda::gemm {
 namespace {
 
-using Runner = const char* (*)(const Args&, void*, int, void*, int64_t*);
+using Runner = const char* (*)(const Args&, void*, int, void*, LaunchCache*, int64_t*);
 
 Runner runner(const Args& a) {
   if (a.type == Elem::BF16) return a.b_k_major ? run_bf16_bk : run_bf16_bn;
@@ -38,15 +38,16 @@ const char* check(const Args& a) {
 
 int64_t workspace_bytes(const Args& a, int sm_count) {
   int64_t bytes = 0;
-  runner(a)(a, nullptr, sm_count, nullptr, &bytes);
+  runner(a)(a, nullptr, sm_count, nullptr, nullptr, &bytes);
   return bytes;
 }
 
-const char* launch(const Args& a, void* workspace, int sm_count, void* stream) {
+const char* launch(const Args& a, void* workspace, int sm_count, void* stream, LaunchCache& cache) {
+  if (cache.matches(a, workspace)) return runner(a)(a, workspace, sm_count, stream, &cache, nullptr);
   if (!aligned_ptr(a.a) || !aligned_ptr(a.b) || !aligned_ptr(a.d) || (a.bias && !aligned_ptr(a.bias)) ||
       (a.residual && !aligned_ptr(a.residual)))
     return "A, B, C, bias and residual must be 16-byte aligned (TMA)";
-  return runner(a)(a, workspace, sm_count, stream, nullptr);
+  return runner(a)(a, workspace, sm_count, stream, &cache, nullptr);
 }
 
 }  // namespace opendnn::cuda::gemm

@@ -7,6 +7,7 @@
 // or column-major (K contiguous). Accumulation is fp32; D, R and bias have A's type.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace opendnn::cuda::gemm {
@@ -38,16 +39,39 @@ struct Args {
   ActArgs act;
 };
 
+// The kernel parameters of the last launch of a plan, reused while its pointers and alpha stay the
+// same: encoding TMA descriptors costs host microseconds a small GEMM cannot hide. The plan owns it.
+struct LaunchCache {
+  static constexpr size_t kBytes = 2048;
+  alignas(64) unsigned char params[kBytes];
+  bool valid = false;
+  const void *a = nullptr, *b = nullptr, *d = nullptr, *bias = nullptr, *residual = nullptr, *workspace = nullptr;
+  float alpha = 0.0f;
+  bool matches(const Args& x, const void* ws) const {
+    return valid && a == x.a && b == x.b && d == x.d && bias == x.bias && residual == x.residual && workspace == ws &&
+           alpha == x.alpha;
+  }
+  void remember(const Args& x, const void* ws) {
+    a = x.a, b = x.b, d = x.d, bias = x.bias, residual = x.residual, workspace = ws, alpha = x.alpha;
+    valid = true;
+  }
+};
+
 // "" when the kernels take these shapes and strides, else why not (pointers are checked at launch).
 const char* check(const Args& a);
 int64_t workspace_bytes(const Args& a, int sm_count);
 // Launch on `stream` (a cudaStream_t). Returns an error string or nullptr.
-const char* launch(const Args& a, void* workspace, int sm_count, void* stream);
+const char* launch(const Args& a, void* workspace, int sm_count, void* stream, LaunchCache& cache);
 
-// One entry point per instantiation (gemm_<type>_<b layout>.cu).
-const char* run_bf16_bn(const Args& a, void* workspace, int sm_count, void* stream, int64_t* ws_query);
-const char* run_bf16_bk(const Args& a, void* workspace, int sm_count, void* stream, int64_t* ws_query);
-const char* run_fp16_bn(const Args& a, void* workspace, int sm_count, void* stream, int64_t* ws_query);
-const char* run_fp16_bk(const Args& a, void* workspace, int sm_count, void* stream, int64_t* ws_query);
+// One entry point per instantiation (gemm_<type>_<b layout>.cu); with ws_query set, only reports
+// the workspace size.
+const char* run_bf16_bn(const Args& a, void* workspace, int sm_count, void* stream, LaunchCache* cache,
+                       int64_t* ws_query);
+const char* run_bf16_bk(const Args& a, void* workspace, int sm_count, void* stream, LaunchCache* cache,
+                       int64_t* ws_query);
+const char* run_fp16_bn(const Args& a, void* workspace, int sm_count, void* stream, LaunchCache* cache,
+                       int64_t* ws_query);
+const char* run_fp16_bk(const Args& a, void* workspace, int sm_count, void* stream, LaunchCache* cache,
+                       int64_t* ws_query);
 
 }  // namespace opendnn::cuda::gemm

@@ -7,6 +7,8 @@
 
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
 #include "cutlass/epilogue/collective/collective_builder.hpp"
@@ -107,17 +109,35 @@ struct Sm90Gemm {
     return args;
   }
 
-  static const char* run(const Args& a, void* workspace, int sm_count, void* stream, int64_t* ws_query) {
-    typename Device::Arguments args = arguments(a, sm_count);
-    if (ws_query) {
-      *ws_query = int64_t(Device::get_workspace_size(args));
-      return nullptr;
-    }
-    Device op;
-    if (op.can_implement(args) != cutlass::Status::kSuccess) return "CUTLASS cannot implement this problem";
+  using Params = typename Kernel::Params;
+  static_assert(sizeof(Params) <= LaunchCache::kBytes, "LaunchCache too small for this kernel's parameters");
+  static_assert(std::is_trivially_copyable_v<Params>, "the kernel parameters are copied into a LaunchCache");
+
+  // The dynamic shared memory opt-in, once per process (it is a per-function attribute).
+  static cudaError_t allow_smem() {
+    static const cudaError_t e = cudaFuncSetAttribute(cutlass::device_kernel<Kernel>,
+                                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                      int(Kernel::SharedStorageSize));
+    return e;
+  }
+
+  static const char* run(const Args& a, void* workspace, int sm_count, void* stream, LaunchCache* cache,
+                         int64_t* ws_query) {
     auto s = static_cast<cudaStream_t>(stream);
-    if (op.initialize(args, workspace, s) != cutlass::Status::kSuccess) return "CUTLASS GEMM initialisation failed";
-    if (op.run(s) != cutlass::Status::kSuccess) {
+    if (ws_query || !cache->matches(a, workspace)) {
+      typename Device::Arguments args = arguments(a, sm_count);
+      if (ws_query) {
+        *ws_query = int64_t(Device::get_workspace_size(args));
+        return nullptr;
+      }
+      if (Device::can_implement(args) != cutlass::Status::kSuccess) return "CUTLASS cannot implement this problem";
+      if (Kernel::initialize_workspace(args, workspace, s) != cutlass::Status::kSuccess)
+        return "CUTLASS GEMM workspace initialisation failed";
+      *reinterpret_cast<Params*>(cache->params) = Kernel::to_underlying_arguments(args, workspace);
+      cache->remember(a, workspace);
+    }
+    if (cudaError_t e = allow_smem(); e != cudaSuccess) return cudaGetErrorString(e);
+    if (Device::run(*reinterpret_cast<Params*>(cache->params), s) != cutlass::Status::kSuccess) {
       cudaError_t e = cudaGetLastError();
       return e != cudaSuccess ? cudaGetErrorString(e) : "CUTLASS GEMM launch failed";
     }
