@@ -199,7 +199,9 @@ def main():
         return 0
 
     print("cuDNN's norms through the cudnn engine:")
-    for row, (kind, pas, T, H) in zip(rows, cases):
+    # Training passes first: the inference forward is the least exercised path of the cudnn engine.
+    order = sorted(range(len(cases)), key=lambda i: cases[i][1] == "infer")
+    for row, (kind, pas, T, H) in ((rows[i], cases[i]) for i in order):
         c = Case(kind, pas, T, H)
         ms, err = c.run_engine("cudnn")
         if ms is None:
