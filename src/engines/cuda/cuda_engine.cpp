@@ -35,7 +35,7 @@ class EventTimer : public Timer {
   cudaEvent_t start_{}, stop_{};
 };
 
-const Family* const kFamilies[] = {&norm_family(), &gdn_family(), &sdpa_bwd_family()};
+const Family* const kFamilies[] = {&norm_family(), &gemm_family(), &sdpa_family(), &sdpa_bwd_family(), &gdn_family(), &pointwise_family()};
 
 class CudaEngine : public Engine {
  public:

@@ -21,8 +21,11 @@ struct Family {
 };
 
 const Family& norm_family();
+const Family& gemm_family();
 const Family& gdn_family();
 const Family& sdpa_bwd_family();
+const Family& sdpa_family();
+const Family& pointwise_family();
 
 std::shared_ptr<Engine> make_cuda_engine();
 
