@@ -286,6 +286,9 @@ __global__ void __launch_bounds__(kThreads) bwd_kernel(BwdArgs a, float* partial
     }
   };
   pipelined_rows(a.rows, stages, issue, body);
+  // reduce_partials (launched as a programmatic dependent) may be scheduled now; it still waits
+  // for this whole grid to finish before reading the partials.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 
   float* out = partial + int64_t(blockIdx.x) * 2 * a.cols;
 #pragma unroll
@@ -306,6 +309,7 @@ __global__ void __launch_bounds__(kThreads) bwd_kernel(BwdArgs a, float* partial
 template <class W>
 __global__ void __launch_bounds__(256) reduce_partials(const float* partial, int parts, int64_t cols, W* dscale, W* dbias) {
   __shared__ float red[2][8][33];
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the backward kernel's partials are complete
   const int64_t c = int64_t(blockIdx.x) * 32 + threadIdx.x;
   float s = 0.f, b = 0.f;
   if (c < cols)
@@ -415,11 +419,21 @@ struct PlanBwd {
 };
 
 // reduce_partials for the weights' type.
+// Launched as a programmatic dependent of the backward kernel, so its launch latency overlaps
+// the backward's last rows.
 template <class W>
 cudaError_t reduce_typed(const BwdArgs& a, const float* partial, int parts, cudaStream_t st) {
-  reduce_partials<W><<<unsigned((a.cols + 31) / 32), dim3(32, 8), 0, st>>>(partial, parts, a.cols, static_cast<W*>(a.dscale),
-                                                                           static_cast<W*>(a.dbias));
-  return cudaGetLastError();
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned((a.cols + 31) / 32));
+  cfg.blockDim = dim3(32, 8);
+  cfg.stream = st;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, reduce_partials<W>, partial, parts, int64_t(a.cols), static_cast<W*>(a.dscale),
+                            static_cast<W*>(a.dbias));
 }
 
 template <template <class, class> class F, class... Args>
