@@ -7,11 +7,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <random>
 
 #include "common/dtype_convert.h"
 #include "engines/cudnn/cudnn_engine.h"
+#include "opendnn/engine.h"
 #include "opendnn/graph.h"
 
 namespace opendnn {
@@ -94,10 +96,76 @@ struct RunResult {
   return ::testing::AssertionSuccess();
 }
 
+using Data = std::map<const TensorAttr*, Host>;
+
+// Visits every element of t in logical row-major order with its offset (elements) in t's storage.
+template <class F>
+void for_each_offset(const TensorAttr& t, F&& f) {
+  const auto& d = t.get_dim();
+  const auto& st = t.get_stride();
+  std::vector<int64_t> idx(d.size(), 0);
+  for (int64_t lin = 0, n = t.volume(); lin < n; ++lin) {
+    int64_t off = 0;
+    for (size_t k = 0; k < d.size(); ++k) off += idx[k] * st[k];
+    f(size_t(lin), off);
+    for (size_t k = d.size(); k-- > 0;) {
+      if (++idx[k] < d[k]) break;
+      idx[k] = 0;
+    }
+  }
+}
+
+// t's storage bytes: `data` (logical row-major order) scattered through the strides; outputs start
+// poisoned (all-ones bytes: NaN in every float type) so an unwritten element fails.
+std::vector<unsigned char> host_bytes(const TensorAttr& t, const Data& data) {
+  std::vector<unsigned char> host(size_t(std::max<int64_t>(t.storage_bytes(), 16)), t.is_produced() ? 0xFF : 0);
+  auto it = data.find(&t);
+  if (it != data.end())
+    for_each_offset(t, [&](size_t lin, int64_t off) {
+      if (lin < it->second.size()) store_element(t.get_data_type(), host.data(), off, it->second[lin]);
+    });
+  return host;
+}
+
+Host gather(const TensorAttr& t, const unsigned char* bytes) {
+  Host v(size_t(t.volume()));
+  for_each_offset(t, [&](size_t lin, int64_t off) { v[lin] = load_element(t.get_data_type(), bytes, off); });
+  return v;
+}
+
+// Runs g (already planned by plan_on_cudnn, so its variant slots are laid out) on the reference engine
+// with host buffers; returns every slot tensor.
+::testing::AssertionResult run_reference(Graph& g, const Data& data, std::map<const TensorAttr*, Host>& out) {
+  std::shared_ptr<Engine> ref;
+  for (auto& e : registered_engines())
+    if (e->name() == "reference") ref = e;
+  if (!ref) return ::testing::AssertionFailure() << "no reference engine registered";
+  Proposal p = ref->propose_plans(g, Target{});
+  if (p.plans.empty()) return ::testing::AssertionFailure() << "reference declines: " << (p.declines.empty() ? "" : p.declines[0]);
+  std::unique_ptr<Plan> plan;
+  Status s = ref->build_plan(g, Target{}, p.plans[0], plan);
+  if (s.is_bad()) return ::testing::AssertionFailure() << "reference build: " << s.to_string();
+  const std::vector<int64_t>& slots = g.variant_uids();
+  std::vector<std::vector<unsigned char>> bufs(slots.size());
+  std::vector<void*> ptrs(slots.size());
+  for (size_t i = 0; i < slots.size(); ++i) {
+    bufs[i] = host_bytes(*g.find_tensor(slots[i]), data);
+    ptrs[i] = bufs[i].data();
+  }
+  std::vector<unsigned char> ws(size_t(std::max<int64_t>(plan->workspace_size(), 1)));
+  s = plan->execute(ptrs.data(), ws.data(), nullptr);
+  if (s.is_bad()) return ::testing::AssertionFailure() << "reference execute: " << s.to_string();
+  for (size_t i = 0; i < slots.size(); ++i) {
+    TensorPtr t = g.find_tensor(slots[i]);
+    out[t.get()] = gather(*t, bufs[i].data());
+  }
+  return ::testing::AssertionSuccess();
+}
+
 // Fills inputs (by tensor) from `data`, runs a cudnn plan through Graph::execute's slot-array hot path,
 // returns every non-virtual tensor.
-::testing::AssertionResult run_graph(Graph& g, const std::map<const TensorAttr*, Host>& data, RunResult& r,
-                                     bool capture = false, int plan_index = 0) {
+::testing::AssertionResult run_graph(Graph& g, const Data& data, RunResult& r, bool capture = false,
+                                     int plan_index = 0) {
   ::testing::AssertionResult planned = plan_on_cudnn(g, plan_index, r);
   if (!planned) return planned;
   Graph* plan = &g;  // executes the selected plan
@@ -109,33 +177,14 @@ struct RunResult {
   for (size_t i = 0; i < slots.size(); ++i) {
     TensorPtr t = g.find_tensor(slots[i]);
     ts[i] = t;
-    int64_t bytes = std::max<int64_t>(t->storage_bytes(), 16);
-    // Outputs start poisoned (all-ones bytes: NaN in every float type) so an unwritten element fails.
-    std::vector<unsigned char> host(size_t(bytes), t->is_produced() ? 0xFF : 0);
+    std::vector<unsigned char> host = host_bytes(*t, data);
     if (t->get_is_pass_by_value()) {
-      host_scalars[i] = host;
+      host_scalars[i] = std::move(host);
       ptrs[i] = host_scalars[i].data();
     } else {
-      cudaMalloc(&ptrs[i], size_t(bytes));
+      cudaMalloc(&ptrs[i], host.size());
+      cudaMemcpy(ptrs[i], host.data(), host.size(), cudaMemcpyHostToDevice);
     }
-    auto it = data.find(t.get());
-    if (it != data.end()) {
-      // Data is given in logical row-major order; scatter through the strides.
-      const auto& d = t->get_dim();
-      const auto& st = t->get_stride();
-      std::vector<int64_t> idx(d.size(), 0);
-      for (size_t lin = 0; lin < it->second.size(); ++lin) {
-        int64_t off = 0;
-        for (size_t k = 0; k < d.size(); ++k) off += idx[k] * st[k];
-        store_element(t->get_data_type(), host.data(), off, it->second[lin]);
-        for (size_t k = d.size(); k-- > 0;) {
-          if (++idx[k] < d[k]) break;
-          idx[k] = 0;
-        }
-      }
-    }
-    if (t->get_is_pass_by_value()) std::memcpy(ptrs[i], host.data(), host.size());
-    else cudaMemcpy(ptrs[i], host.data(), size_t(bytes), cudaMemcpyHostToDevice);
   }
   void* ws = nullptr;
   if (r.workspace > 0) cudaMalloc(&ws, size_t(r.workspace));
@@ -179,28 +228,14 @@ struct RunResult {
   if (err != cudaSuccess) return ::testing::AssertionFailure() << "CUDA error: " << cudaGetErrorString(err);
   for (size_t i = 0; i < slots.size(); ++i) {
     const TensorPtr& t = ts[i];
-    int64_t bytes = std::max<int64_t>(t->storage_bytes(), 16);
-    std::vector<unsigned char> host(static_cast<size_t>(bytes), 0);
     if (t->get_is_pass_by_value()) {
-      std::memcpy(host.data(), ptrs[i], host.size());
-    } else {
-      cudaMemcpy(host.data(), ptrs[i], size_t(bytes), cudaMemcpyDeviceToHost);
-      cudaFree(ptrs[i]);
+      r.out[t.get()] = gather(*t, host_scalars[i].data());
+      continue;
     }
-    Host v(static_cast<size_t>(t->volume()));
-    const auto& d = t->get_dim();
-    const auto& st = t->get_stride();
-    std::vector<int64_t> idx(d.size(), 0);
-    for (size_t lin = 0; lin < v.size(); ++lin) {
-      int64_t off = 0;
-      for (size_t k = 0; k < d.size(); ++k) off += idx[k] * st[k];
-      v[lin] = load_element(t->get_data_type(), host.data(), off);
-      for (size_t k = d.size(); k-- > 0;) {
-        if (++idx[k] < d[k]) break;
-        idx[k] = 0;
-      }
-    }
-    r.out[t.get()] = std::move(v);
+    std::vector<unsigned char> host(size_t(std::max<int64_t>(t->storage_bytes(), 16)));
+    cudaMemcpy(host.data(), ptrs[i], host.size(), cudaMemcpyDeviceToHost);
+    cudaFree(ptrs[i]);
+    r.out[t.get()] = gather(*t, host.data());
   }
   if (ws) cudaFree(ws);
   cudaStreamDestroy(stream);
@@ -663,7 +698,6 @@ void sdpa_bwd_case(Attn a, bool deterministic, const char* impl = "COMPOSITE") {
   as_output(o[1], {a.B, a.Hk, a.Skv, a.D}, a.dt);
   as_output(o[2], {a.B, a.Hk, a.Skv, a.D}, a.dt);
   prepare(g);
-  if (std::string(impl) == "UNIFIED") SKIP_IF_DECLINED(g);  // cuDNN 9.19: SDPA_BWD graph "outputGraph.buildDAG()"
   RunResult r;
   ASSERT_TRUE(run_graph(g, {{Q.get(), hq}, {K.get(), hk}, {V.get(), hv}, {O.get(), ho}, {dO.get(), hdo}, {St.get(), hs}}, r));
   Host wq, wk, wv;
@@ -689,9 +723,571 @@ TEST(CudnnEngine, SdpaBackwardCausalGqaFp16D64) {
   SKIP_WITHOUT_CUDNN();
   sdpa_bwd_case({2, 4, 2, 128, 128, 64, true, 0.125, DataType::HALF}, false);
 }
-TEST(CudnnEngine, SdpaBackwardUnified) {
+// ---- against the reference engine (the numeric oracle) on the same inputs
+
+// Random inputs for every non-produced, non-constant tensor of g that `data` does not cover.
+void fill_random(Graph& g, Data& data, uint32_t seed, double lo = -1, double hi = 1) {
+  for (const auto& t : g.tensors()) {
+    if (t->get_is_virtual() || t->is_produced() || data.count(t.get())) continue;
+    if (t->get_is_pass_by_value() && t->get_value().is_set()) continue;
+    DataType dt = t->get_data_type();
+    Host v = random(size_t(t->volume()), seed++, dt == DataType::BOOLEAN ? DataType::FLOAT : dt, lo, hi);
+    if (dt == DataType::BOOLEAN)
+      for (auto& x : v) x = x > 0.5 * (lo + hi) ? 1.0 : 0.0;
+    data[t.get()] = std::move(v);
+  }
+}
+
+// Every produced tensor of the cudnn run `r` against the reference engine's; `valid(t, i)` (optional)
+// picks the logical elements compared (padded rows are unspecified), and elements both runs left
+// unwritten (NaN poison on both sides) are not compared.
+void expect_matches_reference(Graph& g, const Data& data, const RunResult& r, double atol, double rtol,
+                              const std::function<bool(const TensorAttr&, size_t)>& valid = nullptr) {
+  std::map<const TensorAttr*, Host> ref;
+  ASSERT_TRUE(run_reference(g, data, ref));
+  for (const auto& [t, want] : ref) {
+    if (!t->is_produced()) continue;
+    auto it = r.out.find(t);
+    ASSERT_NE(it, r.out.end()) << t->get_name();
+    Host got_v, want_v;
+    for (size_t i = 0; i < want.size(); ++i) {
+      if (valid && !valid(*t, i)) continue;
+      if (std::isnan(want[i]) && std::isnan(it->second[i])) continue;
+      got_v.push_back(it->second[i]);
+      want_v.push_back(want[i]);
+    }
+    expect_close(got_v, want_v, atol, rtol, t->get_name().empty() ? "output" : t->get_name().c_str());
+  }
+}
+
+// Every pointwise mode of pointwise_modes.def on same-shape FLOAT inputs ([2,8,16]; BOOLEAN where the
+// mode is logical). A mode cuDNN or the reference declines is reported, not failed.
+TEST(CudnnEngine, PointwiseEveryModeMatchesReference) {
   SKIP_WITHOUT_CUDNN();
-  sdpa_bwd_case({1, 2, 2, 128, 128, 128, false, 0.125}, false, "UNIFIED");
+  struct Mode { const char* name; int arity; };
+  static const Mode kModes[] = {
+#define OPENDNN_PW(e, m, arity) {#e, arity},
+#include "opendnn/pointwise_modes.def"
+#undef OPENDNN_PW
+  };
+  int ran = 0;
+  for (const Mode& m : kModes) {
+    std::string name = m.name;
+    bool logical = name.rfind("LOGICAL", 0) == 0;
+    bool positive = name == "LOG" || name == "SQRT" || name == "RSQRT" || name == "POW" || name == "RECIPROCAL";
+    Graph g;
+    g.set_io_data_type(DataType::FLOAT).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+    std::vector<int64_t> d = {2, 8, 16};
+    std::vector<TensorPtr> in;
+    for (int i = 0; i < m.arity; ++i) {
+      bool mask = logical || (name == "BINARY_SELECT" && i == 2);
+      std::string tn = "in" + std::to_string(i);
+      in.push_back(input(g, tn.c_str(), d, mask ? DataType::BOOLEAN : DataType::FLOAT));
+    }
+    NodeAttrs at;
+    at.set("mode", name);
+    if (name == "GEN_INDEX") at.set("axis", int64_t(2));
+    TensorPtr y = g.add_node(OpKind::POINTWISE, in, at)[0];
+    y->set_output(true);
+    if (g.validate().is_bad()) {
+      std::printf("  %s: validate fails, skipped\n", m.name);
+      continue;
+    }
+    Proposal p = make_cudnn_engine()->propose_plans(g, cuda_target());
+    if (p.plans.empty()) {
+      std::printf("  %s: declined: %s\n", m.name, p.declines.empty() ? "" : p.declines[0].c_str());
+      continue;
+    }
+    Data data;
+    for (size_t i = 0; i < in.size(); ++i) {
+      bool second = i == 1 && (name == "DIV" || name == "MOD" || name == "POW");
+      if (in[i]->get_data_type() == DataType::BOOLEAN) continue;
+      data[in[i].get()] = random(size_t(in[i]->volume()), uint32_t(100 + i), DataType::FLOAT, positive || second ? 0.25 : -2.0, 2.0);
+    }
+    fill_random(g, data, 200, 0, 1);
+    RunResult r;
+    ASSERT_TRUE(run_graph(g, data, r)) << m.name;
+    SCOPED_TRACE(m.name);
+    expect_matches_reference(g, data, r, 1e-4, 1e-3);
+    ++ran;
+  }
+  std::printf("  %d modes ran\n", ran);
+  EXPECT_GT(ran, 20);
+}
+
+NodeAttrs conv_attrs() {
+  return NodeAttrs().set("pre_padding", std::vector<int64_t>{1, 1}).set("post_padding", std::vector<int64_t>{1, 1})
+      .set("stride", std::vector<int64_t>{1, 1}).set("dilation", std::vector<int64_t>{1, 1});
+}
+
+std::vector<int64_t> nhwc(const std::vector<int64_t>& d) { return {d[1] * d[2] * d[3], 1, d[3] * d[1], d[1]}; }
+
+// Data gradient (DX from DY and W) or weight gradient (DW from X and DY), NHWC half, 3x3 pad 1.
+void conv_grad_case(bool wgrad) {
+  Graph g;
+  g.set_io_data_type(DataType::HALF).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+  std::vector<int64_t> xd = {2, 16, 10, 10}, wd = {32, 16, 3, 3}, yd = {2, 32, 10, 10};
+  auto DY = input(g, "DY", yd, DataType::HALF, nhwc(yd));
+  TensorPtr out;
+  if (wgrad) out = g.conv_wgrad(input(g, "X", xd, DataType::HALF, nhwc(xd)), DY, conv_attrs());
+  else out = g.conv_dgrad(DY, input(g, "W", wd, DataType::HALF, nhwc(wd)), conv_attrs());
+  const std::vector<int64_t>& od = wgrad ? wd : xd;
+  out->set_dim(od).set_stride(nhwc(od));
+  as_output(out, od, wgrad ? DataType::FLOAT : DataType::HALF);
+  prepare(g);
+  Data data;
+  fill_random(g, data, 300);
+  RunResult r;
+  ASSERT_TRUE(run_graph(g, data, r));
+  expect_matches_reference(g, data, r, wgrad ? 5e-2 : 3e-2, 5e-3);
+}
+
+TEST(CudnnEngine, ConvDgradNhwcHalfMatchesReference) {
+  SKIP_WITHOUT_CUDNN();
+  conv_grad_case(false);
+}
+TEST(CudnnEngine, ConvWgradNhwcHalfMatchesReference) {
+  SKIP_WITHOUT_CUDNN();
+  conv_grad_case(true);
+}
+
+TEST(CudnnEngine, MatmulGeluEpilogueMatchesReference) {
+  SKIP_WITHOUT_CUDNN();
+  Graph g;
+  g.set_io_data_type(DataType::BFLOAT16).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+  auto A = input(g, "A", {1, 64, 96}, DataType::BFLOAT16);
+  auto Bm = input(g, "B", {1, 96, 128}, DataType::BFLOAT16);
+  auto C = g.matmul(A, Bm);
+  C->set_data_type(DataType::FLOAT);
+  auto Y = g.gelu(C);
+  as_output(Y, {1, 64, 128}, DataType::BFLOAT16);
+  prepare(g);
+  Data data;
+  fill_random(g, data, 320);
+  RunResult r;
+  ASSERT_TRUE(run_graph(g, data, r));
+  expect_matches_reference(g, data, r, 2e-2, 1e-2);
+}
+
+// Reductions cuDNN 9.19 takes in NHWC (over C) form; declines are reported.
+TEST(CudnnEngine, ReductionsNhwcMatchReference) {
+  SKIP_WITHOUT_CUDNN();
+  for (const char* mode : {"ADD", "MAX", "MIN", "AMAX"}) {
+    Graph g;
+    g.set_io_data_type(DataType::FLOAT).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+    std::vector<int64_t> xd = {4, 64, 4, 4}, yd = {4, 1, 4, 4};
+    auto X = input(g, "X", xd, DataType::FLOAT, nhwc(xd));
+    auto Y = g.reduction(X, NodeAttrs().set("mode", mode).set("dims", yd));
+    Y->set_dim(yd).set_stride(nhwc(yd));
+    as_output(Y, yd, DataType::FLOAT);
+    prepare(g);
+    Proposal p = make_cudnn_engine()->propose_plans(g, cuda_target());
+    if (p.plans.empty()) {
+      std::printf("  reduction %s declined: %s\n", mode, p.declines.empty() ? "" : p.declines[0].c_str());
+      continue;
+    }
+    Data data;
+    fill_random(g, data, 330);
+    RunResult r;
+    ASSERT_TRUE(run_graph(g, data, r)) << mode;
+    SCOPED_TRACE(mode);
+    expect_matches_reference(g, data, r, 1e-4, 1e-4);
+  }
+}
+
+// ---- norms against the reference: ranks 2-4, run-time (variant-pack) epsilon, every kind
+
+enum class NormKind { LAYER, RMS, BATCH, INSTANCE };
+
+// Forward (training) of `kind` on X of dims `xd` (statistics per row = the leading dim, per channel for
+// batchnorm, per (n, c) for instancenorm); epsilon a run-time by-value scalar when `runtime_eps`.
+void norm_fwd_vs_reference(NormKind kind, std::vector<int64_t> xd, DataType dt, bool runtime_eps) {
+  Graph g;
+  g.set_io_data_type(dt).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+  size_t r = xd.size();
+  std::vector<int64_t> pd(r, 1), sd(r, 1);  // scale dims; statistics dims
+  if (kind == NormKind::BATCH || kind == NormKind::INSTANCE) {
+    pd[1] = xd[1];
+    sd[1] = xd[1];
+    if (kind == NormKind::INSTANCE) sd[0] = xd[0];
+  } else {
+    for (size_t i = 1; i < r; ++i) pd[i] = xd[i];
+    sd[0] = xd[0];
+  }
+  std::vector<int64_t> xs = r == 4 && kind != NormKind::LAYER && kind != NormKind::RMS ? nhwc(xd) : row_major_strides(xd);
+  auto X = input(g, "X", xd, dt, xs);
+  auto scale = input(g, "scale", pd, DataType::FLOAT);
+  auto bias = input(g, "bias", pd, DataType::FLOAT);
+  TensorPtr eps;
+  if (runtime_eps) {
+    TensorAttr a;
+    a.set_name("eps").set_dim(std::vector<int64_t>(r, 1)).set_stride(std::vector<int64_t>(r, 1)).set_data_type(DataType::FLOAT);
+    a.set_is_pass_by_value(true);
+    eps = g.tensor(a);
+  } else {
+    eps = g.tensor(Scalar::of_float(1e-5f));
+  }
+  NodeAttrs at = NodeAttrs().set("forward_phase", "TRAINING");
+  std::vector<TensorPtr> outs;
+  auto take = [&](const auto& o) { outs.assign(o.begin(), o.end()); };
+  switch (kind) {
+    case NormKind::LAYER: take(g.layernorm(X, scale, bias, eps, at)); break;
+    case NormKind::RMS: take(g.rmsnorm(X, scale, eps, at)); break;
+    case NormKind::INSTANCE: take(g.instancenorm(X, scale, bias, eps, at)); break;
+    case NormKind::BATCH: take(g.batchnorm(X, scale, bias, eps)); break;
+  }
+  as_output(outs[0], xd, dt, xs);
+  for (size_t i = 1; i < outs.size() && i <= 2; ++i)  // mean, inv_variance (batchnorm's running stats stay unset)
+    if (outs[i]) as_output(outs[i], sd, DataType::FLOAT);
+  prepare(g);
+  SKIP_IF_DECLINED(g);
+  Data data;
+  if (runtime_eps) data[eps.get()] = {1e-5};
+  data[scale.get()] = random(size_t(scale->volume()), 400, DataType::FLOAT, 0.5, 1.5);
+  fill_random(g, data, 410, -2, 2);
+  RunResult res;
+  ASSERT_TRUE(run_graph(g, data, res));
+  double tol = dt == DataType::FLOAT ? 1e-4 : 2e-2;
+  expect_matches_reference(g, data, res, tol, tol);
+}
+
+TEST(CudnnEngine, LayerNormRank2RuntimeEpsBf16) {
+  SKIP_WITHOUT_CUDNN();
+  norm_fwd_vs_reference(NormKind::LAYER, {64, 256}, DataType::BFLOAT16, true);
+}
+TEST(CudnnEngine, RmsNormRank3Fp32) {
+  SKIP_WITHOUT_CUDNN();
+  norm_fwd_vs_reference(NormKind::RMS, {4, 16, 128}, DataType::FLOAT, false);
+}
+TEST(CudnnEngine, RmsNorm4dRuntimeEpsBf16) {
+  SKIP_WITHOUT_CUDNN();
+  norm_fwd_vs_reference(NormKind::RMS, {64, 256, 1, 1}, DataType::BFLOAT16, true);
+}
+TEST(CudnnEngine, BatchNormForwardNhwcFp32) {
+  SKIP_WITHOUT_CUDNN();
+  norm_fwd_vs_reference(NormKind::BATCH, {4, 32, 6, 6}, DataType::FLOAT, false);
+}
+TEST(CudnnEngine, InstanceNormForwardNhwcFp32) {
+  SKIP_WITHOUT_CUDNN();
+  norm_fwd_vs_reference(NormKind::INSTANCE, {4, 32, 6, 6}, DataType::FLOAT, false);
+}
+
+// Backward of layer/RMS norm with statistics from the reference forward (consistent inputs).
+void norm_bwd_vs_reference(bool rms, std::vector<int64_t> xd, DataType dt) {
+  size_t r = xd.size();
+  std::vector<int64_t> pd(r, 1), sd(r, 1);
+  for (size_t i = 1; i < r; ++i) pd[i] = xd[i];
+  sd[0] = xd[0];
+  Graph g;
+  g.set_io_data_type(dt).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+  auto DY = input(g, "DY", xd, dt), X = input(g, "X", xd, dt);
+  auto scale = input(g, "scale", pd, DataType::FLOAT);
+  auto mean = rms ? nullptr : input(g, "mean", sd, DataType::FLOAT);
+  auto iv = input(g, "inv_variance", sd, DataType::FLOAT);
+  std::vector<TensorPtr> o;
+  if (rms) {
+    auto a = g.rmsnorm_backward(DY, X, scale, iv);
+    o.assign(a.begin(), a.end());
+  } else {
+    auto a = g.layernorm_backward(DY, X, scale, mean, iv);
+    o.assign(a.begin(), a.end());
+  }
+  as_output(o[0], xd, dt);
+  as_output(o[1], pd, DataType::FLOAT);
+  if (o.size() > 2 && o[2] && !rms) as_output(o[2], pd, DataType::FLOAT);
+  prepare(g);
+  SKIP_IF_DECLINED(g);
+  Data data;
+  fill_random(g, data, 500, -2, 2);
+  // Statistics of X itself (what a forward would have saved).
+  const Host& hx = data[X.get()];
+  int64_t rows = xd[0], n = int64_t(hx.size()) / rows;
+  Host hm(static_cast<size_t>(rows)), hiv(static_cast<size_t>(rows));
+  for (int64_t i = 0; i < rows; ++i) {
+    double m = 0, v = 0;
+    for (int64_t j = 0; j < n; ++j) m += hx[size_t(i * n + j)];
+    m = rms ? 0.0 : m / double(n);
+    for (int64_t j = 0; j < n; ++j) v += (hx[size_t(i * n + j)] - m) * (hx[size_t(i * n + j)] - m);
+    hm[size_t(i)] = round_to(DataType::FLOAT, m);
+    hiv[size_t(i)] = round_to(DataType::FLOAT, 1.0 / std::sqrt(v / double(n) + 1e-5));
+  }
+  if (mean) data[mean.get()] = hm;
+  data[iv.get()] = hiv;
+  data[scale.get()] = random(size_t(scale->volume()), 510, DataType::FLOAT, 0.5, 1.5);
+  RunResult res;
+  ASSERT_TRUE(run_graph(g, data, res));
+  expect_matches_reference(g, data, res, 3e-2, 2e-2);
+}
+
+TEST(CudnnEngine, LayerNormBackward4dBf16) {
+  SKIP_WITHOUT_CUDNN();
+  norm_bwd_vs_reference(false, {32, 128, 1, 1}, DataType::BFLOAT16);
+}
+TEST(CudnnEngine, LayerNormBackwardRank2Fp32) {
+  SKIP_WITHOUT_CUDNN();
+  norm_bwd_vs_reference(false, {32, 128}, DataType::FLOAT);
+}
+TEST(CudnnEngine, RmsNormBackwardRank3Bf16) {
+  SKIP_WITHOUT_CUDNN();
+  norm_bwd_vs_reference(true, {2, 16, 128}, DataType::BFLOAT16);
+}
+
+// ---- SDPA options against the reference (forward and backward)
+
+struct SdpaOpts {
+  bool causal = false;
+  int64_t left = 0;      // sliding window (left_bound) when > 0
+  bool bias = false;
+  bool padding = false;  // seq_len_q = {S, 77}, seq_len_kv = {S, 50}
+  bool ragged = false;   // THD: Q/K/V/O packed by ragged offsets (needs padding)
+  bool paged = false;    // K/V in 32-row pages (forward, unified)
+  const char* impl = "COMPOSITE";
+};
+
+constexpr int64_t kB = 2, kH = 2, kS = 128, kD = 64;
+const int32_t kSeqQ[kB] = {kS, 77}, kSeqKv[kB] = {kS, 50};
+
+struct SdpaGraph {
+  Graph g;
+  TensorPtr Q, K, V, O, dO, St, bias, sq, skv, ptk, ptv, roff_q, roff_kv;
+  std::vector<TensorPtr> outs;
+};
+
+// Builds the forward (or backward, when `bwd`) SDPA graph of `o` in bf16 [B,H,S,D].
+void build_sdpa(SdpaGraph& s, const SdpaOpts& o, bool bwd) {
+  Graph& g = s.g;
+  g.set_io_data_type(DataType::BFLOAT16).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+  std::vector<int64_t> qd = {kB, kH, kS, kD};
+  // BSHD strides (THD packing needs tokens outermost within a batch).
+  std::vector<int64_t> bshd = {kS * kH * kD, kD, kH * kD, 1};
+  auto attn = [&](const char* name, std::vector<int64_t> dims, const TensorPtr& roff) {
+    auto t = input(g, name, dims, DataType::BFLOAT16, dims[2] == kS && dims[0] == kB ? bshd : row_major_strides(dims));
+    if (roff) t->set_ragged_offset(roff);
+    return t;
+  };
+  if (o.ragged) {
+    s.roff_q = input(g, "ragged_q", {kB + 1, 1, 1, 1}, DataType::INT32);
+    s.roff_kv = input(g, "ragged_kv", {kB + 1, 1, 1, 1}, DataType::INT32);
+  }
+  int64_t blocks = kB * kS / 32;
+  std::vector<int64_t> kvd = o.paged ? std::vector<int64_t>{blocks, kH, 32, kD} : qd;
+  s.Q = attn("Q", qd, s.roff_q);
+  s.K = attn("K", kvd, s.roff_kv);
+  s.V = attn("V", kvd, s.roff_kv);
+  if (o.bias) s.bias = input(g, "bias", {1, kH, kS, kS}, DataType::BFLOAT16);
+  if (o.padding) {
+    s.sq = input(g, "seq_len_q", {kB, 1, 1, 1}, DataType::INT32);
+    s.skv = input(g, "seq_len_kv", {kB, 1, 1, 1}, DataType::INT32);
+  }
+  if (o.paged) {
+    s.ptk = input(g, "page_table_k", {kB, 1, kS / 32, 1}, DataType::INT32);
+    s.ptv = input(g, "page_table_v", {kB, 1, kS / 32, 1}, DataType::INT32);
+  }
+  NodeAttrs at;
+  at.set("attn_scale_value", 0.125).set("implementation", o.impl);
+  if (o.causal) at.set("right_bound", int64_t(0));
+  if (o.left > 0) at.set("left_bound", o.left);
+  if (o.padding) at.set("use_padding_mask", true);
+  if (o.paged) at.set("max_seq_len_kv", kS);
+  std::vector<TensorPtr> in = {s.Q, s.K, s.V};
+  if (bwd) {
+    s.O = attn("O", qd, s.roff_q);
+    s.dO = attn("dO", qd, s.roff_q);
+    s.St = input(g, "Stats", {kB, kH, kS, 1}, DataType::FLOAT);
+    in.insert(in.end(), {s.O, s.dO, s.St});
+  } else {
+    at.set("generate_stats", true);
+  }
+  in.insert(in.end(), {nullptr, s.bias, s.sq, s.skv});
+  if (!bwd && o.paged) in.insert(in.end(), {nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, s.ptk, s.ptv});
+  s.outs = g.add_node(bwd ? OpKind::SDPA_BACKWARD : OpKind::SDPA, in, at);
+  if (bwd) {
+    for (size_t i = 0; i < 3; ++i) {
+      as_output(s.outs[i], i == 0 ? qd : kvd, DataType::BFLOAT16, bshd);
+      if (o.ragged) s.outs[i]->set_ragged_offset(i == 0 ? s.roff_q : s.roff_kv);
+    }
+  } else {
+    as_output(s.outs[0], qd, DataType::BFLOAT16, bshd);
+    if (o.ragged) s.outs[0]->set_ragged_offset(s.roff_q);
+    as_output(s.outs[1], {kB, kH, kS, 1}, DataType::FLOAT);
+  }
+  prepare(g);
+}
+
+// Inputs shared by the forward and backward graphs (by port name).
+void sdpa_inputs(SdpaGraph& s, const SdpaOpts& o, std::map<std::string, Host>& named) {
+  auto put = [&](const TensorPtr& t, const char* n, Host v) {
+    if (t) named[n] = std::move(v);
+  };
+  if (o.padding) {
+    put(s.sq, "seq_len_q", {double(kSeqQ[0]), double(kSeqQ[1])});
+    put(s.skv, "seq_len_kv", {double(kSeqKv[0]), double(kSeqKv[1])});
+  }
+  if (o.ragged) {  // packed tokens, in elements
+    put(s.roff_q, "ragged_q", {0.0, double(kSeqQ[0] * kH * kD), double((kSeqQ[0] + kSeqQ[1]) * kH * kD)});
+    put(s.roff_kv, "ragged_kv", {0.0, double(kSeqKv[0] * kH * kD), double((kSeqKv[0] + kSeqKv[1]) * kH * kD)});
+  }
+  if (o.paged) {  // pages of batch b in reverse order, so the indirection matters
+    Host pt;
+    int64_t pages = kS / 32;
+    for (int64_t b = 0; b < kB; ++b)
+      for (int64_t p = 0; p < pages; ++p) pt.push_back(double(b * pages + (pages - 1 - p)));
+    put(s.ptk, "page_table_k", pt);
+    put(s.ptv, "page_table_v", pt);
+  }
+}
+
+Data bind_named(SdpaGraph& s, const std::map<std::string, Host>& named) {
+  Data d;
+  for (const auto& t : s.g.tensors()) {
+    auto it = named.find(t->get_name());
+    if (it != named.end() && !t->is_produced()) d[t.get()] = it->second;
+  }
+  return d;
+}
+
+// Valid (non-padded) rows of an SDPA tensor [B,H,S,x] in logical order.
+bool sdpa_row_valid(const TensorAttr& t, size_t i, const SdpaOpts& o, bool kv_side) {
+  if (!o.padding) return true;
+  const auto& d = t.get_dim();
+  if (d.size() != 4 || d[0] != kB) return true;
+  int64_t row = (int64_t(i) / d[3]) % d[2];
+  int64_t b = int64_t(i) / (d[1] * d[2] * d[3]);
+  return row < (kv_side ? kSeqKv[b] : kSeqQ[b]);
+}
+
+void sdpa_opts_case(const SdpaOpts& o, bool bwd) {
+  std::map<std::string, Host> named;
+  SdpaGraph f;
+  build_sdpa(f, o, false);
+  sdpa_inputs(f, o, named);
+  for (const char* n : {"Q", "K", "V", "bias"})
+    if (TensorPtr t = [&]() -> TensorPtr { for (auto& x : f.g.tensors()) if (x->get_name() == n) return x; return nullptr; }())
+      named[n] = random(size_t(t->volume()), uint32_t(600 + n[0]), DataType::BFLOAT16);
+  Data fd = bind_named(f, named);
+  if (!bwd) {
+    SKIP_IF_DECLINED(f.g);
+    RunResult r;
+    ASSERT_TRUE(run_graph(f.g, fd, r));
+    expect_matches_reference(f.g, fd, r, 2e-2, 2e-2, [&](const TensorAttr& t, size_t i) { return sdpa_row_valid(t, i, o, false); });
+    return;
+  }
+  // O and Stats for the backward come from the reference forward (consistent inputs).
+  ASSERT_TRUE(f.g.create_execution_plans({HeurMode::A}).is_good());
+  std::map<const TensorAttr*, Host> fout;
+  ASSERT_TRUE(run_reference(f.g, fd, fout));
+  Host o_ref = fout[f.outs[0].get()], st_ref = fout[f.outs[1].get()];
+  for (auto& x : o_ref) x = std::isnan(x) ? 0.0 : round_to(DataType::BFLOAT16, x);
+  for (auto& x : st_ref) x = std::isnan(x) || std::isinf(x) ? 0.0 : round_to(DataType::FLOAT, x);
+  named["O"] = o_ref;
+  named["Stats"] = st_ref;
+  SdpaGraph b;
+  build_sdpa(b, o, true);
+  named["dO"] = random(size_t(b.dO->volume()), 700, DataType::BFLOAT16);
+  Data bd = bind_named(b, named);
+  SKIP_IF_DECLINED(b.g);
+  RunResult r;
+  ASSERT_TRUE(run_graph(b.g, bd, r));
+  expect_matches_reference(b.g, bd, r, 3e-2, 3e-2, [&](const TensorAttr& t, size_t i) {
+    return sdpa_row_valid(t, i, o, t.get_name() != b.outs[0]->get_name() && &t != b.outs[0].get());
+  });
+}
+
+TEST(CudnnEngine, SdpaPaddingMaskForward) {
+  SKIP_WITHOUT_CUDNN();
+  SdpaOpts o;
+  o.padding = true;
+  sdpa_opts_case(o, false);
+}
+TEST(CudnnEngine, SdpaPaddingMaskForwardUnified) {
+  SKIP_WITHOUT_CUDNN();
+  SdpaOpts o;
+  o.padding = true;
+  o.impl = "UNIFIED";
+  sdpa_opts_case(o, false);
+}
+TEST(CudnnEngine, SdpaPaddingCausalBackward) {
+  SKIP_WITHOUT_CUDNN();
+  SdpaOpts o;
+  o.padding = o.causal = true;
+  sdpa_opts_case(o, true);
+}
+TEST(CudnnEngine, SdpaSlidingWindowForward) {
+  SKIP_WITHOUT_CUDNN();
+  SdpaOpts o;
+  o.causal = true;
+  o.left = 32;
+  sdpa_opts_case(o, false);
+}
+TEST(CudnnEngine, SdpaSlidingWindowBackward) {
+  SKIP_WITHOUT_CUDNN();
+  SdpaOpts o;
+  o.causal = true;
+  o.left = 32;
+  sdpa_opts_case(o, true);
+}
+TEST(CudnnEngine, SdpaBiasForward) {
+  SKIP_WITHOUT_CUDNN();
+  SdpaOpts o;
+  o.bias = true;
+  sdpa_opts_case(o, false);
+}
+TEST(CudnnEngine, SdpaBiasBackward) {
+  SKIP_WITHOUT_CUDNN();
+  SdpaOpts o;
+  o.bias = true;
+  sdpa_opts_case(o, true);
+}
+TEST(CudnnEngine, SdpaRaggedThdForward) {
+  SKIP_WITHOUT_CUDNN();
+  SdpaOpts o;
+  o.padding = o.ragged = true;
+  sdpa_opts_case(o, false);
+}
+TEST(CudnnEngine, SdpaRaggedThdBackward) {
+  SKIP_WITHOUT_CUDNN();
+  SdpaOpts o;
+  o.padding = o.ragged = true;
+  sdpa_opts_case(o, true);
+}
+TEST(CudnnEngine, SdpaPagedKvForwardUnified) {
+  SKIP_WITHOUT_CUDNN();
+  SdpaOpts o;
+  o.padding = o.paged = true;
+  o.impl = "UNIFIED";
+  sdpa_opts_case(o, false);
+}
+
+// What cuDNN 9.19 has no lowering for declines with a reason: dropout, and the unified backward.
+TEST(CudnnEngine, SdpaDropoutAndUnifiedBackwardDecline) {
+  SKIP_WITHOUT_CUDNN();
+  {
+    SdpaGraph b;
+    SdpaOpts o;
+    o.impl = "UNIFIED";
+    build_sdpa(b, o, true);
+    Proposal p = make_cudnn_engine()->propose_plans(b.g, cuda_target());
+    EXPECT_TRUE(p.plans.empty());
+    ASSERT_FALSE(p.declines.empty());
+    EXPECT_NE(p.declines[0].find("SDPA_BWD"), std::string::npos) << p.declines[0];
+    std::printf("  decline: %s\n", p.declines[0].c_str());
+  }
+  Graph g;
+  g.set_io_data_type(DataType::BFLOAT16).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+  auto q = input(g, "Q", {1, 2, 64, 64}, DataType::BFLOAT16);
+  auto k = input(g, "K", {1, 2, 64, 64}, DataType::BFLOAT16);
+  auto v = input(g, "V", {1, 2, 64, 64}, DataType::BFLOAT16);
+  auto seed = g.tensor(Scalar::of_int64(1));
+  auto off = g.tensor(Scalar::of_int64(0));
+  auto o = g.add_node(OpKind::SDPA, {q, k, v, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, seed, off},
+                      NodeAttrs().set("dropout_probability", 0.1).set("generate_stats", true));
+  as_output(o[0], {1, 2, 64, 64}, DataType::BFLOAT16);
+  as_output(o[1], {1, 2, 64, 1}, DataType::FLOAT);
+  prepare(g);
+  Proposal p = make_cudnn_engine()->propose_plans(g, cuda_target());
+  EXPECT_TRUE(p.plans.empty());
+  ASSERT_FALSE(p.declines.empty());
+  EXPECT_NE(p.declines[0].find("dropout"), std::string::npos) << p.declines[0];
 }
 
 TEST(CudnnEngine, DeclinesUnloweredOpsByName) {

@@ -65,6 +65,8 @@ struct LowerCtx {
   std::vector<int64_t> padded_strides(const TensorAttr& t) const;
   // The backend tensor of an opendnn tensor (created once).
   DescPtr tensor(const TensorPtr& t);
+  // A descriptor of user tensor t (its uid, type and ragged offset) with the given dims/strides.
+  DescPtr user_tensor(const TensorPtr& t, const std::vector<int64_t>& dims, const std::vector<int64_t>& strides);
   // Records a finalized operation (null if building it failed) in the graph and keeps it alive.
   void add_op(const DescPtr& op) {
     if (!op) return;

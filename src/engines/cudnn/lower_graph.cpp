@@ -46,6 +46,30 @@ DescPtr LowerCtx::make_tensor(const std::vector<int64_t>& dims, const std::vecto
   return b.ok() ? d : nullptr;
 }
 
+DescPtr LowerCtx::user_tensor(const TensorPtr& t, const std::vector<int64_t>& dims, const std::vector<int64_t>& strides) {
+  if (!t->get_ragged_offset())
+    return make_tensor(dims, strides, t->get_data_type(), t->get_is_virtual(), t->get_uid(), t->get_is_pass_by_value());
+  // Ragged (THD) tensors: the offset tensor is an ordinary int tensor, referenced by the data tensor.
+  DescPtr r = tensor(t->get_ragged_offset());
+  bool ok = true;
+  cudnnDataType_t cdt = to_cudnn(t->get_data_type(), &ok);
+  if (!ok) {
+    b.fail("data type " + std::string(to_string(t->get_data_type())) + " has no cuDNN equivalent");
+    return nullptr;
+  }
+  DescPtr d = b.make(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  b.set_dtype(d, CUDNN_ATTR_TENSOR_DATA_TYPE, cdt);
+  b.set_i64s(d, CUDNN_ATTR_TENSOR_DIMENSIONS, dims);
+  b.set_i64s(d, CUDNN_ATTR_TENSOR_STRIDES, strides);
+  b.set_i64(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, t->get_uid());
+  b.set_i64(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, 16);
+  b.set_bool(d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, t->get_is_virtual());
+  b.set_desc(d, CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC, r);
+  b.finalize(d, "tensor " + t->get_name());
+  if (d) out.keep.push_back(d);
+  return b.ok() ? d : nullptr;
+}
+
 DescPtr LowerCtx::tensor(const TensorPtr& t) {
   if (!t) {
     b.fail("internal: null tensor");
@@ -54,26 +78,7 @@ DescPtr LowerCtx::tensor(const TensorPtr& t) {
   auto it = tensors.find(t.get());
   if (it != tensors.end()) return it->second;
   bool by_value = t->get_is_pass_by_value();
-  std::vector<int64_t> dims = padded_dims(*t), strides = padded_strides(*t);
-  DescPtr d;
-  if (t->get_ragged_offset()) {
-    // Ragged (THD) tensors: the offset tensor is an ordinary int tensor, referenced by the data tensor.
-    DescPtr r = tensor(t->get_ragged_offset());
-    bool ok = true;
-    cudnnDataType_t cdt = to_cudnn(t->get_data_type(), &ok);
-    d = b.make(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-    b.set_dtype(d, CUDNN_ATTR_TENSOR_DATA_TYPE, cdt);
-    b.set_i64s(d, CUDNN_ATTR_TENSOR_DIMENSIONS, dims);
-    b.set_i64s(d, CUDNN_ATTR_TENSOR_STRIDES, strides);
-    b.set_i64(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, t->get_uid());
-    b.set_i64(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, 16);
-    b.set_bool(d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, t->get_is_virtual());
-    b.set_desc(d, CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC, r);
-    b.finalize(d, "tensor " + t->get_name());
-    if (d) out.keep.push_back(d);
-  } else {
-    d = make_tensor(dims, strides, t->get_data_type(), t->get_is_virtual(), t->get_uid(), by_value);
-  }
+  DescPtr d = user_tensor(t, padded_dims(*t), padded_strides(*t));
   if (by_value && d) {
     // Host copy of the value in the tensor's type.
     LoweredGraph::HostValue hv{};
@@ -124,14 +129,14 @@ DescPtr LowerCtx::tensor_view(const TensorPtr& t, const std::vector<int64_t>& di
     b.fail("internal: null tensor");
     return nullptr;
   }
-  if (tensors.count(t.get()) || t->get_is_virtual() || t->get_is_pass_by_value() || t->get_ragged_offset()) {
+  if (tensors.count(t.get()) || t->get_is_virtual() || t->get_is_pass_by_value()) {
     // A second descriptor (alias) of the same buffer: cuDNN 9.19 failed such plans at execute with
     // BAD_PARAM_NULL_POINTER (isCompatibleVariantPack), so decline instead.
     b.fail("tensor " + t->get_name() + " is needed in two layouts (e.g. one tensor passed as both K and V), " +
            "which the cudnn engine does not lower");
     return nullptr;
   }
-  DescPtr d = make_tensor(dims, strides, t->get_data_type(), false, t->get_uid());
+  DescPtr d = user_tensor(t, dims, strides);
   tensors[t.get()] = d;
   return d;
 }
@@ -242,6 +247,12 @@ bool lower_graph(const Graph& g, cudnnHandle_t handle, SdpaImpl impl, size_t ver
     return false;
   }
   c.rank = std::max(3, max_rank);
+  // Rank-2/3 layer/RMS norms are described as 4-D views (lower_ops.cpp), so scalars must be 4-D too.
+  for (const auto& n : g.nodes()) {
+    OpKind k = n->kind();
+    bool ln = k == OpKind::LAYERNORM || k == OpKind::RMSNORM || k == OpKind::LAYERNORM_BACKWARD || k == OpKind::RMSNORM_BACKWARD;
+    if (ln && n->in("X") && n->in("X")->get_dim().size() < 4) c.rank = std::max(c.rank, 4);
+  }
   c.next_uid = (max_uid / 1000 + 1) * 1000 + 1000000;  // well clear of the user's uids
 
   bool ok = true;

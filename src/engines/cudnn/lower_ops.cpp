@@ -234,6 +234,66 @@ bool lower_reduction(LowerCtx& c, const Node& n, std::string& why) {
   return false;
 }
 
+// Groups a rank-r tensor's axes into [0,k) and [k,r) and describes it as [prod, prod, 1, 1] under its
+// own uid; false if a group is not one dense run of memory.
+bool flat_view(LowerCtx& c, const TensorPtr& t, size_t k, std::string& why) {
+  const auto& d = t->get_dim();
+  const auto& st = t->get_stride();
+  std::vector<int64_t> dims = {1, 1, 1, 1}, strides = {1, 1, 1, 1};
+  for (size_t g = 0; g < 2; ++g) {
+    size_t lo = g == 0 ? 0 : k, hi = g == 0 ? k : d.size();
+    int64_t inner = -1;  // stride of the innermost non-1 axis of the group seen so far, times its extent
+    for (size_t i = hi; i-- > lo;) {
+      if (d[i] == 1) continue;
+      if (inner >= 0 && st[i] != inner) {
+        why = "tensor " + t->get_name() + " cannot be viewed as 4-D for cuDNN's norms (axes not dense)";
+        return false;
+      }
+      if (inner < 0) strides[g] = st[i];
+      dims[g] *= d[i];
+      inner = st[i] * d[i];
+    }
+  }
+  if (dims[0] == 1) strides[0] = dims[1] * strides[1];
+  return c.tensor_view(t, dims, strides) != nullptr;
+}
+
+// The 4-D views of a rank-2/3 layer/RMS norm's tensors: row axes (where the statistics have X's extent,
+// or by default axis 0 and every axis where scale has extent 1) must lead.
+bool norm_views(LowerCtx& c, const Node& n, std::string& why) {
+  OpKind k = n.kind();
+  if (k != OpKind::LAYERNORM && k != OpKind::RMSNORM && k != OpKind::LAYERNORM_BACKWARD && k != OpKind::RMSNORM_BACKWARD) {
+    why = "cuDNN norms of this kind are lowered for 4-D/5-D X only";
+    return false;
+  }
+  if (c.rank != 4) {
+    why = "a rank-2/3 norm is lowered only in a graph whose tensors have rank <= 4";
+    return false;
+  }
+  const auto& xd = n.in("X")->get_dim();
+  TensorPtr stats = n.spec().output_index("inv_variance") >= 0 ? n.out("inv_variance") : n.in("inv_variance");
+  if (stats && stats->get_dim().size() != xd.size()) stats = nullptr;
+  const TensorPtr& scale = n.in("scale");
+  size_t rows = 0;
+  for (size_t i = 0; i < xd.size(); ++i) {
+    bool row = stats ? stats->get_dim()[i] == xd[i] : (i == 0 || (scale && scale->get_dim().size() == xd.size() && scale->get_dim()[i] == 1));
+    if (row && rows != i) {
+      why = "cuDNN norms need the row (statistics) axes first";
+      return false;
+    }
+    if (row) rows = i + 1;
+  }
+  for (const auto& t : n.inputs())
+    if (t && t->get_dim().size() == xd.size() && !t->get_is_pass_by_value() && !flat_view(c, t, rows, why)) return false;
+  for (const auto& t : n.outputs()) {
+    if (!t || t->get_dim().size() != xd.size()) continue;
+    // A virtual output would chain into other ops in X's rank, which the views do not cover.
+    if (t->get_is_virtual()) continue;
+    if (!flat_view(c, t, rows, why)) return false;
+  }
+  return true;
+}
+
 // NORM_FORWARD / NORM_BACKWARD for layer, rms, instance and batch norms.
 bool lower_norm(LowerCtx& c, const Node& n, std::string& why) {
   auto& b = c.b;
@@ -253,21 +313,9 @@ bool lower_norm(LowerCtx& c, const Node& n, std::string& why) {
     case OpKind::BATCHNORM_BACKWARD: mode = CUDNN_BATCH_NORM; fwd = false; break;
     default: why = "not a normalisation"; return false;
   }
-  // On the H200 (cuDNN 9.19) rank-2/3 layer and RMS norms gave wrong values or faulted, while the
-  // 4-D cases of tests/gpu/test_cudnn_engine.cpp pass: take 4-D and 5-D tensors only.
-  if (size_t rank = n.in("X")->get_dim().size(); rank < 4) {
-    why = "cuDNN norms are lowered for 4-D/5-D X only (X has " + std::to_string(rank) + " dims)";
-    return false;
-  }
-  // A run-time epsilon (a by-value scalar supplied in the variant pack) faulted on the H200 with
-  // cuDNN 9.19 (illegal address in bench/norm.py --with-cudnn); constants are tested and work.
-  if (fwd && n.kind() != OpKind::BATCHNORM_INFERENCE) {
-    const TensorPtr& eps = n.in("epsilon");
-    if (eps && !eps->get_value().is_set()) {
-      why = "not supported: a run-time epsilon (give a pass-by-value constant)";
-      return false;
-    }
-  }
+  // cuDNN's norms take 4-D/5-D [N,C,...] tensors and normalise per N. Lower-rank layer/RMS norms are
+  // described as [rows, normalised, 1, 1] views (leading 1s, the generic padding, would make N = 1).
+  if (n.in("X")->get_dim().size() < 4 && !norm_views(c, n, why)) return false;
   auto opt = [&](const char* port) -> DescPtr {
     const TensorPtr& t = n.in(port);
     return t ? c.tensor(t) : nullptr;

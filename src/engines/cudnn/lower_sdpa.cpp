@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// SDPA forward and backward, as cuDNN's fused flash-attention operation graphs ("composite") or, when
-// the loaded cuDNN has it and the node needs no mask, as the single SDPA_FWD/SDPA_BWD backend op
-// ("unified").
+// SDPA forward and backward, as cuDNN's fused flash-attention operation graphs ("composite") or, for the
+// forward when the loaded cuDNN has it, as the single SDPA_FWD backend op ("unified"; SDPA_BWD declines).
+//
+// Options: padding (use_padding_mask + seq_len_q/kv [B,1,1,1] INT32) and ragged THD (ragged offsets on
+// the tensors, with the padding mask) in both implementations; causal/right and left (sliding window) bounds and bias
+// composite only (9.19's unified op has no band or bias attributes); paged K/V and block_mask unified
+// only (9.15+/9.14+). Dropout, ALiBi, sink tokens and cu_seq_len decline.
 //
 // The composite graphs follow the operation patterns cuDNN's fused flash-attention engines match (the
 // developer guide's "fused flash attention fprop/bprop" patterns, as cuDNN Frontend emits them for
@@ -11,9 +15,8 @@
 //
 // Forward (logical [B, H, S, D] tensors):
 //   S = Q·Kᵀ; S = S * scale
-//   causal/right band (keep col <= row + right_bound, + s_kv - s_q when BOTTOM_RIGHT):
-//     r = gen_index(S, axis 2) [+ s_kv - s_q] [+ right_bound] (INT32), c = gen_index(S, axis 3) (INT32),
-//     m = r >= c (BOOLEAN math), S = select(S, -inf, m)
+//   [S = S + bias]
+//   mask (apply_mask): gen_index rows/columns (INT32), comparisons ANDed (BOOLEAN), S = select(S, -inf, m)
 //   M = max_k S; E = exp(S - M); Z = sum_k E; [Stats = M + log Z]; P = E / Z, P in the io data type
 //   O = P·V
 // Backward:
@@ -38,31 +41,41 @@ std::vector<int64_t> swap_last2(std::vector<int64_t> v) {
   return v;
 }
 
-// Rejects what neither implementation lowers yet, naming the option.
+bool has_in(const Node& n, const char* port) { return n.spec().input_index(port) >= 0 && n.in(port) != nullptr; }
+
+bool padded(const Node& n) { return n.attr_bool("use_padding_mask") && has_in(n, "seq_len_q") && has_in(n, "seq_len_kv"); }
+
+bool paged(const Node& n) { return has_in(n, "page_table_k") || has_in(n, "page_table_v"); }
+
+// Rejects what neither implementation lowers, naming the option.
 bool common_checks(const Node& n, std::string& why) {
-  auto has_in = [&](const char* p) { return n.in(p) != nullptr; };
-  for (const char* p : {"bias", "seq_len_q", "seq_len_kv", "cu_seq_len_q", "cu_seq_len_kv", "seed", "offset",
-                        "dropout_mask", "dropout_scale", "sink_token"}) {
-    if (has_in(p)) {
-      why = std::string("input ") + p + " is not lowered by the cudnn engine yet";
+  for (const char* p : {"cu_seq_len_q", "cu_seq_len_kv", "sink_token"})
+    if (has_in(n, p)) {
+      why = std::string("not supported: input ") + p + " needs a cuDNN newer than 9.19's unified SDPA op (9.21+/9.24+)";
       return false;
     }
+  // Dropout: 9.19's unified op has no dropout attributes (9.22 adds them) and the composite RNG pattern
+  // is not lowered.
+  for (const char* p : {"seed", "offset", "dropout_mask", "dropout_scale"})
+    if (has_in(n, p)) {
+      why = std::string("not supported: dropout (input ") + p + ") is not lowered by the cudnn engine";
+      return false;
+    }
+  if (n.attr_float("dropout_probability") != 0.0) { why = "not supported: dropout is not lowered by the cudnn engine"; return false; }
+  if (n.attr_bool("use_alibi_mask")) { why = "not supported: use_alibi_mask is not lowered by the cudnn engine"; return false; }
+  if ((has_in(n, "seq_len_q") || has_in(n, "seq_len_kv")) && !padded(n)) {
+    why = "seq_len_q/seq_len_kv need use_padding_mask and both tensors";
+    return false;
   }
-  if (n.kind() == OpKind::SDPA)
-    for (const char* p : {"page_table_k", "page_table_v", "block_mask"})
-      if (has_in(p)) {
-        why = std::string("input ") + p + " is not lowered by the cudnn engine yet";
-        return false;
-      }
-  if (n.attr_bool("use_padding_mask")) { why = "use_padding_mask is not lowered yet"; return false; }
-  if (n.attr_bool("use_alibi_mask")) { why = "use_alibi_mask is not lowered yet"; return false; }
-  if (n.attr_float("dropout_probability") != 0.0) { why = "dropout is not lowered yet"; return false; }
-  if (n.has("left_bound")) { why = "left_bound (sliding window) is not lowered yet"; return false; }
   if (n.has("right_bound") && n.attr_int("right_bound") < 0) { why = "right_bound must be >= 0"; return false; }
+  if (n.has("left_bound") && n.attr_int("left_bound") < 1) { why = "left_bound must be >= 1"; return false; }
   for (const char* p : {"Q", "K", "V"}) {
     const auto& t = n.in(p);
     if (t->get_dim().size() != 4) { why = std::string(p) + " must have rank 4 [B,H,S,D]"; return false; }
-    if (t->get_ragged_offset()) { why = std::string(p) + " has a ragged offset (THD), not lowered yet"; return false; }
+    if (t->get_ragged_offset() && !padded(n)) {
+      why = std::string(p) + " has a ragged offset (THD), which needs the padding mask (use_padding_mask, seq_len_q/kv)";
+      return false;
+    }
     DataType dt = t->get_data_type();
     if (dt != DataType::HALF && dt != DataType::BFLOAT16) {
       why = std::string(p) + " must be HALF or BFLOAT16 (fp8 attention goes through sdpa_fp8)";
@@ -83,7 +96,57 @@ bool common_checks(const Node& n, std::string& why) {
   return true;
 }
 
-bool needs_mask(const Node& n) { return n.has("right_bound"); }
+bool needs_mask(const Node& n) { return n.has("right_bound") || n.has("left_bound") || padded(n); }
+
+// The visibility mask of the reference engine on x (virtual FLOAT [B,Hq,Sq,Skv]), as pointwise ops
+// cuDNN's fused attention engines fuse: with r = row index, c = column index and r_a = r (TOP_LEFT) or
+// r + s_kv - s_q (BOTTOM_RIGHT; per batch from seq_len tensors when padded), key c is kept iff
+// c <= r_a + right_bound, c > r_a - left_bound, r < seq_len_q and c < seq_len_kv (each when set).
+// Hidden scores become -inf. Returns the masked tensor.
+DescPtr apply_mask(LowerCtx& c, const Node& n, DescPtr x, const std::vector<int64_t>& sdims) {
+  const auto& qd = n.in("Q")->get_dim();
+  const auto& kd = n.in("K")->get_dim();
+  auto index = [&](int64_t axis) {
+    DescPtr i = c.virt(sdims, DataType::INT32);
+    c.pointwise(CUDNN_POINTWISE_GEN_INDEX, x, nullptr, i, nullptr, DataType::FLOAT, axis);
+    return i;
+  };
+  auto binary = [&](cudnnPointwiseMode_t mode, const DescPtr& a, const DescPtr& b, DataType out, DataType prec) {
+    DescPtr y = c.virt(sdims, out);
+    c.pointwise(mode, a, b, y, nullptr, prec);
+    return y;
+  };
+  auto shift = [&](const DescPtr& a, int64_t v) {
+    return v == 0 ? a : binary(CUDNN_POINTWISE_ADD, a, c.scalar_i32(int32_t(v)), DataType::INT32, DataType::INT32);
+  };
+  DescPtr row = index(2), col = index(3);
+  DescPtr seq_q = padded(n) ? c.tensor(n.in("seq_len_q")) : nullptr;
+  DescPtr seq_kv = padded(n) ? c.tensor(n.in("seq_len_kv")) : nullptr;
+  DescPtr row_a = row;
+  if (n.attr_str("diagonal_alignment") == "BOTTOM_RIGHT") {
+    if (padded(n)) {
+      row_a = binary(CUDNN_POINTWISE_ADD, row_a, seq_kv, DataType::INT32, DataType::INT32);
+      row_a = binary(CUDNN_POINTWISE_SUB, row_a, seq_q, DataType::INT32, DataType::INT32);
+    } else {
+      row_a = shift(row_a, kd[2] - qd[2]);
+    }
+  }
+  DescPtr keep;
+  auto both = [&](const DescPtr& m) {
+    keep = keep ? binary(CUDNN_POINTWISE_LOGICAL_AND, keep, m, DataType::BOOLEAN, DataType::BOOLEAN) : m;
+  };
+  if (n.has("right_bound"))
+    both(binary(CUDNN_POINTWISE_CMP_GE, shift(row_a, n.attr_int("right_bound")), col, DataType::BOOLEAN, DataType::BOOLEAN));
+  if (n.has("left_bound"))
+    both(binary(CUDNN_POINTWISE_CMP_LT, shift(row_a, -n.attr_int("left_bound")), col, DataType::BOOLEAN, DataType::BOOLEAN));
+  if (padded(n)) {
+    both(binary(CUDNN_POINTWISE_CMP_LT, row, seq_q, DataType::BOOLEAN, DataType::BOOLEAN));
+    both(binary(CUDNN_POINTWISE_CMP_LT, col, seq_kv, DataType::BOOLEAN, DataType::BOOLEAN));
+  }
+  DescPtr y = c.virt(sdims);
+  c.pointwise(CUDNN_POINTWISE_BINARY_SELECT, x, c.scalar_f32(-std::numeric_limits<float>::infinity()), y, keep);
+  return y;
+}
 
 // Scale tensor (nullptr: no scaling).
 DescPtr scale_tensor(LowerCtx& c, const Node& n) {
@@ -92,28 +155,11 @@ DescPtr scale_tensor(LowerCtx& c, const Node& n) {
   return nullptr;
 }
 
-// Causal / right-bound mask on x (virtual FLOAT [B,Hq,Sq,Skv]); returns the masked tensor.
-DescPtr apply_mask(LowerCtx& c, const Node& n, DescPtr x, const std::vector<int64_t>& sdims) {
-  const auto& qd = n.in("Q")->get_dim();
-  const auto& kd = n.in("K")->get_dim();
-  DescPtr row = c.virt(sdims, DataType::INT32);
-  c.pointwise(CUDNN_POINTWISE_GEN_INDEX, x, nullptr, row, nullptr, DataType::FLOAT, 2);
-  DescPtr col = c.virt(sdims, DataType::INT32);
-  c.pointwise(CUDNN_POINTWISE_GEN_INDEX, x, nullptr, col, nullptr, DataType::FLOAT, 3);
-  auto shift = [&](cudnnPointwiseMode_t mode, int64_t v) {
-    DescPtr r2 = c.virt(sdims, DataType::INT32);
-    c.pointwise(mode, row, c.scalar_i32(int32_t(v)), r2, nullptr, DataType::INT32, 3);
-    row = r2;
-  };
-  if (n.attr_str("diagonal_alignment") == "BOTTOM_RIGHT") {
-    shift(CUDNN_POINTWISE_ADD, kd[2]);
-    shift(CUDNN_POINTWISE_SUB, qd[2]);
-  }
-  if (int64_t rb = n.attr_int("right_bound"); rb != 0) shift(CUDNN_POINTWISE_ADD, rb);
-  DescPtr keep = c.virt(sdims, DataType::BOOLEAN);
-  c.pointwise(CUDNN_POINTWISE_CMP_GE, row, col, keep, nullptr, DataType::BOOLEAN);
+// S + bias (the bias broadcasts over [B,Hq,Sq,Skv]).
+DescPtr add_bias(LowerCtx& c, const Node& n, DescPtr s, const std::vector<int64_t>& sdims) {
+  if (!has_in(n, "bias")) return s;
   DescPtr y = c.virt(sdims);
-  c.pointwise(CUDNN_POINTWISE_BINARY_SELECT, x, c.scalar_f32(-std::numeric_limits<float>::infinity()), y, keep);
+  c.pointwise(CUDNN_POINTWISE_ADD, s, c.tensor(n.in("bias")), y);
   return y;
 }
 
@@ -122,13 +168,25 @@ double attn_flops(const Node& n) {
   const auto& k = n.in("K")->get_dim();
   const auto& v = n.in("V")->get_dim();
   double f = 2.0 * double(q[0]) * double(q[1]) * double(q[2]) * double(k[2]) * double(q[3] + v[3]);
-  if (needs_mask(n) && n.attr_int("right_bound") == 0) f *= 0.5;
+  if (n.has("right_bound") && n.attr_int("right_bound") == 0) f *= 0.5;
   return f;
 }
 
 bool unified_ok(LowerCtx& c, const Node& n, std::string& why) {
-  if (c.version < 91301) { why = "the unified SDPA op needs cuDNN 9.13.1+"; return false; }
-  if (needs_mask(n)) { why = "the unified SDPA op of this cuDNN has no mask attributes"; return false; }
+  if (c.version < 91301) { why = "not supported: the unified SDPA op needs cuDNN 9.13.1+"; return false; }
+  if (n.has("right_bound") || n.has("left_bound"))
+    { why = "not supported: the unified SDPA op of this cuDNN has no diagonal-band (causal/sliding window) attributes"; return false; }
+  if (has_in(n, "bias")) { why = "not supported: bias on the unified SDPA op needs cuDNN 9.21+"; return false; }
+  if ((padded(n) || paged(n)) && c.version < 91500)
+    { why = "not supported: seq_len/paged K-V on the unified SDPA op need cuDNN 9.15+"; return false; }
+  if (has_in(n, "block_mask") && c.version < 91400) { why = "not supported: block_mask needs cuDNN 9.14+"; return false; }
+  return true;
+}
+
+// Paged K/V and block masks exist only as attributes of the unified op.
+bool composite_ok(const Node& n, std::string& why) {
+  if (paged(n)) { why = "not supported: paged K/V is lowered only to the unified SDPA op (implementation UNIFIED or AUTO)"; return false; }
+  if (has_in(n, "block_mask")) { why = "not supported: block_mask is lowered only to the unified SDPA op"; return false; }
   return true;
 }
 
@@ -161,10 +219,20 @@ bool lower_sdpa_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string& why
     if (stats) b.set_desc(op, CUDNN_ATTR_OPERATION_SDPA_FWD_STATSDESC, c.tensor(St));
     if (!scale) scale = c.scalar_f32(1.0f);
     b.set_desc(op, CUDNN_ATTR_OPERATION_SDPA_FWD_SCALEDESC, scale);
+    if (padded(n)) {
+      b.set_desc(op, CUDNN_ATTR_OPERATION_SDPA_FWD_SEQ_LEN_QDESC, c.tensor(n.in("seq_len_q")));
+      b.set_desc(op, CUDNN_ATTR_OPERATION_SDPA_FWD_SEQ_LEN_KVDESC, c.tensor(n.in("seq_len_kv")));
+    }
+    if (paged(n)) {
+      b.set_desc(op, CUDNN_ATTR_OPERATION_SDPA_FWD_PAGE_TABLE_KDESC, c.tensor(n.in("page_table_k")));
+      b.set_desc(op, CUDNN_ATTR_OPERATION_SDPA_FWD_PAGE_TABLE_VDESC, c.tensor(n.in("page_table_v")));
+    }
+    if (has_in(n, "block_mask")) b.set_desc(op, CUDNN_ATTR_OPERATION_SDPA_FWD_BLOCK_MASK_DESC, c.tensor(n.in("block_mask")));
     b.finalize(op, "SDPA_FWD operation");
     c.add_op(op);
     return b.ok();
   }
+  if (!composite_ok(n, why)) return false;
   const TensorPtr& Q = n.in("Q");
   const auto& qd = Q->get_dim();
   const auto& kd = n.in("K")->get_dim();
@@ -179,6 +247,7 @@ bool lower_sdpa_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string& why
     c.pointwise(CUDNN_POINTWISE_MUL, s, scale, s2);
     s = s2;
   }
+  s = add_bias(c, n, s, sdims);
   if (needs_mask(n)) s = apply_mask(c, n, s, sdims);
   // softmax with stats: max, sub, exp, sum, [log, add -> Stats], div -> P (io type, bmm2's A operand)
   DescPtr mx = c.virt(rdims);
@@ -214,24 +283,15 @@ bool lower_sdpa_backward_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::st
   const auto& vd = V->get_dim();
   DescPtr scale = scale_tensor(c, n);
   if (impl == SdpaImpl::UNIFIED) {
-    if (!unified_ok(c, n, why)) return false;
-    auto& b = c.b;
-    DescPtr op = b.make(CUDNN_BACKEND_OPERATION_SDPA_BWD_DESCRIPTOR);
-    b.set_desc(op, CUDNN_ATTR_OPERATION_SDPA_BWD_QDESC, c.tensor(Q));
-    b.set_desc(op, CUDNN_ATTR_OPERATION_SDPA_BWD_KDESC, c.tensor(K));
-    b.set_desc(op, CUDNN_ATTR_OPERATION_SDPA_BWD_VDESC, c.tensor(V));
-    b.set_desc(op, CUDNN_ATTR_OPERATION_SDPA_BWD_ODESC, c.tensor(n.in("O")));
-    b.set_desc(op, CUDNN_ATTR_OPERATION_SDPA_BWD_DODDESC, c.tensor(n.in("dO")));
-    b.set_desc(op, CUDNN_ATTR_OPERATION_SDPA_BWD_STATSDESC, c.tensor(n.in("Stats")));
-    if (!scale) scale = c.scalar_f32(1.0f);
-    b.set_desc(op, CUDNN_ATTR_OPERATION_SDPA_BWD_SCALEDESC, scale);
-    b.set_desc(op, CUDNN_ATTR_OPERATION_SDPA_BWD_DQDESC, c.tensor(n.out("dQ")));
-    b.set_desc(op, CUDNN_ATTR_OPERATION_SDPA_BWD_DKDESC, c.tensor(n.out("dK")));
-    b.set_desc(op, CUDNN_ATTR_OPERATION_SDPA_BWD_DVDESC, c.tensor(n.out("dV")));
-    b.finalize(op, "SDPA_BWD operation");
-    c.add_op(op);
-    return b.ok();
+    // cuDNN 9.19 accepts an SDPA_BWD op's attributes but its operation graph fails to finalize
+    // ("outputGraph.buildDAG()" on the H200) and no heuristics engine serves it; NVIDIA lists backend
+    // engines for the unified backward as later work (NVIDIA/cudnn-frontend#895, JuliaGPU/CUDA.jl#3238
+    // found none up to 9.26). AUTO falls back to the composite graph.
+    why = "not supported: cuDNN's unified SDPA_BWD op has no engine in this cuDNN (its operation graph fails "
+          "buildDAG); use implementation COMPOSITE or AUTO";
+    return false;
   }
+  if (!composite_ok(n, why)) return false;
   const TensorPtr& dO = n.in("dO");
   DataType io = Q->get_data_type();
   int64_t B = qd[0], Hq = qd[1], Sq = qd[2], Dqk = qd[3], Hk = kd[1], Skv = kd[2], Hv = vd[1], Dv = vd[3];
@@ -256,6 +316,7 @@ bool lower_sdpa_backward_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::st
     c.pointwise(CUDNN_POINTWISE_MUL, s, scale, s2);
     s = s2;
   }
+  s = add_bias(c, n, s, sdims);
   DescPtr sub = c.virt(sdims);
   c.pointwise(CUDNN_POINTWISE_SUB, s, c.tensor(n.in("Stats")), sub);
   if (needs_mask(n)) sub = apply_mask(c, n, sub, sdims);
