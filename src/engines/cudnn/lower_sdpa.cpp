@@ -16,7 +16,7 @@
 // Forward (logical [B, H, S, D] tensors):
 //   S = Q·Kᵀ; S = S * scale
 //   [S = S + bias]
-//   mask (apply_mask): gen_index rows/columns (INT32), comparisons ANDed (BOOLEAN), S = select(S, -inf, m)
+//   masks (apply_mask): gen_index rows/columns (INT32), comparisons (BOOLEAN), S = select(S, -inf, m) per mask
 //   M = max_k S; E = exp(S - M); Z = sum_k E; [Stats = M + log Z]; P = E / Z, P in the io data type
 //   O = P·V
 // Backward:
@@ -102,7 +102,7 @@ bool needs_mask(const Node& n) { return n.has("right_bound") || n.has("left_boun
 // cuDNN's fused attention engines fuse: with r = row index, c = column index and r_a = r (TOP_LEFT) or
 // r + s_kv - s_q (BOTTOM_RIGHT; per batch from seq_len tensors when padded), key c is kept iff
 // c <= r_a + right_bound, c > r_a - left_bound, r < seq_len_q and c < seq_len_kv (each when set).
-// Hidden scores become -inf. Returns the masked tensor.
+// Returns the masked tensor.
 DescPtr apply_mask(LowerCtx& c, const Node& n, DescPtr x, const std::vector<int64_t>& sdims) {
   const auto& qd = n.in("Q")->get_dim();
   const auto& kd = n.in("K")->get_dim();
@@ -131,21 +131,23 @@ DescPtr apply_mask(LowerCtx& c, const Node& n, DescPtr x, const std::vector<int6
       row_a = shift(row_a, kd[2] - qd[2]);
     }
   }
-  DescPtr keep;
-  auto both = [&](const DescPtr& m) {
-    keep = keep ? binary(CUDNN_POINTWISE_LOGICAL_AND, keep, m, DataType::BOOLEAN, DataType::BOOLEAN) : m;
+  // One select per mask, in the order padding, right bound, left bound (the chain of selects cuDNN's
+  // fused attention patterns are written in), each hiding scores with -inf.
+  auto hide_unless = [&](const DescPtr& keep) {
+    DescPtr y = c.virt(sdims);
+    c.pointwise(CUDNN_POINTWISE_BINARY_SELECT, x, c.scalar_f32(-std::numeric_limits<float>::infinity()), y, keep);
+    x = y;
   };
-  if (n.has("right_bound"))
-    both(binary(CUDNN_POINTWISE_CMP_GE, shift(row_a, n.attr_int("right_bound")), col, DataType::BOOLEAN, DataType::BOOLEAN));
-  if (n.has("left_bound"))
-    both(binary(CUDNN_POINTWISE_CMP_LT, shift(row_a, -n.attr_int("left_bound")), col, DataType::BOOLEAN, DataType::BOOLEAN));
   if (padded(n)) {
-    both(binary(CUDNN_POINTWISE_CMP_LT, row, seq_q, DataType::BOOLEAN, DataType::BOOLEAN));
-    both(binary(CUDNN_POINTWISE_CMP_LT, col, seq_kv, DataType::BOOLEAN, DataType::BOOLEAN));
+    DescPtr rows = binary(CUDNN_POINTWISE_CMP_LT, row, seq_q, DataType::BOOLEAN, DataType::BOOLEAN);
+    DescPtr cols = binary(CUDNN_POINTWISE_CMP_LT, col, seq_kv, DataType::BOOLEAN, DataType::BOOLEAN);
+    hide_unless(binary(CUDNN_POINTWISE_LOGICAL_AND, rows, cols, DataType::BOOLEAN, DataType::BOOLEAN));
   }
-  DescPtr y = c.virt(sdims);
-  c.pointwise(CUDNN_POINTWISE_BINARY_SELECT, x, c.scalar_f32(-std::numeric_limits<float>::infinity()), y, keep);
-  return y;
+  if (n.has("right_bound"))
+    hide_unless(binary(CUDNN_POINTWISE_CMP_GE, shift(row_a, n.attr_int("right_bound")), col, DataType::BOOLEAN, DataType::BOOLEAN));
+  if (n.has("left_bound"))
+    hide_unless(binary(CUDNN_POINTWISE_CMP_LT, shift(row_a, -n.attr_int("left_bound")), col, DataType::BOOLEAN, DataType::BOOLEAN));
+  return x;
 }
 
 // Scale tensor (nullptr: no scaling).
