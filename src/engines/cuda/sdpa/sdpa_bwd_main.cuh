@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include <cute/arch/copy_sm75.hpp>
 #include <cute/arch/mma_sm80.hpp>
 
 #include "engines/cuda/sdpa/sdpa_bwd_kernels.h"
@@ -24,6 +25,9 @@ namespace opendnn::cuda::sdpa::bwd {
 constexpr int kThreads = 128;  // 4 warps, 16 rows each
 constexpr int kPad = 8;        // elements of padding per shared-memory row (bank-conflict-free fragments)
 constexpr float kLog2e = 1.4426950408889634f;
+// Fragments through ldmatrix (CuTe's SM75 LDSM wrappers); false falls back to plain 16/32-bit
+// shared-memory loads of the same fragments (slower, kept as a check of the ldmatrix lane maps).
+constexpr bool kLdsm = true;
 
 // The m16n8k16 tensor-core step (CuTe's SM80 MMA atoms) and fp32 packing for one element type.
 template <class T>
@@ -110,22 +114,50 @@ __device__ __forceinline__ Mask mask_of(const Problem& p, int64_t b) {
 }
 __device__ __forceinline__ float scale_of(const Problem& p) { return p.scale_ptr ? *p.scale_ptr : p.scale; }
 
+template <bool kTrans>
+__device__ __forceinline__ void ldsm(uint32_t (&r)[4], const void* smem) {
+  const auto& src = *static_cast<const cute::uint128_t*>(smem);
+  if constexpr (kTrans)
+    cute::SM75_U16x8_LDSM_T::copy(src, r[0], r[1], r[2], r[3]);
+  else
+    cute::SM75_U32x4_LDSM_N::copy(src, r[0], r[1], r[2], r[3]);
+}
+
 // acc[16 x 8*NB] += A[16 rows of sa, K cols] * B^T where B rows are sb's rows nb*8.. (both row-major,
 // pitch PA/PB): the S = Q K^T and dP = dO V^T shape.
 template <class T, int K, int NB, int PA, int PB>
 __device__ __forceinline__ void mma_abt(float (&acc)[NB][4], const T* sa, const T* sb, int g, int t) {
+  static_assert(NB % 2 == 0, "B fragments are loaded two n-blocks at a time");
+  const int lane = g * 4 + t;
 #pragma unroll
   for (int kk = 0; kk < K / 16; ++kk) {
     uint32_t a[4];
-    const T* ar = sa + g * PA + kk * 16 + 2 * t;
-    a[0] = word_at(ar);
-    a[1] = word_at(ar + 8 * PA);
-    a[2] = word_at(ar + 8);
-    a[3] = word_at(ar + 8 * PA + 8);
+    if constexpr (kLdsm) {
+      // Lanes 0-15 address rows 0-15 at column 0 of the k-step, lanes 16-31 the same rows at column 8.
+      ldsm<false>(a, sa + (lane & 15) * PA + kk * 16 + (lane >> 4) * 8);
+    } else {
+      const T* ar = sa + g * PA + kk * 16 + 2 * t;
+      a[0] = word_at(ar);
+      a[1] = word_at(ar + 8 * PA);
+      a[2] = word_at(ar + 8);
+      a[3] = word_at(ar + 8 * PA + 8);
+    }
 #pragma unroll
-    for (int nb = 0; nb < NB; ++nb) {
-      const T* br = sb + (nb * 8 + g) * PB + kk * 16 + 2 * t;
-      Elem<T>::mma(acc[nb], a, word_at(br), word_at(br + 8));
+    for (int nb = 0; nb < NB; nb += 2) {
+      uint32_t b[4];
+      if constexpr (kLdsm) {
+        // Matrix q = lane/8: n-block nb + q/2, k half q%2.
+        const int q = lane >> 3;
+        ldsm<false>(b, sb + (nb * 8 + (q >> 1) * 8 + (lane & 7)) * PB + kk * 16 + (q & 1) * 8);
+      } else {
+        const T* br = sb + (nb * 8 + g) * PB + kk * 16 + 2 * t;
+        b[0] = word_at(br);
+        b[1] = word_at(br + 8);
+        b[2] = word_at(br + 8 * PB);
+        b[3] = word_at(br + 8 * PB + 8);
+      }
+      Elem<T>::mma(acc[nb], a, b[0], b[1]);
+      Elem<T>::mma(acc[nb + 1], a, b[2], b[3]);
     }
   }
 }
@@ -157,11 +189,13 @@ __device__ __forceinline__ void probs_and_grads(float (&s)[NB][4], float (&dp)[N
 }
 
 // acc[16 x 8*NC] += X[16 x 8*NX] (C-fragments in registers) * B[8*NX rows of sb, columns col0..]
-// (row-major, pitch PB): the dV = P^T dO, dK = dS^T Q, dQ = dS K shape. Columns at or past `dmax`
-// are skipped.
+// (row-major, pitch PB): the dV = P^T dO, dK = dS^T Q, dQ = dS K shape. Column pairs of n-blocks
+// at or past `dmax` are skipped (dmax - col0 is a multiple of 16 for every instantiated chunk).
 template <class T, int NX, int NC, int PB>
 __device__ __forceinline__ void mma_xb(float (&acc)[NC][4], const float (&x)[NX][4], const T* sb, int col0, int dmax,
                                        int g, int t) {
+  static_assert(NC % 2 == 0, "B fragments are loaded two n-blocks at a time");
+  const int lane = g * 4 + t;
 #pragma unroll
   for (int kq = 0; kq < NX / 2; ++kq) {
     uint32_t a[4];
@@ -169,14 +203,23 @@ __device__ __forceinline__ void mma_xb(float (&acc)[NC][4], const float (&x)[NX]
     a[1] = Elem<T>::pack(x[2 * kq][2], x[2 * kq][3]);
     a[2] = Elem<T>::pack(x[2 * kq + 1][0], x[2 * kq + 1][1]);
     a[3] = Elem<T>::pack(x[2 * kq + 1][2], x[2 * kq + 1][3]);
-    const T* r0 = sb + (kq * 16 + 2 * t) * PB;
 #pragma unroll
-    for (int nc = 0; nc < NC; ++nc) {
-      const int col = col0 + nc * 8 + g;
-      if (col >= dmax) continue;
-      const uint32_t b0 = pair_of(r0 + col, r0 + PB + col);
-      const uint32_t b1 = pair_of(r0 + 8 * PB + col, r0 + 9 * PB + col);
-      Elem<T>::mma(acc[nc], a, b0, b1);
+    for (int nc = 0; nc < NC; nc += 2) {
+      if (col0 + nc * 8 >= dmax) continue;
+      uint32_t b[4];
+      if constexpr (kLdsm) {
+        // Transposed: matrix q = lane/8 holds k rows kq*16 + (q%2)*8.., columns of n-block nc + q/2.
+        const int q = lane >> 3;
+        ldsm<true>(b, sb + (kq * 16 + (q & 1) * 8 + (lane & 7)) * PB + col0 + (nc + (q >> 1)) * 8);
+      } else {
+        const T* r0 = sb + (kq * 16 + 2 * t) * PB + col0 + nc * 8 + g;
+        b[0] = pair_of(r0, r0 + PB);
+        b[1] = pair_of(r0 + 8 * PB, r0 + 9 * PB);
+        b[2] = pair_of(r0 + 8, r0 + PB + 8);
+        b[3] = pair_of(r0 + 8 * PB + 8, r0 + 9 * PB + 8);
+      }
+      Elem<T>::mma(acc[nc], a, b[0], b[1]);
+      Elem<T>::mma(acc[nc + 1], a, b[2], b[3]);
     }
   }
 }
