@@ -94,7 +94,11 @@ void make_graph(const Case& c, GemmGraph& gg, float alpha) {
   std::vector<int64_t> bstride = c.b_k_major ? std::vector<int64_t>{c.K * c.N, 1, c.K} : std::vector<int64_t>{c.K * c.N, c.N, 1};
   gg.B = g.tensor(TensorAttr().set_name("B").set_dim({LB, c.K, c.N}).set_stride(bstride).set_data_type(c.type));
   TensorPtr y = g.matmul(gg.A, gg.B, NodeAttrs().set_name("mm"));
-  if (c.epi == Epi::SCALE_BIAS_RESIDUAL) y = g.mul(y, g.tensor(Scalar::of_float(alpha)), NodeAttrs().set_name("scale"));
+  if (c.epi == Epi::SCALE_BIAS_RESIDUAL) {
+    TensorPtr s = g.tensor(Scalar::of_float(alpha));
+    s->set_dim({1, 1, 1}).set_stride({1, 1, 1});  // pointwise inputs broadcast at equal rank
+    y = g.mul(y, s, NodeAttrs().set_name("scale"));
+  }
   if (has_bias(c.epi)) {
     gg.bias = g.tensor(TensorAttr().set_name("bias").set_dim({1, 1, c.N}).set_stride({c.N, c.N, 1}).set_data_type(c.type));
     y = g.add(y, gg.bias, NodeAttrs().set_name("bias_add"));

@@ -226,7 +226,7 @@ double estimate_us(const gemm::Args& a) {
   const double mt = double((a.M + kTileM - 1) / kTileM * kTileM), nt = double((a.N + kTileN - 1) / kTileN * kTileN);
   const double flops = 2.0 * mt * nt * double(a.K) * double(a.L);
   const double bytes = 2.0 * double(a.L) * (double(a.M) * a.K + double(a.K) * a.N + double(a.M) * a.N * (a.residual_given ? 2 : 1));
-  return 6.0 + std::max(flops / 700e6, bytes / 3.3e6);  // ~700 TFLOP/s dense bf16, ~3.3 TB/s, plus launch
+  return 5.0 + std::max(flops / 700e6, bytes / 3.3e6);  // roofline: ~700 TFLOP/s dense bf16, ~3.3 TB/s; launch
 }
 
 class GemmPlan : public Plan {

@@ -77,7 +77,6 @@ struct Sm90Gemm {
   using Device = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 
   static typename Device::Arguments arguments(const Args& a, int sm_count) {
-    using cute::_1;
     typename Kernel::StrideA sa{};
     typename Kernel::StrideB sb{};
     typename Kernel::StrideD sd{};
