@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -44,8 +45,9 @@ struct Input {
   DataType type;
   std::vector<double> v;
   DevBuf dev;
-  Input(DataType t, std::vector<double> vals) : type(t), v(std::move(vals)), dev(v.size() * size_t(bits_of(t) / 8)) {
-    std::vector<uint8_t> raw(v.size() * size_t(bits_of(t) / 8));
+  std::vector<uint8_t> raw;
+  Input(DataType t, std::vector<double> vals)
+      : type(t), v(std::move(vals)), dev(v.size() * size_t(bits_of(t) / 8)), raw(v.size() * size_t(bits_of(t) / 8)) {
     for (size_t i = 0; i < v.size(); ++i) {
       v[i] = round_to(t, v[i]);
       store_element(t, raw.data(), int64_t(i), v[i]);
@@ -59,6 +61,19 @@ std::vector<double> uniform(size_t n, std::mt19937& rng, double lo, double hi) {
   std::vector<double> v(n);
   for (auto& e : v) e = d(rng);
   return v;
+}
+
+// Rows of q or k, normalised here when the kernel does not (unnormalised keys make the delta rule
+// diverge, as with any implementation).
+std::vector<double> unit_rows(size_t rows, int64_t K, bool normalise, std::mt19937& rng) {
+  std::vector<double> x = uniform(rows * size_t(K), rng, -1, 1);
+  if (normalise)
+    for (size_t r = 0; r < rows; ++r) {
+      double s = 0;
+      for (int64_t d = 0; d < K; ++d) s += x[r * size_t(K) + size_t(d)] * x[r * size_t(K) + size_t(d)];
+      for (int64_t d = 0; d < K; ++d) x[r * size_t(K) + size_t(d)] /= std::sqrt(s);
+    }
+  return x;
 }
 
 double rel_err(const std::vector<double>& got, const std::vector<double>& want) {
@@ -87,19 +102,7 @@ void check(const Case& c) {
   SCOPED_TRACE(c.name);
   const int64_t T = c.cu.back(), N = int64_t(c.cu.size()) - 1, HO = std::max(c.h, c.hv), K = c.k, V = c.v;
   std::mt19937 rng(uint32_t(T * 7 + HO * 131 + K));
-  // Without the in-kernel l2norm, q and k are normalised here (unnormalised keys make the delta
-  // rule diverge, as with any implementation).
-  auto qk = [&](size_t rows) {
-    std::vector<double> x = uniform(rows * size_t(K), rng, -1, 1);
-    if (!c.l2)
-      for (size_t r = 0; r < rows; ++r) {
-        double s = 0;
-        for (int64_t d = 0; d < K; ++d) s += x[r * size_t(K) + size_t(d)] * x[r * size_t(K) + size_t(d)];
-        for (int64_t d = 0; d < K; ++d) x[r * size_t(K) + size_t(d)] /= std::sqrt(s);
-      }
-    return x;
-  };
-  Input q(c.io, qk(size_t(T * c.h))), k(c.io, qk(size_t(T * c.h)));
+  Input q(c.io, unit_rows(size_t(T * c.h), K, !c.l2, rng)), k(c.io, unit_rows(size_t(T * c.h), K, !c.l2, rng));
   Input v(c.io, uniform(size_t(T * c.hv * V), rng, -1, 1));
   Input g(DataType::FLOAT, uniform(size_t(T * HO), rng, c.g_lo, c.g_hi));
   Input beta(c.io, uniform(size_t(T * HO), rng, 0.05, 1.0));
@@ -206,6 +209,113 @@ void check(const Case& c) {
   std::printf("[ gdn fwd ] %-28s rms err O %.2e, final state %.2e\n", c.name.c_str(), eo, ef);
 }
 
+// Backward: the cuda plan against the reference engine (run on the CPU on the same rounded inputs,
+// gradients in FLOAT). Gradients of q, k, v, g, beta and the initial state within 4e-2 (RMS).
+void check_bwd(const Case& c) {
+  SCOPED_TRACE("bwd " + c.name);
+  const int64_t T = c.cu.back(), N = int64_t(c.cu.size()) - 1, HO = std::max(c.h, c.hv), K = c.k, V = c.v;
+  std::mt19937 rng(uint32_t(T * 11 + HO * 17 + K));
+  Input q(c.io, unit_rows(size_t(T * c.h), K, !c.l2, rng)), k(c.io, unit_rows(size_t(T * c.h), K, !c.l2, rng));
+  Input v(c.io, uniform(size_t(T * c.hv * V), rng, -1, 1));
+  Input g(DataType::FLOAT, uniform(size_t(T * HO), rng, c.g_lo, c.g_hi));
+  Input beta(c.io, uniform(size_t(T * HO), rng, 0.05, 1.0));
+  Input cu(DataType::INT32, std::vector<double>(c.cu.begin(), c.cu.end()));
+  Input d_o(c.io, uniform(size_t(T * HO * V), rng, -1, 1));
+  Input h0(c.state_type, uniform(size_t(N * HO * V * K), rng, -0.5, 0.5));
+  Input dfin(DataType::FLOAT, uniform(size_t(N * HO * V * K), rng, -0.2, 0.2));
+  const std::vector<int64_t> st_stride =
+      c.torch_state_layout ? std::vector<int64_t>{HO * V * K, V * K, 1, V} : std::vector<int64_t>{HO * V * K, V * K, K, 1};
+
+  // One backward graph; `oracle` builds it for the reference engine with FLOAT gradients.
+  struct Built {
+    Graph gr;
+    std::vector<TensorPtr> ins, outs;  // q k v g beta cu dO [h0 dfin]; dQ dK dV dG dBeta [dH0]
+  };
+  auto make = [&](Built& b, bool oracle) {
+    b.gr.set_io_data_type(c.io).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+    auto t = [&](const char* name, std::vector<int64_t> dims, DataType type, std::vector<int64_t> stride = {}) {
+      TensorAttr a = TensorAttr().set_name(name).set_dim(std::move(dims)).set_data_type(type);
+      if (!stride.empty()) a.set_stride(std::move(stride));
+      b.ins.push_back(b.gr.tensor(a));
+      return b.ins.back();
+    };
+    auto tq = t("q", {T, c.h, K}, c.io), tk = t("k", {T, c.h, K}, c.io), tv = t("v", {T, c.hv, V}, c.io);
+    auto tg = t("g", {T, HO}, DataType::FLOAT), tb = t("beta", {T, HO}, c.io);
+    auto tcu = t("cu_seqlens", {N + 1}, DataType::INT32), tdo = t("dO", {T, HO, V}, c.io);
+    NodeAttrs attrs = NodeAttrs().set_name("gdn_bwd").set("use_qk_l2norm", c.l2);
+    if (c.scale > 0) attrs.set("scale", c.scale);
+    if (c.init) {
+      attrs.input("initial_state", t("h0", {N, HO, V, K}, c.state_type, st_stride));
+      attrs.input("d_final_state", t("dfin", {N, HO, V, K}, DataType::FLOAT, st_stride));
+    }
+    auto o = b.gr.gdn_bwd(tq, tk, tv, tg, tb, tcu, tdo, attrs);
+    const DataType types[] = {c.io, c.io, c.io, DataType::FLOAT, c.io, c.state_type};
+    for (size_t i = 0; i < (c.init ? 6u : 5u); ++i) {
+      o[i]->set_output(true).set_data_type(oracle ? DataType::FLOAT : types[i]);
+      b.outs.push_back(o[i]);
+    }
+    if (c.init) o[5]->set_dim({N, HO, V, K}).set_stride(st_stride);
+    const std::vector<std::string> other = oracle ? std::vector<std::string>{"cudnn", "cuda"}
+                                                  : std::vector<std::string>{"cudnn", "reference"};
+    EXPECT_TRUE(b.gr.validate().is_good());
+    EXPECT_TRUE(b.gr.create_execution_plans({HeurMode::A}).is_good());
+    EXPECT_TRUE(b.gr.deselect_engines(other).is_good());
+    if (Status s = b.gr.check_support(); s.is_bad()) ADD_FAILURE() << s.to_string();
+    if (Status s = b.gr.build_plans(); s.is_bad()) ADD_FAILURE() << s.to_string();
+  };
+  std::vector<const Input*> inputs = {&q, &k, &v, &g, &beta, &cu, &d_o};
+  if (c.init) inputs.push_back(&h0), inputs.push_back(&dfin);
+  const size_t sizes[] = {size_t(T * c.h * K), size_t(T * c.h * K), size_t(T * c.hv * V), size_t(T * HO),
+                          size_t(T * HO), size_t(N * HO * V * K)};
+
+  // The oracle on the CPU.
+  std::vector<std::vector<double>> want;
+  {
+    const Target gpu = default_target();
+    set_default_target(Target{});
+    Built b;
+    make(b, true);
+    std::vector<std::vector<float>> host;
+    std::unordered_map<TensorPtr, void*> pack;
+    for (size_t i = 0; i < inputs.size(); ++i) pack[b.ins[i]] = const_cast<uint8_t*>(inputs[i]->raw.data());
+    for (size_t i = 0; i < b.outs.size(); ++i) host.emplace_back(sizes[i], 0.f);
+    for (size_t i = 0; i < b.outs.size(); ++i) pack[b.outs[i]] = host[i].data();
+    int64_t ws = 0;
+    EXPECT_TRUE(b.gr.get_workspace_size(ws).is_good());
+    std::vector<uint8_t> work(size_t(ws) + 16);
+    Status st = b.gr.execute(pack, work.data());
+    set_default_target(gpu);
+    ASSERT_TRUE(st.is_good()) << st.to_string();
+    for (auto& h : host) want.emplace_back(h.begin(), h.end());
+  }
+
+  Built b;
+  make(b, false);
+  std::string engine;
+  EXPECT_TRUE(b.gr.get_engine_name_at_index(b.gr.selected_plan(), engine).is_good());
+  ASSERT_EQ(engine, "cuda");
+  const DataType types[] = {c.io, c.io, c.io, DataType::FLOAT, c.io, c.state_type};
+  std::vector<std::unique_ptr<DevBuf>> dev;
+  std::unordered_map<TensorPtr, void*> pack;
+  for (size_t i = 0; i < inputs.size(); ++i) pack[b.ins[i]] = inputs[i]->dev.p;
+  for (size_t i = 0; i < b.outs.size(); ++i) {
+    dev.push_back(std::make_unique<DevBuf>(sizes[i] * size_t(bits_of(types[i]) / 8)));
+    dev.back()->poison();
+    pack[b.outs[i]] = dev.back()->p;
+  }
+  int64_t ws = 0;
+  ASSERT_TRUE(b.gr.get_workspace_size(ws).is_good());
+  DevBuf work{size_t(ws)};
+  if (Status s = b.gr.execute(pack, work.p); s.is_bad()) FAIL() << s.to_string();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const char* names[] = {"dq", "dk", "dv", "dg", "dbeta", "d_initial_state"};
+  for (size_t i = 0; i < b.outs.size(); ++i) {
+    const double e = rel_err(dev[i]->get(types[i], sizes[i]), want[i]);
+    EXPECT_LT(e, 4e-2) << names[i];
+    std::printf("[ gdn bwd ] %-28s rms err %-16s %.2e\n", c.name.c_str(), names[i], e);
+  }
+}
+
 class CudaGdn : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -241,6 +351,28 @@ TEST_F(CudaGdn, NoInitialStateMixedDims) {
   Case c{"no h0, K=128 V=64", {0, 1, 66, 130}, 2, 2, 128, 64};
   c.init = false;
   check(c);
+}
+
+}  // namespace
+
+namespace {
+
+TEST_F(CudaGdn, BackwardVarlenGva) {
+  check_bwd({"varlen GVA HV=2H K=V=64", {0, 100, 100, 230}, 2, 4, 64, 64});
+}
+
+TEST_F(CudaGdn, BackwardReverseGroupsStrongDecay) {
+  Case c{"H=2HV strong decay K=V=32", {0, 70, 71, 135}, 4, 2, 32, 32};
+  c.g_lo = -8.0, c.g_hi = -0.5;
+  c.torch_state_layout = true;
+  check_bwd(c);
+}
+
+TEST_F(CudaGdn, BackwardNoStateFp16) {
+  Case c{"fp16 no h0 K=128 V=64", {0, 1, 66}, 2, 2, 128, 64, DataType::HALF};
+  c.init = false;
+  c.l2 = false;
+  check_bwd(c);
 }
 
 }  // namespace

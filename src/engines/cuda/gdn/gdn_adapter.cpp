@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Plans of the cuda engine for single-node gated delta net graphs (GDN; GDN_BWD declines for now).
+// Plans of the cuda engine for single-node gated delta net graphs, GDN and GDN_BWD.
 // What the kernels take is checked here, once, at propose/build time; execute() only fills pointers.
 #include <cmath>
 #include <string>
@@ -14,55 +14,98 @@ constexpr int64_t kBase = 4000;
 
 bool packed(const TensorPtr& t) { return t && t->is_packed_row_major(); }
 
-// Fills the kernel arguments from the node; returns "" or the reason to decline.
-std::string match(const Graph& g, const Target& target, gdn::FwdArgs& a) {
-  if (g.nodes().size() != 1) return "runs single-node GDN graphs only";
-  const Node& n = *g.nodes()[0];
-  if (n.kind() == OpKind::GDN_BACKWARD) return "not supported: the GDN backward kernels are not written yet";
-  if (n.kind() != OpKind::GDN) return "not a GDN node";
-  const TensorPtr &q = n.in("q"), &k = n.in("k"), &v = n.in("v"), &o = n.out("O");
+// What forward and backward share: shapes, types and the attributes the kernels take. Fills the
+// common fields of FwdArgs or BwdArgs; returns "" or the reason to decline.
+template <class Args>
+std::string match_common(const Node& n, Args& a) {
+  const TensorPtr &q = n.in("q"), &k = n.in("k"), &v = n.in("v");
   a.io = q->get_data_type();
   if (a.io != DataType::HALF && a.io != DataType::BFLOAT16) return "q, k, v must be HALF or BFLOAT16";
-  if (o->get_data_type() != a.io) return "O must have q's data type";
-  if (o->get_is_virtual()) return "O must be a graph output";
-  for (const TensorPtr& t : {q, k, v, o, n.in("g"), n.in("beta"), n.in("cu_seqlens")})
-    if (!packed(t)) return "q, k, v, g, beta, cu_seqlens and O must be packed row-major";
+  for (const TensorPtr& t : {q, k, v, n.in("g"), n.in("beta"), n.in("cu_seqlens")})
+    if (!packed(t)) return "q, k, v, g, beta and cu_seqlens must be packed row-major";
   a.t = q->get_dim()[0], a.h = q->get_dim()[1], a.k = q->get_dim()[2];
   a.hv = v->get_dim()[1], a.v = v->get_dim()[2];
   a.ho = a.h > a.hv ? a.h : a.hv;
   a.n = n.in("cu_seqlens")->get_dim()[0] - 1;
   if (k->get_dim()[1] != a.h) return "k must have q's head count";
-  if (!gdn::supported_dims(a.k, a.v)) return "head dims K and V must be multiples of 16 up to 256";
   if (a.t > (int64_t(1) << 30)) return "more than 2^30 tokens";
   a.g_type = n.in("g")->get_data_type();
   a.beta_type = n.in("beta")->get_data_type();
   a.cu_int64 = n.in("cu_seqlens")->get_data_type() == DataType::INT64;
-
   if (n.attr_bool("use_beta_sigmoid")) return "not supported: use_beta_sigmoid";
   if (n.attr_bool("allow_neg_eigval")) return "not supported: allow_neg_eigval";
   if (n.attr_bool("safe_gate") || n.in("a_log") || n.in("dt_bias")) return "not supported: the fused gate (safe_gate)";
   if (n.attr_str("gate_domain") != "log") return "not supported: gate_domain linear";
   if (n.attr_int("checkpoint_every_n_tokens") != 0) return "not supported: state checkpoints";
-  if (n.in("state_indices")) return "not supported: state_indices (a state pool)";
+  if (n.spec().input_index("state_indices") >= 0 && n.in("state_indices")) return "not supported: state_indices (a state pool)";
   if (n.attr_bool("overwrite_initial_state")) return "not supported: overwrite_initial_state";
   a.scale = float(n.has("scale") ? n.attr_float("scale") : 1.0 / std::sqrt(double(a.k)));
   a.l2norm = n.attr_bool("use_qk_l2norm");
-
   if (const TensorPtr& init = n.in("initial_state")) {
     a.init_type = init->get_data_type();
     const auto& st = init->get_stride();
     for (int i = 0; i < 4; ++i) a.init_stride[i] = st[size_t(i)];
   }
+  return "";
+}
+
+void strides_of(const TensorPtr& t, int64_t (&out)[4]) {
+  const auto& st = t->get_stride();
+  for (int i = 0; i < 4; ++i) out[i] = st[size_t(i)];
+}
+
+std::string match_forward(const Node& n, const Target& target, gdn::FwdArgs& a) {
+  if (std::string why = match_common(n, a); !why.empty()) return why;
+  const TensorPtr& o = n.out("O");
+  if (o->get_data_type() != a.io) return "O must have q's data type";
+  if (o->get_is_virtual() || !packed(o)) return "O must be a packed graph output";
+  if (!gdn::supported_dims(a.k, a.v)) return "head dims K and V must be multiples of 16 up to 256";
   if (n.attr_bool("output_final_state")) {
     const TensorPtr& fin = n.out("final_state");
     if (fin->get_is_virtual()) return "final_state must be a graph output";
     a.final_type = fin->get_data_type();
-    const auto& st = fin->get_stride();
-    for (int i = 0; i < 4; ++i) a.fin_stride[i] = st[size_t(i)];
+    strides_of(fin, a.fin_stride);
   }
   a.bv = gdn::choose_bv(a, target.sm_count > 0 ? target.sm_count : 132);
   if (a.bv == 0) return "no state slice width fits shared memory for V = " + std::to_string(a.v);
   return "";
+}
+
+std::string match_backward(const Node& n, const Target& target, gdn::BwdArgs& a) {
+  if (std::string why = match_common(n, a); !why.empty()) return why;
+  if (n.in("state_checkpoints")) return "not supported: state_checkpoints input";
+  if (!gdn::backward_supported_dims(a.k, a.v)) return "backward needs K * V <= 16384 (the fp32 state and its gradient in shared memory)";
+  const TensorPtr& d_o = n.in("dO");
+  if (d_o->get_data_type() != a.io || !packed(d_o)) return "dO must be packed with q's data type";
+  const char* outs[] = {"dQ", "dK", "dV", "dG", "dBeta"};
+  const char* ins[] = {"q", "k", "v", "g", "beta"};
+  for (int i = 0; i < 5; ++i) {
+    const TensorPtr& t = n.out(outs[i]);
+    if (t->get_is_virtual() || !packed(t)) return std::string(outs[i]) + " must be a packed graph output";
+    if (t->get_data_type() != n.in(ins[i])->get_data_type())
+      return std::string(outs[i]) + " must have the data type of " + ins[i];
+  }
+  if (const TensorPtr& dfin = n.in("d_final_state")) {
+    a.dfin_type = dfin->get_data_type();
+    strides_of(dfin, a.dfin_stride);
+  }
+  if (n.in("initial_state")) {
+    const TensorPtr& dinit = n.out("d_initial_state");
+    a.dinit_type = dinit->get_data_type();
+    if (!dinit->get_is_virtual()) strides_of(dinit, a.dinit_stride);
+  }
+  a.grid = int(target.sm_count > 0 ? target.sm_count : 132);
+  return "";
+}
+
+// Which pass the graph is, with its arguments; returns "" or the reason to decline.
+std::string match(const Graph& g, const Target& target, gdn::FwdArgs& f, gdn::BwdArgs& b, bool& backward) {
+  if (g.nodes().size() != 1) return "runs single-node GDN graphs only";
+  const Node& n = *g.nodes()[0];
+  backward = n.kind() == OpKind::GDN_BACKWARD;
+  if (backward) return match_backward(n, target, b);
+  if (n.kind() != OpKind::GDN) return "not a GDN node";
+  return match_forward(n, target, f);
 }
 
 // The work is 4KV FLOP per token and head in the state products plus the chunk-local ones
@@ -74,53 +117,92 @@ double estimate_us(const gdn::FwdArgs& a) {
   return 10.0 + flops / 60e6 + depth * 1.5;
 }
 
-class GdnFwdPlan : public Plan {
+// The token-exact backward: ~3 us of sequential work per token (two forward sweeps and the reverse),
+// items spread over the persistent grid.
+double estimate_bwd_us(const gdn::BwdArgs& a) {
+  const double waves = std::ceil(double(a.n * a.ho) / double(a.grid > 0 ? a.grid : 1));
+  return 10.0 + waves * double(a.t) / double(a.n > 0 ? a.n : 1) * 3.0;
+}
+
+// Both passes: the slots are resolved at build time, execute only fills pointers and launches.
+class GdnPlan : public Plan {
  public:
-  GdnFwdPlan(gdn::FwdArgs a, std::vector<int64_t> slots) : a_(a), s_(std::move(slots)) {}
+  GdnPlan(gdn::FwdArgs f, gdn::BwdArgs b, bool backward, std::vector<int64_t> slots)
+      : f_(f), b_(b), backward_(backward), s_(std::move(slots)) {}
   Status execute(void* const* slots, void* workspace, void* stream) override {
-    gdn::FwdArgs a = a_;
     auto ptr = [&](size_t i) -> void* { return s_[i] >= 0 ? slots[s_[i]] : nullptr; };
-    a.q = ptr(0), a.kk = ptr(1), a.vv = ptr(2), a.g = ptr(3), a.beta = ptr(4), a.cu = ptr(5);
-    a.init = ptr(6), a.o = ptr(7), a.fin = ptr(8);
-    if (!a.q || !a.kk || !a.vv || !a.g || !a.beta || !a.cu || !a.o)
-      return {ErrorCode::INVALID_VARIANT_PACK, "cuda gdn: q, k, v, g, beta, cu_seqlens and O need device memory"};
-    if (const char* e = gdn::launch_forward(a, workspace, stream))
-      return {ErrorCode::CUDA_API_FAILED, std::string("cuda gdn: ") + e};
+    for (size_t i = 0; i < s_.size(); ++i)
+      if (required(i) && !ptr(i))
+        return {ErrorCode::INVALID_VARIANT_PACK, "cuda gdn: every input and output needs device memory"};
+    const char* e = nullptr;
+    if (!backward_) {
+      gdn::FwdArgs a = f_;
+      a.q = ptr(0), a.kk = ptr(1), a.vv = ptr(2), a.g = ptr(3), a.beta = ptr(4), a.cu = ptr(5), a.o = ptr(6);
+      a.init = ptr(7), a.fin = ptr(8);
+      e = gdn::launch_forward(a, workspace, stream);
+    } else {
+      gdn::BwdArgs a = b_;
+      a.q = ptr(0), a.kk = ptr(1), a.vv = ptr(2), a.g = ptr(3), a.beta = ptr(4), a.cu = ptr(5), a.d_o = ptr(6);
+      a.init = ptr(7), a.dfin = ptr(8);
+      a.dq = ptr(9), a.dk = ptr(10), a.dv = ptr(11), a.dg = ptr(12), a.dbeta = ptr(13), a.dinit = ptr(14);
+      e = gdn::launch_backward(a, workspace, stream);
+    }
+    if (e) return {ErrorCode::CUDA_API_FAILED, std::string("cuda gdn: ") + e};
     return {};
   }
-  int64_t workspace_size() const override { return gdn::forward_workspace_bytes(a_); }
+  int64_t workspace_size() const override {
+    return backward_ ? gdn::backward_workspace_bytes(b_) : gdn::forward_workspace_bytes(f_);
+  }
+  // q, k, v, g, beta, cu_seqlens, O or dO; dQ, dK, dV, dG, dBeta. The states are optional.
+  bool required(size_t i) const { return i < 7 || (backward_ && i >= 9 && i < 14); }
 
  private:
-  gdn::FwdArgs a_;
+  gdn::FwdArgs f_;
+  gdn::BwdArgs b_;
+  bool backward_;
   std::vector<int64_t> s_;
 };
 
 void propose(const Graph& g, const Target& t, Proposal& out) {
-  gdn::FwdArgs a;
-  std::string why = match(g, t, a);
+  gdn::FwdArgs f;
+  gdn::BwdArgs b;
+  bool backward = false;
+  std::string why = match(g, t, f, b, backward);
   if (!why.empty()) {
     out.declines.push_back(why);
     return;
   }
   PlanCandidate c;
-  c.name = "gdn_fwd_chunk64";
-  c.local_index = kBase;
-  c.estimated_us = estimate_us(a);
-  c.workspace_bytes = gdn::forward_workspace_bytes(a);
+  c.name = backward ? "gdn_bwd_token_exact" : "gdn_fwd_chunk64";
+  c.local_index = kBase + (backward ? 1 : 0);
+  c.estimated_us = backward ? estimate_bwd_us(b) : estimate_us(f);
+  c.workspace_bytes = backward ? gdn::backward_workspace_bytes(b) : gdn::forward_workspace_bytes(f);
   out.plans.push_back(c);
 }
 
 Status build(const Graph& g, const Target& t, const PlanCandidate&, std::unique_ptr<Plan>& out) {
-  gdn::FwdArgs a;
-  std::string why = match(g, t, a);
+  gdn::FwdArgs f;
+  gdn::BwdArgs b;
+  bool backward = false;
+  std::string why = match(g, t, f, b, backward);
   if (!why.empty()) return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cuda gdn: " + why};
   const Node& n = *g.nodes()[0];
-  auto slot = [&](const TensorPtr& p) { return slot_of(g, p); };
-  std::vector<int64_t> slots = {slot(n.in("q")),    slot(n.in("k")),    slot(n.in("v")),
-                                slot(n.in("g")),    slot(n.in("beta")), slot(n.in("cu_seqlens")),
-                                slot(n.in("initial_state")), slot(n.out("O")),
-                                n.attr_bool("output_final_state") ? slot(n.out("final_state")) : -1};
-  out = std::make_unique<GdnFwdPlan>(a, std::move(slots));
+  auto slot = [&](const TensorPtr& p) { return p ? slot_of(g, p) : int64_t(-1); };
+  std::vector<int64_t> slots = {slot(n.in("q")), slot(n.in("k")),    slot(n.in("v")),
+                                slot(n.in("g")), slot(n.in("beta")), slot(n.in("cu_seqlens"))};
+  if (!backward) {
+    slots.push_back(slot(n.out("O")));
+    slots.push_back(slot(n.in("initial_state")));
+    slots.push_back(n.attr_bool("output_final_state") ? slot(n.out("final_state")) : -1);
+  } else {
+    slots.push_back(slot(n.in("dO")));
+    slots.push_back(slot(n.in("initial_state")));
+    slots.push_back(slot(n.in("d_final_state")));
+    for (const char* p : {"dQ", "dK", "dV", "dG", "dBeta"}) slots.push_back(slot(n.out(p)));
+    const TensorPtr& dinit = n.in("initial_state") ? n.out("d_initial_state") : nullptr;
+    slots.push_back(dinit && !dinit->get_is_virtual() ? slot(dinit) : -1);
+  }
+  out = std::make_unique<GdnPlan>(f, b, backward, std::move(slots));
   return {};
 }
 

@@ -22,6 +22,7 @@
 
 #include <algorithm>
 
+#include "engines/cuda/gdn/gdn_device.cuh"
 #include "engines/cuda/gdn/gdn_kernels.h"
 
 namespace opendnn::cuda::gdn {
@@ -33,33 +34,6 @@ constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kPad16 = 8;  // 16 bytes of row padding on 16-bit tiles against bank conflicts
 constexpr int kPad32 = 4;
-
-template <class T> __device__ __forceinline__ float to_f(T v);
-template <> __device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
-template <> __device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <class T> __device__ __forceinline__ T from_f(float v);
-template <> __device__ __forceinline__ __half from_f(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f(float v) { return __float2bfloat16_rn(v); }
-
-// Scalar of a runtime data type (gates, beta, states, cu_seqlens are read element-wise).
-__device__ __forceinline__ float load_any(DataType t, const void* p, int64_t i) {
-  switch (t) {
-    case DataType::HALF: return __half2float(static_cast<const __half*>(p)[i]);
-    case DataType::BFLOAT16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-    default: return static_cast<const float*>(p)[i];
-  }
-}
-__device__ __forceinline__ void store_state(DataType t, void* p, int64_t i, float v) {
-  if (t == DataType::BFLOAT16)
-    static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);
-  else
-    static_cast<float*>(p)[i] = v;
-}
-__device__ __forceinline__ int64_t cu_at(const void* cu, bool i64, int64_t i) {
-  return i64 ? static_cast<const long long*>(cu)[i] : int64_t(static_cast<const int*>(cu)[i]);
-}
-
-__device__ __forceinline__ int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 
 size_t align_up(size_t x) { return (x + 255) & ~size_t(255); }
 
@@ -459,7 +433,7 @@ __global__ void __launch_bounds__(kThreads) state_pass(PassParams p) {
     const int64_t base = s * a.fin_stride[0] + j * a.fin_stride[1];
     for (int i = threadIdx.x; i < K * BV; i += blockDim.x) {
       const int r = i / BV, c = i % BV;
-      store_state(a.final_type, a.fin, base + (v0 + c) * a.fin_stride[2] + r * a.fin_stride[3], S[r * lds + c]);
+      store_any(a.final_type, a.fin, base + (v0 + c) * a.fin_stride[2] + r * a.fin_stride[3], S[r * lds + c]);
     }
   }
 }

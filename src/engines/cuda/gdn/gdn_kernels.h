@@ -38,4 +38,30 @@ int64_t forward_workspace_bytes(const FwdArgs& a);
 // error string or nullptr.
 const char* launch_forward(const FwdArgs& a, void* workspace, void* stream);
 
+// Backward: a token-exact reverse sweep (the reference recurrence differentiated step by step) per
+// (sequence, output head) on a persistent grid, with fp32 states checkpointed every 64 tokens and
+// the states inside a chunk recomputed into a per-CTA scratch. Correct first; not yet chunked.
+struct BwdArgs {
+  DataType io = DataType::BFLOAT16;
+  DataType g_type = DataType::FLOAT, beta_type = DataType::FLOAT;
+  bool cu_int64 = false;
+  DataType init_type = DataType::FLOAT, dfin_type = DataType::FLOAT, dinit_type = DataType::FLOAT;
+  int64_t t = 0, n = 0, h = 0, hv = 0, ho = 0, k = 0, v = 0;
+  float scale = 1.f;
+  bool l2norm = false;
+  int grid = 132;  // persistent CTAs of the sweep (one per SM)
+  const void *q = nullptr, *kk = nullptr, *vv = nullptr, *g = nullptr, *beta = nullptr, *cu = nullptr;
+  const void* d_o = nullptr;
+  const void* init = nullptr;  // may be null
+  const void* dfin = nullptr;  // may be null
+  void *dq = nullptr, *dk = nullptr, *dv = nullptr, *dg = nullptr, *dbeta = nullptr;  // packed like their inputs
+  void* dinit = nullptr;  // may be null
+  int64_t init_stride[4] = {0, 0, 0, 0}, dfin_stride[4] = {0, 0, 0, 0}, dinit_stride[4] = {0, 0, 0, 0};
+};
+
+// The sweep keeps the V x K state and its gradient in fp32 shared memory: K * V <= 16384.
+bool backward_supported_dims(int64_t k, int64_t v);
+int64_t backward_workspace_bytes(const BwdArgs& a);
+const char* launch_backward(const BwdArgs& a, void* workspace, void* stream);
+
 }  // namespace opendnn::cuda::gdn

@@ -1,0 +1,342 @@
+// SPDX-License-Identifier: Apache-2.0
+// Gated delta net backward: the reference recurrence (src/engines/reference/gdn.cpp) differentiated
+// token by token, on the GPU. A first, exact version; the chunked WY backward is the fast one to come.
+//
+//   sweep  persistent CTAs, one (sequence, output head) at a time, state M (V x K) and dM in fp32
+//          shared memory. Forward over the sequence writing M every 64 tokens (checkpoints); then
+//          chunk by chunk from the end: recompute the chunk's 64 per-token states into the CTA's
+//          global scratch, and walk them backwards accumulating dM, writing d(q~), d(k~) and dv per
+//          output head (fp32 scratch) and dg, dbeta directly.
+//   post   per token and q/k/v head: sum the output heads that read it, then the l2norm backward.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "engines/cuda/gdn/gdn_device.cuh"
+#include "engines/cuda/gdn/gdn_kernels.h"
+
+namespace opendnn::cuda::gdn {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kMaxState = 128 * 128;
+
+size_t align_up(size_t x) { return (x + 255) & ~size_t(255); }
+
+struct Scratch {
+  float* ckpt;    // [T/64 + N, HO, V*K]: sequence s, chunk c at row cu[s]/64 + s + c
+  float* states;  // [grid, 64, V*K] the states inside one chunk, per CTA
+  float* dqs;     // [T, HO, K] gradient of the (normalised) q seen by each output head
+  float* dks;     // [T, HO, K]
+  float* des;     // [T, HO, V] gradient of v seen by each output head
+  size_t bytes;
+};
+Scratch carve(const BwdArgs& a, char* base) {
+  Scratch w{};
+  size_t off = 0;
+  auto take = [&](size_t floats) {
+    float* p = base ? reinterpret_cast<float*>(base + off) : nullptr;
+    off += align_up(floats * sizeof(float));
+    return p;
+  };
+  const size_t vk = size_t(a.v * a.k), rows = size_t(a.t) * size_t(a.ho);
+  w.ckpt = take((size_t(a.t / 64) + size_t(a.n)) * size_t(a.ho) * vk);
+  w.states = take(size_t(a.grid) * 64 * vk);
+  w.dqs = take(rows * size_t(a.k));
+  w.dks = take(rows * size_t(a.k));
+  w.des = take(rows * size_t(a.v));
+  w.bytes = off;
+  return w;
+}
+
+struct Params {
+  BwdArgs a;
+  Scratch w;
+};
+
+size_t sweep_smem(int k, int v) { return size_t(2 * v * k + 2 * k + 4 * v + 32) * sizeof(float); }
+
+// Shared-memory layout of one sweep CTA.
+struct Tile {
+  float *M, *dM, *q, *k, *v, *dov, *e, *de, *red;
+};
+
+// Loads q~/k~ (l2-normalised when asked) into x, by one warp.
+template <class T>
+__device__ void load_unit_row(const T* src, int dim, bool l2, float* x) {
+  const int lane = threadIdx.x % 32;
+  float ss = 0.f;
+  for (int d = lane; d < dim; d += 32) {
+    x[d] = to_f(src[d]);
+    ss += x[d] * x[d];
+  }
+  if (!l2) return;
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  const float r = rsqrtf(ss + 1e-6f);
+  for (int d = lane; d < dim; d += 32) x[d] *= r;
+}
+
+// One forward token on M (k~, v, alpha, beta already staged); row a of the state before the token
+// goes to dst first when dst is set. Warp w owns rows w, w + 8, ...
+__device__ void forward_rows(const Tile& s, int K, int V, float alpha, float beta, float* dst) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int a = warp; a < V; a += kWarps) {
+    float* row = s.M + a * K;
+    float u = 0.f;
+    for (int d = lane; d < K; d += 32) {
+      if (dst) dst[a * K + d] = row[d];
+      u += row[d] * s.k[d];
+    }
+    for (int o = 16; o > 0; o >>= 1) u += __shfl_xor_sync(0xffffffffu, u, o);
+    const float e = s.v[a] - alpha * u;
+    for (int d = lane; d < K; d += 32) row[d] = alpha * row[d] + beta * e * s.k[d];
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads) sweep(Params p) {
+  const BwdArgs& a = p.a;
+  const int K = int(a.k), V = int(a.v), VK = K * V;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  extern __shared__ __align__(16) float smem[];
+  Tile s;
+  s.M = smem;
+  s.dM = s.M + VK;
+  s.q = s.dM + VK;
+  s.k = s.q + K;
+  s.v = s.k + K;
+  s.dov = s.v + V;
+  s.e = s.dov + V;
+  s.de = s.e + V;
+  s.red = s.de + V;
+  float* my_states = p.w.states + int64_t(blockIdx.x) * 64 * VK;
+  const T* q = static_cast<const T*>(a.q);
+  const T* k = static_cast<const T*>(a.kk);
+  const T* v = static_cast<const T*>(a.vv);
+  const T* dO = static_cast<const T*>(a.d_o);
+
+  for (int64_t item = blockIdx.x; item < a.n * a.ho; item += gridDim.x) {
+    const int64_t sq = item / a.ho;
+    const int j = int(item % a.ho);
+    const int64_t hq = j / (a.ho / a.h), hvv = j / (a.ho / a.hv);
+    const int64_t start = cu_at(a.cu, a.cu_int64, sq), end = cu_at(a.cu, a.cu_int64, sq + 1);
+    float* ck = p.w.ckpt + ((start / 64 + sq) * a.ho + j) * int64_t(VK);
+    const int64_t ck_stride = a.ho * int64_t(VK);  // next chunk of the same head
+    const int64_t n_chunks = end > start ? (end - start + 63) / 64 : 0;
+
+    __syncthreads();  // the previous item is done with shared memory
+    for (int i = threadIdx.x; i < VK; i += blockDim.x) {
+      const int r = i / K, c = i % K;
+      s.M[i] = a.init ? load_any(a.init_type, a.init,
+                                 sq * a.init_stride[0] + j * a.init_stride[1] + r * a.init_stride[2] + c * a.init_stride[3])
+                      : 0.f;
+      s.dM[i] = a.dfin ? load_any(a.dfin_type, a.dfin,
+                                  sq * a.dfin_stride[0] + j * a.dfin_stride[1] + r * a.dfin_stride[2] + c * a.dfin_stride[3])
+                       : 0.f;
+    }
+    __syncthreads();
+
+    // Stages k~, v, alpha, beta of token t for a forward step; returns (alpha, beta).
+    auto stage_forward = [&](int64_t t, float& alpha, float& beta) {
+      if (warp == 0) load_unit_row(k + (t * a.h + hq) * K, K, a.l2norm, s.k);
+      for (int i = threadIdx.x; i < V; i += blockDim.x) s.v[i] = to_f(v[(t * a.hv + hvv) * V + i]);
+      alpha = __expf(load_any(a.g_type, a.g, t * a.ho + j));
+      beta = load_any(a.beta_type, a.beta, t * a.ho + j);
+      __syncthreads();
+    };
+
+    // Forward over the sequence, checkpointing the state entering every chunk.
+    for (int64_t t = start; t < end; ++t) {
+      float alpha, beta;
+      stage_forward(t, alpha, beta);
+      forward_rows(s, K, V, alpha, beta, (t - start) % 64 == 0 ? ck + ((t - start) / 64) * ck_stride : nullptr);
+      __syncthreads();
+    }
+
+    for (int64_t c = n_chunks - 1; c >= 0; --c) {
+      const int64_t t0 = start + c * 64;
+      const int L = int(imin(64, end - t0));
+      for (int i = threadIdx.x; i < VK; i += blockDim.x) s.M[i] = ck[c * ck_stride + i];
+      __syncthreads();
+      for (int r = 0; r < L; ++r) {
+        float alpha, beta;
+        stage_forward(t0 + r, alpha, beta);
+        forward_rows(s, K, V, alpha, beta, my_states + int64_t(r) * VK);
+        __syncthreads();
+      }
+      for (int r = L - 1; r >= 0; --r) {
+        const int64_t t = t0 + r;
+        const float* Mp = my_states + int64_t(r) * VK;  // the state before token t
+        if (warp == 0) load_unit_row(q + (t * a.h + hq) * K, K, a.l2norm, s.q);
+        if (warp == 1) load_unit_row(k + (t * a.h + hq) * K, K, a.l2norm, s.k);
+        for (int i = threadIdx.x; i < V; i += blockDim.x) {
+          s.v[i] = to_f(v[(t * a.hv + hvv) * V + i]);
+          s.dov[i] = to_f(dO[(t * a.ho + j) * V + i]);
+        }
+        const float alpha = __expf(load_any(a.g_type, a.g, t * a.ho + j));
+        const float beta = load_any(a.beta_type, a.beta, t * a.ho + j);
+        __syncthreads();
+
+        // Rows: u = Mp k~ (so e = v - alpha u), dM += scale dO q~^T, dmk = dM k~.
+        float dbeta_part = 0.f, edo_part = 0.f;
+        for (int r_ = warp; r_ < V; r_ += kWarps) {
+          float u = 0.f, dmk = 0.f;
+          const float sdo = a.scale * s.dov[r_];
+          for (int d = lane; d < K; d += 32) {
+            const float mp = Mp[r_ * K + d];
+            s.M[r_ * K + d] = mp;
+            u += mp * s.k[d];
+            const float dm = s.dM[r_ * K + d] + sdo * s.q[d];
+            s.dM[r_ * K + d] = dm;
+            dmk += dm * s.k[d];
+          }
+          for (int o = 16; o > 0; o >>= 1) {
+            u += __shfl_xor_sync(0xffffffffu, u, o);
+            dmk += __shfl_xor_sync(0xffffffffu, dmk, o);
+          }
+          const float e = s.v[r_] - alpha * u;
+          if (lane == 0) {
+            s.e[r_] = e;
+            s.de[r_] = beta * dmk;
+          }
+          dbeta_part += e * dmk;
+          edo_part += e * s.dov[r_];
+        }
+        if (lane == 0) {
+          s.red[warp] = dbeta_part;
+          s.red[kWarps + warp] = edo_part;
+        }
+        __syncthreads();
+        float dbeta = 0.f, edo = 0.f;
+        for (int w = 0; w < kWarps; ++w) dbeta += s.red[w], edo += s.red[kWarps + w];
+
+        // Columns: with M_t = alpha Mp + beta e k~^T,
+        //   d(q~) = scale M_t^T dO = scale (alpha Mp^T dO + beta k~ (e . dO)),
+        //   d(k~) = beta dM^T e - alpha Mp^T de.
+        for (int d = threadIdx.x; d < K; d += blockDim.x) {
+          float s1 = 0.f, s2 = 0.f, s3 = 0.f;
+          for (int r_ = 0; r_ < V; ++r_) {
+            const float mp = s.M[r_ * K + d];
+            s1 += mp * s.dov[r_];
+            s2 += s.dM[r_ * K + d] * s.e[r_];
+            s3 += mp * s.de[r_];
+          }
+          p.w.dqs[(t * a.ho + j) * K + d] = a.scale * (alpha * s1 + beta * s.k[d] * edo);
+          p.w.dks[(t * a.ho + j) * K + d] = beta * s2 - alpha * s3;
+        }
+        for (int i = threadIdx.x; i < V; i += blockDim.x) p.w.des[(t * a.ho + j) * V + i] = s.de[i];
+        __syncthreads();
+
+        // dP = dM - de k~^T; d(alpha) = <dP, Mp>; dM_{t-1} = alpha dP.
+        float dal = 0.f;
+        for (int i = threadIdx.x; i < VK; i += blockDim.x) {
+          const float dp = s.dM[i] - s.de[i / K] * s.k[i % K];
+          dal += dp * s.M[i];
+          s.dM[i] = alpha * dp;
+        }
+        for (int o = 16; o > 0; o >>= 1) dal += __shfl_xor_sync(0xffffffffu, dal, o);
+        if (lane == 0) s.red[2 * kWarps + warp] = dal;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+          float sum = 0.f;
+          for (int w = 0; w < kWarps; ++w) sum += s.red[2 * kWarps + w];
+          store_any(a.g_type, a.dg, t * a.ho + j, sum * alpha);  // g is the log gate: d/dg = alpha d/dalpha
+          store_any(a.beta_type, a.dbeta, t * a.ho + j, dbeta);
+        }
+      }
+    }
+    __syncthreads();
+    if (a.dinit)
+      for (int i = threadIdx.x; i < VK; i += blockDim.x) {
+        const int r = i / K, c = i % K;
+        store_any(a.dinit_type, a.dinit,
+                  sq * a.dinit_stride[0] + j * a.dinit_stride[1] + r * a.dinit_stride[2] + c * a.dinit_stride[3],
+                  s.dM[i]);
+      }
+  }
+}
+
+// One warp per (token, head) row of dq, dk (with the l2norm backward) and dv; tokens outside every
+// sequence get zero gradients (also dg and dbeta, which the sweep does not visit there).
+template <class T>
+__global__ void __launch_bounds__(kThreads) post(Params p) {
+  const BwdArgs& a = p.a;
+  const int64_t row = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
+  const int64_t qrows = a.t * a.h, vrows = a.t * a.hv;
+  if (row >= 2 * qrows + vrows) return;
+  const int lane = threadIdx.x % 32;
+  const int which = row < qrows ? 0 : row < 2 * qrows ? 1 : 2;  // dq, dk, dv
+  const int64_t r = which == 2 ? row - 2 * qrows : row - which * qrows;
+  const int64_t heads = which == 2 ? a.hv : a.h;
+  const int64_t t = r / heads, h = r % heads;
+  const int W = int(which == 2 ? a.v : a.k);
+  const int64_t G = a.ho / heads;
+  const bool inside = t >= cu_at(a.cu, a.cu_int64, 0) && t < cu_at(a.cu, a.cu_int64, a.n);
+  const float* src = which == 0 ? p.w.dqs : which == 1 ? p.w.dks : p.w.des;
+  T* out = static_cast<T*>(which == 0 ? a.dq : which == 1 ? a.dk : a.dv) + r * W;
+  constexpr int kMaxPerLane = 8;  // head dims up to 256
+  float acc[kMaxPerLane], x[kMaxPerLane];
+  float ss = 0.f, xdy = 0.f;
+#pragma unroll
+  for (int i = 0; i < kMaxPerLane; ++i) {
+    const int d = lane + 32 * i;
+    acc[i] = 0.f;
+    x[i] = 0.f;
+    if (d >= W || !inside) continue;
+    for (int64_t gi = 0; gi < G; ++gi) acc[i] += src[(t * a.ho + h * G + gi) * W + d];
+    if (which < 2 && a.l2norm) {
+      x[i] = to_f(static_cast<const T*>(which == 0 ? a.q : a.kk)[r * W + d]);
+      ss += x[i] * x[i];
+      xdy += x[i] * acc[i];
+    }
+  }
+  if (which < 2 && a.l2norm) {
+    for (int o = 16; o > 0; o >>= 1) {
+      ss += __shfl_xor_sync(0xffffffffu, ss, o);
+      xdy += __shfl_xor_sync(0xffffffffu, xdy, o);
+    }
+    // y = x r with r = (x.x + eps)^-1/2: dx = r (dy - x r^2 (x . dy)).
+    const float rr = rsqrtf(ss + 1e-6f);
+#pragma unroll
+    for (int i = 0; i < kMaxPerLane; ++i) acc[i] = rr * (acc[i] - x[i] * rr * rr * xdy);
+  }
+#pragma unroll
+  for (int i = 0; i < kMaxPerLane; ++i)
+    if (lane + 32 * i < W) out[lane + 32 * i] = from_f<T>(acc[i]);
+  if (which == 0 && !inside && lane < G)
+    for (int64_t gi = lane; gi < G; gi += 32) {
+      store_any(a.g_type, a.dg, t * a.ho + h * G + gi, 0.f);
+      store_any(a.beta_type, a.dbeta, t * a.ho + h * G + gi, 0.f);
+    }
+}
+
+template <class T>
+const char* launch_typed(const BwdArgs& a, void* workspace, cudaStream_t st) {
+  Params p{a, carve(a, static_cast<char*>(workspace))};
+  const size_t smem = sweep_smem(int(a.k), int(a.v));
+  cudaFuncSetAttribute(sweep<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  const int64_t items = a.n * a.ho;
+  const unsigned grid = unsigned(std::max<int64_t>(1, std::min<int64_t>(a.grid, items)));
+  sweep<T><<<grid, kThreads, smem, st>>>(p);
+  const int64_t rows = 2 * a.t * a.h + a.t * a.hv;
+  if (rows > 0) post<T><<<unsigned((rows + kWarps - 1) / kWarps), kThreads, 0, st>>>(p);
+  cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
+}
+
+}  // namespace
+
+bool backward_supported_dims(int64_t k, int64_t v) {
+  return k >= 1 && v >= 1 && k <= 256 && v <= 256 && k * v <= kMaxState;
+}
+
+int64_t backward_workspace_bytes(const BwdArgs& a) { return int64_t(carve(a, nullptr).bytes); }
+
+const char* launch_backward(const BwdArgs& a, void* workspace, void* stream) {
+  if (a.n <= 0 || a.ho <= 0) return nullptr;
+  auto st = static_cast<cudaStream_t>(stream);
+  return a.io == DataType::HALF ? launch_typed<__half>(a, workspace, st) : launch_typed<__nv_bfloat16>(a, workspace, st);
+}
+
+}  // namespace opendnn::cuda::gdn
