@@ -1258,6 +1258,39 @@ TEST(CudnnEngine, SdpaPagedKvForwardUnified) {
   sdpa_opts_case(o, false);
 }
 
+// FP8 (E4M3) forward with causal mask on Hopper: O and the amaxes against the reference (P is quantised
+// to FP8 by cuDNN, not by the reference: loose tolerances on O and Amax_O).
+TEST(CudnnEngine, SdpaFp8ForwardCausal) {
+  SKIP_WITHOUT_CUDNN();
+  Graph g;
+  g.set_io_data_type(DataType::FP8_E4M3).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+  std::vector<int64_t> qd = {1, 2, 128, 64}, one = {1, 1, 1, 1};
+  auto Q = input(g, "Q", qd, DataType::FP8_E4M3), K = input(g, "K", qd, DataType::FP8_E4M3), V = input(g, "V", qd, DataType::FP8_E4M3);
+  const char* names[] = {"descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o"};
+  const double values[] = {0.5, 0.5, 1.0, 1.0 / 448.0, 448.0, 1.0};
+  std::vector<TensorPtr> in = {Q, K, V};
+  for (const char* nm : names) in.push_back(input(g, nm, one, DataType::FLOAT));
+  auto o = g.add_node(OpKind::SDPA_FP8, in,
+                      NodeAttrs().set("generate_stats", true).set("attn_scale_value", 0.125).set("right_bound", int64_t(0)));
+  as_output(o[0], qd, DataType::FP8_E4M3);
+  as_output(o[1], {1, 2, 128, 1}, DataType::FLOAT);
+  as_output(o[2], one, DataType::FLOAT);
+  as_output(o[3], one, DataType::FLOAT);
+  prepare(g);
+  SKIP_IF_DECLINED(g);
+  Data data;
+  for (size_t i = 0; i < 6; ++i) data[in[3 + i].get()] = {values[i]};
+  fill_random(g, data, 800, -1.5, 1.5);
+  RunResult r;
+  ASSERT_TRUE(run_graph(g, data, r));
+  std::map<const TensorAttr*, Host> ref;
+  ASSERT_TRUE(run_reference(g, data, ref));
+  expect_close(r.out[o[1].get()], ref[o[1].get()], 2e-2, 1e-2, "Stats");
+  expect_close(r.out[o[2].get()], ref[o[2].get()], 1e-2, 1e-2, "Amax_S");
+  expect_close(r.out[o[3].get()], ref[o[3].get()], 5e-2, 0.1, "Amax_O");
+  expect_close(r.out[o[0].get()], ref[o[0].get()], 8e-2, 0.2, "O (fp8)");
+}
+
 // What cuDNN 9.19 has no lowering for declines with a reason: dropout, and the unified backward.
 TEST(CudnnEngine, SdpaDropoutAndUnifiedBackwardDecline) {
   SKIP_WITHOUT_CUDNN();

@@ -265,6 +265,9 @@ bool lower_graph(const Graph& g, cudnnHandle_t handle, SdpaImpl impl, size_t ver
     } else if (n->kind() == OpKind::SDPA_BACKWARD) {
       lg->has_sdpa = true;
       good = lower_sdpa_backward_node(c, *n, impl, why);
+    } else if (n->kind() == OpKind::SDPA_FP8) {
+      lg->has_sdpa = true;
+      good = lower_sdpa_fp8_node(c, *n, impl, why);
     } else {
       good = lower_generic_node(c, *n, why);
     }

@@ -5,7 +5,8 @@
 // Options: padding (use_padding_mask + seq_len_q/kv [B,1,1,1] INT32) and ragged THD (ragged offsets on
 // the tensors, with the padding mask) in both implementations; causal/right and left (sliding window) bounds and bias
 // composite only (9.19's unified op has no band or bias attributes); paged K/V and block_mask unified
-// only (9.15+/9.14+). Dropout, ALiBi, sink tokens and cu_seq_len decline.
+// only (9.15+/9.14+). Dropout, ALiBi, sink tokens and cu_seq_len decline. sdpa_fp8 forward: composite,
+// causal/padding masks (lower_sdpa_fp8_node).
 //
 // The composite graphs follow the operation patterns cuDNN's fused flash-attention engines match (the
 // developer guide's "fused flash attention fprop/bprop" patterns, as cuDNN Frontend emits them for
@@ -48,7 +49,7 @@ bool padded(const Node& n) { return n.attr_bool("use_padding_mask") && has_in(n,
 bool paged(const Node& n) { return has_in(n, "page_table_k") || has_in(n, "page_table_v"); }
 
 // Rejects what neither implementation lowers, naming the option.
-bool common_checks(const Node& n, std::string& why) {
+bool common_checks(const Node& n, std::string& why, bool fp8 = false) {
   for (const char* p : {"cu_seq_len_q", "cu_seq_len_kv", "sink_token"})
     if (has_in(n, p)) {
       why = std::string("not supported: input ") + p + " needs a cuDNN newer than 9.19's unified SDPA op (9.21+/9.24+)";
@@ -77,7 +78,11 @@ bool common_checks(const Node& n, std::string& why) {
       return false;
     }
     DataType dt = t->get_data_type();
-    if (dt != DataType::HALF && dt != DataType::BFLOAT16) {
+    if (fp8 && dt != DataType::FP8_E4M3 && dt != DataType::FP8_E5M2) {
+      why = std::string(p) + " must be FP8_E4M3 or FP8_E5M2";
+      return false;
+    }
+    if (!fp8 && dt != DataType::HALF && dt != DataType::BFLOAT16) {
       why = std::string(p) + " must be HALF or BFLOAT16 (fp8 attention goes through sdpa_fp8)";
       return false;
     }
@@ -85,8 +90,10 @@ bool common_checks(const Node& n, std::string& why) {
   const auto& q = n.in("Q")->get_dim();
   const auto& k = n.in("K")->get_dim();
   const auto& v = n.in("V")->get_dim();
-  if (q[3] % 8 || v[3] % 8 || q[3] > 256 || v[3] > 256) {
-    why = "head dims must be multiples of 8 and at most 256 (Q d=" + std::to_string(q[3]) + ", V d=" + std::to_string(v[3]) + ")";
+  int64_t mult = fp8 ? 16 : 8;
+  if (q[3] % mult || v[3] % mult || q[3] > 256 || v[3] > 256) {
+    why = "head dims must be multiples of " + std::to_string(mult) + " and at most 256 (Q d=" + std::to_string(q[3]) +
+          ", V d=" + std::to_string(v[3]) + ")";
     return false;
   }
   if (k[1] == 0 || q[1] % k[1] || v[1] == 0 || q[1] % v[1]) {
@@ -367,6 +374,66 @@ bool lower_sdpa_backward_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::st
     c.matmul(ds, kv, acc);
     c.pointwise(CUDNN_POINTWISE_IDENTITY, acc, nullptr, c.tensor(n.out("dQ")));
   }
+  return c.b.ok();
+}
+
+// FP8 forward, composite (cuDNN's fused FP8 flash-attention fprop pattern, Hopper and newer):
+//   S = Q·Kᵀ * descale_q * descale_k * scale; masks; softmax as above with P in FLOAT;
+//   Amax_S = amax(P); P8 = P * scale_s (the V type); O' = P8·V * descale_s * descale_v;
+//   Amax_O = amax(O'); O = O' * scale_o.
+bool lower_sdpa_fp8_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string& why) {
+  if (impl == SdpaImpl::UNIFIED) { why = "not supported: this cuDNN has no unified FP8 SDPA op"; return false; }
+  if (c.version < 90100) { why = "not supported: FP8 attention needs cuDNN 9.1+"; return false; }
+  if (!common_checks(n, why, true)) return false;
+  if (!composite_ok(n, why)) return false;
+  if (c.rank != 4) { why = "every tensor of an SDPA graph must have rank <= 4"; return false; }
+  if (n.has("left_bound")) { why = "not supported: sliding window on FP8 attention is not lowered"; return false; }
+  if (n.in("Q")->get_ragged_offset()) { why = "not supported: ragged (THD) FP8 attention is not lowered"; return false; }
+  bool stats = n.attr_bool("generate_stats");
+  const TensorPtr& St = n.out("Stats");
+  if (stats && St->get_is_virtual()) { why = "generate_stats is set but Stats is virtual"; return false; }
+  c.out.flops += attn_flops(n);
+  const TensorPtr& Q = n.in("Q");
+  const auto& qd = Q->get_dim();
+  const auto& kd = n.in("K")->get_dim();
+  const auto& vd = n.in("V")->get_dim();
+  std::vector<int64_t> sdims = {qd[0], qd[1], qd[2], kd[2]};
+  std::vector<int64_t> rdims = {qd[0], qd[1], qd[2], 1};
+  std::vector<int64_t> odims = {qd[0], qd[1], qd[2], vd[3]};
+  auto mul = [&](DescPtr x, const DescPtr& f, const std::vector<int64_t>& dims, DataType dt = DataType::FLOAT) {
+    DescPtr y = c.virt(dims, dt);
+    c.pointwise(CUDNN_POINTWISE_MUL, x, f, y);
+    return y;
+  };
+  DescPtr s = c.virt(sdims);
+  c.matmul(c.tensor(Q), transposed(c, n.in("K")), s);
+  s = mul(s, c.tensor(n.in("descale_q")), sdims);
+  s = mul(s, c.tensor(n.in("descale_k")), sdims);
+  if (DescPtr scale = scale_tensor(c, n)) s = mul(s, scale, sdims);
+  if (needs_mask(n)) s = apply_mask(c, n, s, sdims);
+  DescPtr mx = c.virt(rdims);
+  c.reduction(CUDNN_REDUCE_TENSOR_MAX, s, mx);
+  DescPtr sub = c.virt(sdims);
+  c.pointwise(CUDNN_POINTWISE_SUB, s, mx, sub);
+  DescPtr e = c.virt(sdims);
+  c.pointwise(CUDNN_POINTWISE_EXP, sub, nullptr, e);
+  DescPtr z = c.virt(rdims);
+  c.reduction(CUDNN_REDUCE_TENSOR_ADD, e, z);
+  if (stats) {
+    DescPtr lz = c.virt(rdims);
+    c.pointwise(CUDNN_POINTWISE_LOG, z, nullptr, lz);
+    c.pointwise(CUDNN_POINTWISE_ADD, mx, lz, c.tensor(St));
+  }
+  DescPtr p = c.virt(sdims);
+  c.pointwise(CUDNN_POINTWISE_DIV, e, z, p);
+  c.reduction(CUDNN_REDUCE_TENSOR_AMAX, p, c.tensor(n.out("Amax_S")));
+  DescPtr p8 = mul(p, c.tensor(n.in("scale_s")), sdims, n.in("V")->get_data_type());
+  DescPtr o = c.virt(odims);
+  c.matmul(p8, c.tensor(n.in("V")), o);
+  o = mul(o, c.tensor(n.in("descale_s")), odims);
+  o = mul(o, c.tensor(n.in("descale_v")), odims);
+  c.reduction(CUDNN_REDUCE_TENSOR_AMAX, o, c.tensor(n.out("Amax_O")));
+  c.pointwise(CUDNN_POINTWISE_MUL, o, c.tensor(n.in("scale_o")), c.tensor(n.out("O")));
   return c.b.ok();
 }
 
