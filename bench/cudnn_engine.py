@@ -38,8 +38,15 @@ class OurPlan:
         g.deselect_engines(sorted(names - {"cudnn"}))
         g.check_support()
         g.build_plans(opendnn.build_plan_policy.ALL)
-        self.ws = torch.empty(max(1, g.get_workspace_size()), dtype=torch.uint8, device="cuda")
         self.candidates = [i for i in range(g.get_execution_plan_count()) if g.get_engine_name_at_index(i) == "cudnn"]
+        # One workspace for every plan autotune and tune() may run: the largest.
+        sizes = [g.get_workspace_size()]
+        for i in self.candidates:
+            try:
+                sizes.append(g.get_workspace_size_plan_at_index(i))
+            except Exception:
+                pass
+        self.ws = torch.empty(max(1, *sizes), dtype=torch.uint8, device="cuda")
 
     def __call__(self):
         self.g.execute(self.pack, self.ws)
