@@ -130,9 +130,9 @@ def run_fwd(c, row):
 
 
 def run_bwd(c, row):
-    """Backward columns (forward+backward timing against the same peers): the backward kernel's
-    owner adds them here."""
-    row["bwd_note"] = "backward benchmark not written yet"
+    """Backward columns (forward+backward against the same peers) on the same Case: the backward
+    kernel's owner adds them here (bench/sdpa_bwd.py benchmarks the backward pass on its own)."""
+    row["bwd_note"] = "not measured here yet: see bench/sdpa_bwd.py"
 
 
 def main():

@@ -5,13 +5,16 @@
 // P written to shared memory in the operand layout and O += P V by wgmma (SS).
 // Included only by the per-head-dim translation units sdpa_fwd_d*.cu (one instantiation each).
 //
-// This first version favours being right over being fast: tiles are loaded by all threads with
-// 16-byte loads (any per-batch offset, any tail), one tile in flight, no producer warp yet.
+// This version favours being right over being fast: K/V tiles are loaded by all threads with
+// 16-byte cp.async (zero-filled past the sequence) into a 2-stage ring, the next tile in flight
+// while the current one is computed; no producer warp or TMA yet. Unaligned sequences (a ragged
+// offset that is not a multiple of 8 elements) fall back to plain loads.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cute/tensor.hpp>
+#include <cute/arch/copy_sm80.hpp>
 #include <cute/atom/mma_traits_sm90_gmma.hpp>
 #include <cutlass/arch/barrier.h>
 #include <cutlass/numeric_types.h>
@@ -31,8 +34,9 @@ struct FwdConfig {
   using Dv = cute::Int<kDv>;
   // Operands of S = Q K^T (both K-major) and O = P V (P K-major, V with d contiguous: MN-major).
   using SmemQ = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<T>{}, cute::Shape<BM, D>{}));
-  using SmemK = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<T>{}, cute::Shape<BN, D>{}));
-  using SmemVt = decltype(cute::tile_to_shape(cute::GMMA::Layout_MN_SW128_Atom<T>{}, cute::Shape<Dv, BN>{}));
+  // K and V: two stages (last mode).
+  using SmemK = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<T>{}, cute::Shape<BN, D, cute::_2>{}));
+  using SmemVt = decltype(cute::tile_to_shape(cute::GMMA::Layout_MN_SW128_Atom<T>{}, cute::Shape<Dv, BN, cute::_2>{}));
   using SmemP = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<T>{}, cute::Shape<BM, BN>{}));
   using MmaS = decltype(cute::make_tiled_mma(
       cute::GMMA::ss_op_selector<T, T, float, cute::Shape<cute::_64, BN, D>>(),
@@ -50,6 +54,7 @@ struct FwdConfig {
   };
   // The dynamic shared memory base is only 16-byte aligned; the swizzled layouts need 1024.
   static constexpr int kSmemBytes = int(sizeof(Smem)) + 1024;
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory of one CTA exceeds the H200's 227 KiB");
 };
 
 // An accumulator fragment ((2,2,V),M,N) of a 64xN wgmma viewed as (rows, cols) of this thread:
@@ -77,26 +82,26 @@ __device__ __forceinline__ void wgmma_tile(Mma& mma, const TA& a, const TB& b, T
   warpgroup_fence_operand(c);
 }
 
-// Copies rows [row0, row0 + ROWS) x [0, COLS) of a token tensor into smem (via `put(r, c, chunk)`
-// taking 8 elements), zero-filling rows at or past `valid`.
-template <class T, int ROWS, int COLS, class Put>
+// Copies rows [row0, row0 + ROWS) x [0, COLS) of a token tensor into smem, 8 elements at a time to
+// `dst(r, c)` (8 contiguous elements in every GMMA swizzle), zero-filling rows at or past `valid`.
+// With `async`, 16-byte cp.async (the caller commits and waits); else plain loads, for sources
+// that are not 16-byte aligned.
+template <class T, int ROWS, int COLS, class Dst>
 __device__ __forceinline__ void load_rows(const T* rows_base, int64_t row_stride, int64_t row0, int64_t valid,
-                                          Put put) {
+                                          bool async, Dst dst) {
   constexpr int kChunks = COLS / 8;
   for (int idx = threadIdx.x; idx < ROWS * kChunks; idx += 256) {
     const int r = idx / kChunks, c = (idx % kChunks) * 8;
-    uint4 chunk = make_uint4(0, 0, 0, 0);
-    if (row0 + r < valid) {
-      const T* src = rows_base + (row0 + r) * row_stride + c;
-      if ((reinterpret_cast<uintptr_t>(src) & 15) == 0) {
-        chunk = *reinterpret_cast<const uint4*>(src);
-      } else {
-        T tmp[8];
-        for (int e = 0; e < 8; ++e) tmp[e] = src[e];
-        memcpy(&chunk, tmp, 16);
-      }
+    const bool in = row0 + r < valid;
+    const T* src = rows_base + (in ? (row0 + r) * row_stride + c : 0);
+    uint4* to = reinterpret_cast<uint4*>(dst(r, c));
+    if (async) {
+      cute::SM80_CP_ASYNC_CACHEGLOBAL_ZFILL<uint4>::copy(*reinterpret_cast<const uint4*>(src), *to, in);
+    } else {
+      T tmp[8];
+      for (int e = 0; e < 8; ++e) tmp[e] = in ? src[e] : T(0.0f);
+      memcpy(to, tmp, 16);
     }
-    put(r, c, chunk);
   }
 }
 
@@ -141,9 +146,16 @@ __global__ void __launch_bounds__(256, 1) sdpa_fwd_kernel(const __grid_constant_
   const T* k = static_cast<const T*>(p.k.ptr) + p.base(p.k, bi, false) + hk * p.k.stride[1];
   const T* v = static_cast<const T*>(p.v.ptr) + p.base(p.v, bi, false) + hv * p.v.stride[1];
 
-  load_rows<T, kBM, kD>(q, p.q.stride[2], m0, sq, [&](int r, int c, uint4 x) {
-    *reinterpret_cast<uint4*>(&sQ(r, c)) = x;
-  });
+  // 16-byte alignment of every row start (strides are multiples of 8 elements, checked at build).
+  const bool q_async = (reinterpret_cast<uintptr_t>(q) & 15) == 0;
+  const bool kv_async = ((reinterpret_cast<uintptr_t>(k) | reinterpret_cast<uintptr_t>(v)) & 15) == 0;
+  load_rows<T, kBM, kD>(q, p.q.stride[2], m0, sq, q_async, [&](int r, int c) { return &sQ(r, c); });
+  auto load_kv = [&](int64_t t, int stage) {
+    load_rows<T, kBN, kD>(k, p.k.stride[2], t * kBN, skv, kv_async, [&](int r, int c) { return &sK(r, c, stage); });
+    load_rows<T, kBN, kDv>(v, p.v.stride[2], t * kBN, skv, kv_async, [&](int r, int c) { return &sVt(c, r, stage); });
+  };
+  if (tile_lo < tile_hi) load_kv(tile_lo, 0);
+  cute::cp_async_fence();
 
   typename Cfg::MmaS mma_s;
   typename Cfg::MmaO mma_o;
@@ -178,17 +190,16 @@ __global__ void __launch_bounds__(256, 1) sdpa_fwd_kernel(const __grid_constant_
 
   for (int64_t t = tile_lo; t < tile_hi; ++t) {
     const int64_t n0 = t * kBN;
-    __syncthreads();  // the previous tile's wgmmas of both warpgroups are done reading K/V/P
-    load_rows<T, kBN, kD>(k, p.k.stride[2], n0, skv, [&](int r, int c, uint4 x) {
-      *reinterpret_cast<uint4*>(&sK(r, c)) = x;
-    });
-    load_rows<T, kBN, kDv>(v, p.v.stride[2], n0, skv, [&](int r, int c, uint4 x) {
-      *reinterpret_cast<uint4*>(&sVt(c, r)) = x;
-    });
+    const int stage = int((t - tile_lo) & 1);
+    // The next tile goes into the other stage, whose readers finished at the end of the last
+    // iteration; then this tile's copies (all groups but the newest) must have landed.
+    if (t + 1 < tile_hi) load_kv(t + 1, stage ^ 1);
+    cute::cp_async_fence();
+    cute::cp_async_wait<1>();
     cutlass::arch::fence_view_async_shared();  // generic-proxy smem writes -> wgmma reads
     __syncthreads();
 
-    wgmma_tile(mma_s, tSrQ, tSrK, accS, false);
+    wgmma_tile(mma_s, tSrQ, tSrK(_, _, _, stage), accS, false);
 
     // Mask and online softmax, row by row of this thread (a row's columns live in one quad).
     CUTE_UNROLL
@@ -230,8 +241,10 @@ __global__ void __launch_bounds__(256, 1) sdpa_fwd_kernel(const __grid_constant_
     cutlass::arch::fence_view_async_shared();
     cutlass::arch::NamedBarrier::sync(128, 1 + wg);  // P rows of this warpgroup are complete
 
-    wgmma_tile(mma_o, tOrP, tOrV, accO, true);
+    wgmma_tile(mma_o, tOrP, tOrV(_, _, _, stage), accO, true);
+    __syncthreads();  // both warpgroups are done reading this stage before it is refilled
   }
+  cute::cp_async_wait<0>();  // the Q copy of a block without visible keys
 
   // Epilogue: O / l and the natural-log LSE; rows past the sequence get zeros in unpacked layouts.
   T* o = static_cast<T*>(p.o.ptr) + p.base(p.o, bi, true) + h * p.o.stride[1];
