@@ -355,7 +355,12 @@ void size_launch(Launch& l, size_t stage_bytes, int64_t rows, int sm_count) {
   const size_t budget = kSmemPerSm / size_t(ctas) - kReserve;
   l.stages = int(std::clamp<size_t>(budget / stage_bytes, 1, kMaxStages));
   l.smem = stage_bytes * size_t(l.stages);
-  if (l.smem > 48 * 1024) cudaFuncSetAttribute(l.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(l.smem));
+  // The kernel's limit, not this plan's size: plans of other widths share the kernel and may
+  // need more, and a later plan must not lower the limit under an earlier one's launches.
+  int dev = 0, optin = 0;
+  if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) == cudaSuccess &&
+      optin > int(fa.sharedSizeBytes))
+    cudaFuncSetAttribute(l.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - int(fa.sharedSizeBytes));
   int per_sm = 0;
   if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, l.kernel, l.threads, l.smem) != cudaSuccess || per_sm < 1)
     per_sm = 1;
