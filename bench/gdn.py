@@ -4,7 +4,7 @@ flash-linear-attention's chunk_gated_delta_rule (skipped cleanly when fla is not
 process on the same inputs (in-kernel q/k l2norm, log-space gates, fp32 initial and final states).
 Writes bench/results/gdn.json (+ PNG).
 
-    python bench/gdn.py [--quick]
+    python bench/gdn.py [--quick] [--bwd]
 
 TFLOP/s use the customary minimal count 4*K*V FLOP per token and value head. Every case is also
 checked against a float64 token recurrence over the first 256 tokens of its first sequence, and
@@ -112,6 +112,46 @@ class Case:
         pack.update({O: o, FS: fsv})
         return (lambda: gr.execute(pack, ws)), o, fs
 
+    def ours_bwd(self):
+        """(callable, [dq, dk, dv, dg, dbeta, dh0]) on the cuda engine, or (None, reason)."""
+        gr = cudnn.pygraph(io_data_type=cudnn.data_type.BFLOAT16, intermediate_data_type=cudnn.data_type.FLOAT,
+                           compute_data_type=cudnn.data_type.FLOAT)
+        self.do = torch.randn_like(self.v.new_empty(self.T, self.HV, V))
+        ins = {"q": self.q, "k": self.k, "v": self.v, "g": self.g, "beta": self.beta, "cu_seqlens": self.cu,
+               "dO": self.do, "initial_state": self.h0.transpose(-1, -2)}
+        ts = {name: gr.tensor(dim=list(x.shape), stride=list(x.stride()), data_type=x.dtype, name=name)
+              for name, x in ins.items()}
+        grads = [torch.full_like(x, float("nan")) for x in (self.q, self.k, self.v, self.g, self.beta, self.h0)]
+        views = grads[:5] + [grads[5].transpose(-1, -2)]
+        try:
+            outs = gr.gdn_bwd(scale=self.scale, use_qk_l2norm=True, name="gdn_bwd", **ts)
+            for t, x in zip(outs, views):
+                t.set_output(True).set_dim(list(x.shape)).set_stride(list(x.stride())).set_data_type(x.dtype)
+            gr.validate()
+            gr.build_operation_graph()
+            gr.create_execution_plans([cudnn.heur_mode.A])
+            gr.deselect_engines(["cudnn", "reference"])
+            gr.check_support()
+            gr.build_plans()
+        except Exception as e:
+            return None, f"{type(e).__name__}: {str(e)[:300]}"
+        ws = torch.empty(max(1, gr.get_workspace_size()), dtype=torch.uint8, device="cuda")
+        pack = {ts[n]: x for n, x in ins.items()}
+        pack.update({t: x for t, x in zip(outs, views)})
+        return (lambda: gr.execute(pack, ws)), grads
+
+    def fla_bwd(self):
+        """fla's backward as a callable, and its gradients (same order as ours_bwd)."""
+        leaves = [x.detach().clone().requires_grad_(True) for x in (self.q, self.k, self.v, self.g, self.beta, self.h0)]
+        q, k, v, g, b, h0 = leaves
+        o, _ = fla_gdn(q[None], k[None], v[None], g[None], b[None], scale=self.scale, initial_state=h0,
+                       output_final_state=False, use_qk_l2norm_in_kernel=True, cu_seqlens=self.cu.long())
+        do = self.do[None]
+
+        def run():
+            return torch.autograd.grad(o, leaves, do, retain_graph=True)
+        return run, run()
+
     def fla(self):
         cu = self.cu.long()
         q, k, v = self.q[None], self.k[None], self.v[None]
@@ -128,9 +168,32 @@ def rel(a, ref):
     return ((a - ref).norm() / ref.norm().clamp_min(1e-30)).item()
 
 
+def backward(c, row):
+    """Times the backward (few repetitions: the exact backward is slow) and checks it against fla."""
+    fn, grads = c.ours_bwd()
+    if fn is None:
+        row["bwd_opendnn_declined"] = grads
+        return
+    fn()
+    torch.cuda.synchronize()
+    row["bwd_finite"] = all(bool(torch.isfinite(x).all().item()) for x in grads)
+    row["bwd_opendnn_ms"] = time_cuda(fn, warmup=1, reps=3)
+    if fla_gdn is None:
+        return
+    try:
+        run, ref = c.fla_bwd()
+        row["bwd_fla_ms"] = time_cuda(run, warmup=2, reps=10)
+        row["bwd_speedup_vs_fla"] = row["bwd_fla_ms"] / row["bwd_opendnn_ms"]
+        for name, a, b in zip(("dq", "dk", "dv", "dg", "dbeta", "dh0"), grads, ref):
+            row[f"bwd_rel_err_vs_fla_{name}"] = rel(a, b)
+    except Exception as e:
+        row["bwd_fla_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="two cases")
+    ap.add_argument("--bwd", action="store_true", help="also the backward (slow: token-exact for now)")
     args = ap.parse_args()
     if fla_gdn is None:
         print(f"flash-linear-attention not available, peer skipped: {FLA_ERROR}")
@@ -165,6 +228,8 @@ def main():
                     row["speedup_vs_fla"] = row["fla_ms"] / row["opendnn_ms"]
             except Exception as e:  # a failing peer never loses our numbers
                 row["fla_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+        if args.bwd:
+            backward(c, row)
         rows.append(row)
         print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
         write_results("gdn", rows)
