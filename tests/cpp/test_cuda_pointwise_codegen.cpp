@@ -155,3 +155,37 @@ TEST(CudaPointwiseCodegen, GeneratedSourceCompilesWithNvrtcWhenPresent) {
   EXPECT_GT(cubin.size(), 100u);
   EXPECT_EQ(pw::nvrtc_compile_count(), before + 1);
 }
+
+// Every mode of pointwise_modes.def generates source that NVRTC accepts (float compute; GEN_INDEX's
+// INT32 output takes the double path; BINARY_SELECT reads a bool mask).
+TEST(CudaPointwiseCodegen, EveryModeCompilesWithNvrtcWhenPresent) {
+  if (!pw::nvrtc().ok) GTEST_SKIP() << pw::nvrtc().decline_reason();
+  struct ModeCase {
+    const char* name;
+    int arity;
+  };
+  const ModeCase modes[] = {
+#define OPENDNN_PW(e, m, arity) {#e, arity},
+#include "opendnn/pointwise_modes.def"
+#undef OPENDNN_PW
+  };
+  for (const ModeCase& mc : modes) {
+    SCOPED_TRACE(mc.name);
+    Graph g;
+    g.set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+    auto a = input(g, "a", {6, 16}, DataType::HALF);
+    NodeAttrs attrs;
+    attrs.set("mode", std::string(mc.name));
+    if (mc.arity >= 2) attrs.input("IN_1", input(g, "b", {1, 16}, DataType::FLOAT));
+    if (mc.arity >= 3) attrs.input("IN_2", input(g, "mask", {6, 1}, DataType::BOOLEAN));
+    if (std::string(mc.name) == "GEN_INDEX") attrs.set("axis", int64_t(0));
+    auto y = g.pointwise(a, attrs);
+    y->set_output(true).set_data_type(std::string(mc.name) == "GEN_INDEX" ? DataType::INT32 : DataType::BFLOAT16);
+    Status st = g.validate();
+    ASSERT_TRUE(st.is_good()) << st.to_string();
+    pw::Chain c;
+    ASSERT_EQ(pw::generate(g, c), "");
+    std::string cubin;
+    EXPECT_EQ(pw::nvrtc_compile(c.source, "sm_90a", cubin), "") << c.source;
+  }
+}

@@ -59,6 +59,13 @@ std::string get_kernel(const std::string& source, const std::string& arch, cudaK
     cudaGetLastError();
     return std::string("cudaLibraryGetKernel failed: ") + cudaGetErrorString(e);
   }
+  // Loads the module into the current device's context now (lazy loading would otherwise do it at
+  // the first launch, inside execute) and proves the cubin runs on this device.
+  cudaFuncAttributes attr{};
+  if ((e = cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(out))) != cudaSuccess) {
+    cudaGetLastError();
+    return std::string("the compiled kernel does not load on this device: ") + cudaGetErrorString(e);
+  }
   // A failed write only costs a recompile next time.
   if (!from_disk) pw::cache_write(dir, key, cubin);
   loaded()[key] = out;
