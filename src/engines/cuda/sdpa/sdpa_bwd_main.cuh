@@ -82,10 +82,16 @@ __device__ __forceinline__ void stage_rows(T* dst, const T* src, int64_t rs, int
     }
   }
 }
-__device__ __forceinline__ void staged_wait() {
-  asm volatile("cp.async.commit_group;\n" ::);
-  asm volatile("cp.async.wait_group 0;\n" ::);
+__device__ __forceinline__ void staged_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// Waits until at most N committed groups of this thread are in flight, then for the whole CTA.
+template <int N>
+__device__ __forceinline__ void staged_wait_for() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
   __syncthreads();
+}
+__device__ __forceinline__ void staged_wait() {
+  staged_commit();
+  staged_wait_for<0>();
 }
 
 // The attention mask of the reference engine, for one batch's lengths.
@@ -254,7 +260,7 @@ template <int DQK, int DV>
 struct DkDvShape {
   static constexpr int BN = 64, BM = 32, PK = DQK + kPad, PV = DV + kPad;
   static constexpr size_t smem_bytes(size_t elem) {
-    return (size_t(BN) * PK + size_t(BN) * PV + size_t(BM) * PK + size_t(BM) * PV) * elem + 2 * BM * sizeof(float);
+    return (size_t(BN) * PK + size_t(BN) * PV + 2 * (size_t(BM) * PK + size_t(BM) * PV)) * elem + 4 * BM * sizeof(float);
   }
 };
 
@@ -268,10 +274,11 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(const BwdProblem a, cons
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* sK = reinterpret_cast<T*>(smem_raw);
   T* sV = sK + BN * PK;
-  T* sQ = sV + BN * PV;
-  T* sdO = sQ + BM * PK;
-  float* sL = reinterpret_cast<float*>(sdO + BM * PV);
-  float* sD = sL + BM;
+  // Two stages of (Q, dO, log2 LSE, D) tiles: the next query tile loads while this one computes.
+  T* const sQ0 = sV + BN * PV;
+  T* const sdO0 = sQ0 + 2 * BM * PK;
+  float* const sL0 = reinterpret_cast<float*>(sdO0 + 2 * BM * PV);
+  float* const sD0 = sL0 + 2 * BM;
 
   const Problem& p = a.p;
   const int64_t b = blockIdx.z, hk = blockIdx.y, n0 = int64_t(blockIdx.x) * BN;
@@ -297,34 +304,49 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(const BwdProblem a, cons
   const T* sKw = sK + warp * 16 * PK;
   const T* sVw = sV + warp * 16 * PV;
   const int64_t jrow = n0 + warp * 16 + g;  // this thread's key rows: jrow, jrow + 8
+  const int64_t ntiles = hi > first ? (hi - first + BM - 1) / BM : 0, total = group * ntiles;
+  // Issues the cp.async loads of work item idx into stage buf (one commit group).
+  auto stage_q = [&](int64_t idx, int buf) {
+    const int64_t h = hk * group + idx / ntiles, m0 = first + (idx % ntiles) * BM;
+    const T* qbase = static_cast<const T*>(p.q.ptr) + p.base(p.q, b, true) + h * p.q.stride[1];
+    const T* obase = static_cast<const T*>(a.dout.ptr) + p.base(a.dout, b, true) + h * a.dout.stride[1];
+    stage_rows<T, BM, DQK>(sQ0 + buf * BM * PK, qbase, p.q.stride[2], m0, m.sq);
+    stage_rows<T, BM, DV>(sdO0 + buf * BM * PV, obase, a.dout.stride[2], m0, m.sq);
+    if (threadIdx.x < BM) {
+      const int64_t i = m0 + threadIdx.x;
+      const float* lbase = p.lse + p.lse_base(b) + h * p.lse_stride[1];
+      sL0[buf * BM + threadIdx.x] = i < m.sq ? lbase[i * p.lse_stride[2]] * kLog2e : 0.f;
+      sD0[buf * BM + threadIdx.x] = i < m.sq ? delta[(b * p.hq + h) * p.sq + i] : 0.f;
+    }
+    staged_commit();
+  };
 
   for (int pass = 0; pass < kPasses; ++pass) {
     const int col0 = pass * DC;
     float dk[NC][4] = {}, dv[NC][4] = {};
-    for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
-      const T* qbase = static_cast<const T*>(p.q.ptr) + p.base(p.q, b, true) + h * p.q.stride[1];
-      const T* obase = static_cast<const T*>(a.dout.ptr) + p.base(a.dout, b, true) + h * a.dout.stride[1];
-      const float* lbase = p.lse + p.lse_base(b) + h * p.lse_stride[1];
-      const float* dbase = delta + (b * p.hq + h) * p.sq;
-      for (int64_t m0 = first; m0 < hi; m0 += BM) {
-        __syncthreads();  // every warp is done with the previous tile
-        stage_rows<T, BM, DQK>(sQ, qbase, p.q.stride[2], m0, m.sq);
-        stage_rows<T, BM, DV>(sdO, obase, a.dout.stride[2], m0, m.sq);
-        if (threadIdx.x < BM) {
-          const int64_t i = m0 + threadIdx.x;
-          sL[threadIdx.x] = i < m.sq ? lbase[i * p.lse_stride[2]] * kLog2e : 0.f;
-          sD[threadIdx.x] = i < m.sq ? dbase[i] : 0.f;
-        }
-        staged_wait();
-
-        float s[NB][4] = {}, dp[NB][4] = {};
-        probs_and_grads<T, DQK, DV, NB>(s, dp, sKw, sQ, sVw, sdO, m, sl2, g, t, [&](int nb, int e) {
-          const int c = nb * 8 + 2 * t + (e & 1);
-          return Spot{m0 + c, jrow + (e >= 2 ? 8 : 0), sL[c], sD[c]};
-        });
-        if (col0 < DV) mma_xb<T, NB, NC, PV>(dv, s, sdO, col0, DV, g, t);
-        if (col0 < DQK) mma_xb<T, NB, NC, PK>(dk, dp, sQ, col0, DQK, g, t);
+    // Work items: (query head of the group, query tile), heads outer, both in increasing order.
+    if (total > 0) stage_q(0, 0);
+    for (int64_t idx = 0; idx < total; ++idx) {
+      const int buf = int(idx & 1);
+      if (idx + 1 < total) {
+        stage_q(idx + 1, buf ^ 1);
+        staged_wait_for<1>();
+      } else {
+        staged_wait_for<0>();
       }
+      const int64_t m0 = first + (idx % ntiles) * BM;
+      const T* sQ = sQ0 + buf * BM * PK;
+      const T* sdO = sdO0 + buf * BM * PV;
+      const float* sL = sL0 + buf * BM;
+      const float* sD = sD0 + buf * BM;
+      float s[NB][4] = {}, dp[NB][4] = {};
+      probs_and_grads<T, DQK, DV, NB>(s, dp, sKw, sQ, sVw, sdO, m, sl2, g, t, [&](int nb, int e) {
+        const int c = nb * 8 + 2 * t + (e & 1);
+        return Spot{m0 + c, jrow + (e >= 2 ? 8 : 0), sL[c], sD[c]};
+      });
+      if (col0 < DV) mma_xb<T, NB, NC, PV>(dv, s, sdO, col0, DV, g, t);
+      if (col0 < DQK) mma_xb<T, NB, NC, PK>(dk, dp, sQ, col0, DQK, g, t);
+      __syncthreads();  // every warp is done with this stage before it is loaded again
     }
     // Padded layouts get zeros on key rows past the sequence; packed ones leave them alone.
     const bool packed = p.cu_kv.ptr != nullptr;
@@ -341,7 +363,7 @@ template <int DQK, int DV>
 struct DqShape {
   static constexpr int BM = 64, BN = 32, PK = DQK + kPad, PV = DV + kPad;
   static constexpr size_t smem_bytes(size_t elem) {
-    return (size_t(BM) * PK + size_t(BM) * PV + size_t(BN) * PK + size_t(BN) * PV) * elem;
+    return (size_t(BM) * PK + size_t(BM) * PV + 2 * (size_t(BN) * PK + size_t(BN) * PV)) * elem;
   }
 };
 
@@ -354,8 +376,9 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(const BwdProblem a, const 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* sQ = reinterpret_cast<T*>(smem_raw);
   T* sdO = sQ + BM * PK;
-  T* sK = sdO + BM * PV;
-  T* sV = sK + BN * PK;
+  // Two stages of (K, V) tiles: the next key tile loads while this one computes.
+  T* const sK0 = sdO + BM * PV;
+  T* const sV0 = sK0 + 2 * BN * PK;
 
   const Problem& p = a.p;
   const int64_t b = blockIdx.z, h = blockIdx.y, m0 = int64_t(blockIdx.x) * BM;
@@ -391,22 +414,37 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(const BwdProblem a, const 
   }
   const T* sQw = sQ + warp * 16 * PK;
   const T* sdOw = sdO + warp * 16 * PV;
+  const int64_t total = hi > first ? (hi - first + BN - 1) / BN : 0;
+  // Issues the cp.async loads of key tile idx into stage buf (one commit group).
+  auto stage_kv = [&](int64_t idx, int buf) {
+    const int64_t n0 = first + idx * BN;
+    stage_rows<T, BN, DQK>(sK0 + buf * BN * PK, kbase, p.k.stride[2], n0, m.skv);
+    stage_rows<T, BN, DV>(sV0 + buf * BN * PV, vbase, p.v.stride[2], n0, m.skv);
+    staged_commit();
+  };
 
   for (int pass = 0; pass < kPasses; ++pass) {
     const int col0 = pass * DC;
     float dq[NC][4] = {};
-    for (int64_t n0 = first; n0 < hi; n0 += BN) {
-      __syncthreads();  // every warp is done with the previous key tile
-      stage_rows<T, BN, DQK>(sK, kbase, p.k.stride[2], n0, m.skv);
-      stage_rows<T, BN, DV>(sV, vbase, p.v.stride[2], n0, m.skv);
-      staged_wait();
-
+    if (total > 0) stage_kv(0, 0);
+    for (int64_t idx = 0; idx < total; ++idx) {
+      const int buf = int(idx & 1);
+      if (idx + 1 < total) {
+        stage_kv(idx + 1, buf ^ 1);
+        staged_wait_for<1>();
+      } else {
+        staged_wait_for<0>();
+      }
+      const int64_t n0 = first + idx * BN;
+      const T* sK = sK0 + buf * BN * PK;
+      const T* sV = sV0 + buf * BN * PV;
       float s[NB][4] = {}, dp[NB][4] = {};
       probs_and_grads<T, DQK, DV, NB>(s, dp, sQw, sK, sdOw, sV, m, sl2, g, t, [&](int nb, int e) {
         const int r = e >> 1;
         return Spot{i0 + 8 * r, n0 + nb * 8 + 2 * t + (e & 1), lse[r], dd[r]};
       });
       mma_xb<T, NB, NC, PK>(dq, dp, sK, col0, DQK, g, t);
+      __syncthreads();  // every warp is done with this stage before it is loaded again
     }
     const bool packed = p.cu_q.ptr != nullptr || a.dq.ragged.ptr != nullptr;
     T* dqb = static_cast<T*>(a.dq.ptr) + p.base(a.dq, b, true) + h * a.dq.stride[1];
