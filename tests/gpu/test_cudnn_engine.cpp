@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <random>
+#include <unordered_map>
 
 #include "common/dtype_convert.h"
 #include "engines/cudnn/cudnn_engine.h"
@@ -390,6 +391,54 @@ TEST(CudnnEngine, MatmulCapturedInCudaGraph) {
       want[size_t(m * N + n)] = s;
     }
   expect_close(r.out[C.get()], want, 2e-2, 5e-3, "captured matmul");
+}
+
+// The router's autotune over every built cuDNN engine config, timed with the engine's CUDA-event timer:
+// the plans come back fastest first with measured times.
+TEST(CudnnEngine, AutotuneOrdersCudnnPlans) {
+  SKIP_WITHOUT_CUDNN();
+  Graph g;
+  g.set_io_data_type(DataType::HALF).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+  auto A = input(g, "A", {1, 512, 512}, DataType::HALF);
+  auto Bm = input(g, "B", {1, 512, 512}, DataType::HALF);
+  as_output(g.matmul(A, Bm), {1, 512, 512}, DataType::HALF);
+  prepare(g);
+  RunResult r;
+  ASSERT_TRUE(plan_on_cudnn(g, 0, r));
+  ASSERT_TRUE(g.build_plans(BuildPlanPolicy::ALL).is_good());
+  int64_t ws_bytes = 1;
+  for (int64_t i = 0; i < g.get_execution_plan_count(); ++i) {
+    int64_t b = 0;
+    if (g.get_workspace_size_plan_at_index(i, b).is_good()) ws_bytes = std::max(ws_bytes, b);
+  }
+  std::unordered_map<int64_t, void*> pack;
+  for (int64_t uid : g.variant_uids()) {
+    void* p = nullptr;
+    cudaMalloc(&p, size_t(g.find_tensor(uid)->storage_bytes()));
+    cudaMemset(p, 0, size_t(g.find_tensor(uid)->storage_bytes()));
+    pack[uid] = p;
+  }
+  void* ws = nullptr;
+  cudaMalloc(&ws, size_t(ws_bytes));
+  Status s = g.autotune(pack, ws, nullptr);
+  EXPECT_TRUE(s.is_good()) << s.to_string();
+  double prev = 0;
+  int timed = 0;
+  for (int64_t i = 0; i < g.get_execution_plan_count(); ++i) {
+    PlanInfo info;
+    ASSERT_TRUE(g.get_plan_info_at_index(i, info).is_good());
+    if (info.measured_us < 0) continue;
+    std::printf("  %s: %.1f us\n", info.plan.c_str(), info.measured_us);
+    EXPECT_GE(info.measured_us, prev);
+    EXPECT_LT(info.measured_us, 1e6);  // event time of a 512^3 matmul, not a host-time artefact
+    prev = info.measured_us;
+    ++timed;
+  }
+  EXPECT_GT(timed, 0);
+  EXPECT_TRUE(g.execute(pack, ws).is_good());
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  for (auto& [uid, p] : pack) cudaFree(p);
+  cudaFree(ws);
 }
 
 TEST(CudnnEngine, ConvFpropNhwcHalf) {

@@ -307,8 +307,40 @@ bool sixteen_bit_io(const Graph& g) {
   return false;
 }
 
+// Autotune's timer: CUDA events on the plan's stream (host time would measure only the launches).
+class EventTimer final : public Timer {
+ public:
+  EventTimer() {
+    const auto& a = api();
+    ok_ = a.cudaEventCreate(&start_) == cudaSuccess && a.cudaEventCreate(&stop_) == cudaSuccess;
+  }
+  ~EventTimer() override {
+    if (start_) api().cudaEventDestroy(start_);
+    if (stop_) api().cudaEventDestroy(stop_);
+  }
+  void start(void* stream) override {
+    if (ok_) api().cudaEventRecord(start_, static_cast<cudaStream_t>(stream));
+  }
+  double stop_us(void* stream) override {
+    const auto& a = api();
+    float ms = -1.0f;
+    if (!ok_ || a.cudaEventRecord(stop_, static_cast<cudaStream_t>(stream)) != cudaSuccess ||
+        a.cudaEventSynchronize(stop_) != cudaSuccess || a.cudaEventElapsedTime(&ms, start_, stop_) != cudaSuccess)
+      return 1e30;  // an unmeasurable plan sorts last
+    return double(ms) * 1000.0;
+  }
+
+ private:
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+  bool ok_ = false;
+};
+
 class CudnnEngine final : public Engine {
  public:
+  std::unique_ptr<Timer> make_timer(const Target&) const override {
+    if (!api().ok() || !api().has_events()) return nullptr;
+    return std::make_unique<EventTimer>();
+  }
   std::string_view name() const override { return "cudnn"; }
   int64_t engine_id() const override { return kCudnnEngineId; }
   bool serves(const Target& t) const override { return t.kind == DeviceKind::CUDA && api().ok(); }

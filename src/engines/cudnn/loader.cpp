@@ -130,6 +130,10 @@ void load_cudart(CudnnApi& a) {
     return;
   }
   a.cudart_lib = lib;
+  if (!(sym(lib, "cudaEventCreate", a.cudaEventCreate) && sym(lib, "cudaEventRecord", a.cudaEventRecord) &&
+        sym(lib, "cudaEventSynchronize", a.cudaEventSynchronize) &&
+        sym(lib, "cudaEventElapsedTime", a.cudaEventElapsedTime) && sym(lib, "cudaEventDestroy", a.cudaEventDestroy)))
+    a.cudaEventCreate = nullptr;
 }
 
 CudnnApi load() {

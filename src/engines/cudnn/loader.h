@@ -50,6 +50,15 @@ struct CudnnApi {
   cudaError_t (*cudaMemsetAsync)(void*, int, size_t, cudaStream_t) = nullptr;
   cudaError_t (*cudaStreamIsCapturing)(cudaStream_t, cudaStreamCaptureStatus*) = nullptr;
   const char* (*cudaGetErrorString)(cudaError_t) = nullptr;
+  // Events, for autotune's timer (optional: without them autotune falls back to host time).
+  cudaError_t (*cudaEventCreate)(cudaEvent_t*) = nullptr;
+  cudaError_t (*cudaEventRecord)(cudaEvent_t, cudaStream_t) = nullptr;
+  cudaError_t (*cudaEventSynchronize)(cudaEvent_t) = nullptr;
+  cudaError_t (*cudaEventElapsedTime)(float*, cudaEvent_t, cudaEvent_t) = nullptr;
+  cudaError_t (*cudaEventDestroy)(cudaEvent_t) = nullptr;
+  bool has_events() const {
+    return cudaEventCreate && cudaEventRecord && cudaEventSynchronize && cudaEventElapsedTime && cudaEventDestroy;
+  }
 
   void* cudnn_lib = nullptr;
   void* cudart_lib = nullptr;
