@@ -160,27 +160,21 @@ TEST(CudaPointwiseCodegen, GeneratedSourceCompilesWithNvrtcWhenPresent) {
 // INT32 output takes the double path; BINARY_SELECT reads a bool mask).
 TEST(CudaPointwiseCodegen, EveryModeCompilesWithNvrtcWhenPresent) {
   if (!pw::nvrtc().ok) GTEST_SKIP() << pw::nvrtc().decline_reason();
-  struct ModeCase {
-    const char* name;
-    int arity;
-  };
-  const ModeCase modes[] = {
-#define OPENDNN_PW(e, m, arity) {#e, arity},
-#include "opendnn/pointwise_modes.def"
-#undef OPENDNN_PW
-  };
-  for (const ModeCase& mc : modes) {
-    SCOPED_TRACE(mc.name);
+  for (int m = 0; m <= int(PointwiseMode::BINARY_SELECT); ++m) {
+    const auto mode = PointwiseMode(m);
+    const std::string name(to_string(mode));
+    const int arity = pointwise_arity(mode);
+    SCOPED_TRACE(name);
     Graph g;
     g.set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
     auto a = input(g, "a", {6, 16}, DataType::HALF);
     NodeAttrs attrs;
-    attrs.set("mode", std::string(mc.name));
-    if (mc.arity >= 2) attrs.input("IN_1", input(g, "b", {1, 16}, DataType::FLOAT));
-    if (mc.arity >= 3) attrs.input("IN_2", input(g, "mask", {6, 1}, DataType::BOOLEAN));
-    if (std::string(mc.name) == "GEN_INDEX") attrs.set("axis", int64_t(0));
+    attrs.set("mode", name);
+    if (arity >= 2) attrs.input("IN_1", input(g, "b", {1, 16}, DataType::FLOAT));
+    if (arity >= 3) attrs.input("IN_2", input(g, "mask", {6, 1}, DataType::BOOLEAN));
+    if (mode == PointwiseMode::GEN_INDEX) attrs.set("axis", int64_t(0));
     auto y = g.pointwise(a, attrs);
-    y->set_output(true).set_data_type(std::string(mc.name) == "GEN_INDEX" ? DataType::INT32 : DataType::BFLOAT16);
+    y->set_output(true).set_data_type(mode == PointwiseMode::GEN_INDEX ? DataType::INT32 : DataType::BFLOAT16);
     Status st = g.validate();
     ASSERT_TRUE(st.is_good()) << st.to_string();
     pw::Chain c;
