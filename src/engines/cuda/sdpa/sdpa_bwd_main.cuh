@@ -292,8 +292,8 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(const BwdProblem a, cons
   int64_t hi = m.has_left ? n0 + BN - 1 - m.off + m.left : m.sq;
   lo = lo < 0 ? 0 : lo;
   hi = hi > m.sq ? m.sq : hi;
-  if (n0 >= m.skv) hi = lo;
   const int64_t first = (lo / BM) * BM;
+  if (n0 >= m.skv) hi = first;  // a tile past the keys: no work, zeros stored
 
   const T* kbase = static_cast<const T*>(p.k.ptr) + p.base(p.k, b, false) + hk * p.k.stride[1];
   const T* vbase = static_cast<const T*>(p.v.ptr) + p.base(p.v, b, false) + hk * p.v.stride[1];
@@ -392,8 +392,8 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(const BwdProblem a, const 
   int64_t hi = m.has_right ? m0 + BM + m.off + m.right : m.skv;
   lo = lo < 0 ? 0 : lo;
   hi = hi > m.skv ? m.skv : hi;
-  if (m0 >= m.sq) hi = lo;
   const int64_t first = (lo / BN) * BN;
+  if (m0 >= m.sq) hi = first;  // a tile past the queries: no work, zeros stored
 
   const T* qbase = static_cast<const T*>(p.q.ptr) + p.base(p.q, b, true) + h * p.q.stride[1];
   const T* obase = static_cast<const T*>(a.dout.ptr) + p.base(a.dout, b, true) + h * a.dout.stride[1];
