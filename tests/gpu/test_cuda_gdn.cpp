@@ -98,23 +98,34 @@ struct Case {
   double scale = 0;                 // 0: default 1/sqrt(K)
 };
 
+// The random inputs of a case, rounded to their device types, on host and device.
+struct Problem {
+  int64_t T, N, HO, K, V;
+  std::mt19937 rng;
+  Input q, k, v, g, beta, cu, h0;
+  std::vector<int64_t> st_stride;  // state (n, j, vv, kk); torch's layout is the transposed [N, HO, K, V]
+  Problem(const Case& c, uint32_t seed)
+      : T(c.cu.back()), N(int64_t(c.cu.size()) - 1), HO(std::max(c.h, c.hv)), K(c.k), V(c.v), rng(seed),
+        q(c.io, unit_rows(size_t(T * c.h), K, !c.l2, rng)),
+        k(c.io, unit_rows(size_t(T * c.h), K, !c.l2, rng)),
+        v(c.io, uniform(size_t(T * c.hv * V), rng, -1, 1)),
+        g(DataType::FLOAT, uniform(size_t(T * HO), rng, c.g_lo, c.g_hi)),
+        beta(c.io, uniform(size_t(T * HO), rng, 0.05, 1.0)),
+        cu(DataType::INT32, std::vector<double>(c.cu.begin(), c.cu.end())),
+        h0(c.state_type, uniform(size_t(N * HO * V * K), rng, -0.5, 0.5)),
+        st_stride(c.torch_state_layout ? std::vector<int64_t>{HO * V * K, V * K, 1, V}
+                                       : std::vector<int64_t>{HO * V * K, V * K, K, 1}) {}
+};
+
 void check(const Case& c) {
   SCOPED_TRACE(c.name);
-  const int64_t T = c.cu.back(), N = int64_t(c.cu.size()) - 1, HO = std::max(c.h, c.hv), K = c.k, V = c.v;
-  std::mt19937 rng(uint32_t(T * 7 + HO * 131 + K));
-  Input q(c.io, unit_rows(size_t(T * c.h), K, !c.l2, rng)), k(c.io, unit_rows(size_t(T * c.h), K, !c.l2, rng));
-  Input v(c.io, uniform(size_t(T * c.hv * V), rng, -1, 1));
-  Input g(DataType::FLOAT, uniform(size_t(T * HO), rng, c.g_lo, c.g_hi));
-  Input beta(c.io, uniform(size_t(T * HO), rng, 0.05, 1.0));
-  std::vector<double> cu_d(c.cu.begin(), c.cu.end());
-  Input cu(DataType::INT32, cu_d);
-  // State element (n, j, vv, kk) lives at n*HO*V*K + j*V*K + (torch layout ? kk*V + vv : vv*K + kk).
-  const std::vector<int64_t> st_stride =
-      c.torch_state_layout ? std::vector<int64_t>{HO * V * K, V * K, 1, V} : std::vector<int64_t>{HO * V * K, V * K, K, 1};
+  Problem pb(c, uint32_t(c.cu.back() * 7 + std::max(c.h, c.hv) * 131 + c.k));
+  const int64_t T = pb.T, N = pb.N, HO = pb.HO, K = pb.K, V = pb.V;
+  Input &q = pb.q, &k = pb.k, &v = pb.v, &g = pb.g, &beta = pb.beta, &cu = pb.cu, &h0 = pb.h0;
+  const std::vector<int64_t>& st_stride = pb.st_stride;
   auto soff = [&](int64_t n, int64_t j, int64_t vv, int64_t kk) {
     return size_t(n * st_stride[0] + j * st_stride[1] + vv * st_stride[2] + kk * st_stride[3]);
   };
-  Input h0(c.state_type, uniform(size_t(N * HO * V * K), rng, -0.5, 0.5));
   const double scale = c.scale > 0 ? c.scale : 1.0 / std::sqrt(double(K));
 
   // Host recurrence in double, state M = S^T (V x K).
@@ -213,18 +224,12 @@ void check(const Case& c) {
 // gradients in FLOAT). Gradients of q, k, v, g, beta and the initial state within 4e-2 (RMS).
 void check_bwd(const Case& c) {
   SCOPED_TRACE("bwd " + c.name);
-  const int64_t T = c.cu.back(), N = int64_t(c.cu.size()) - 1, HO = std::max(c.h, c.hv), K = c.k, V = c.v;
-  std::mt19937 rng(uint32_t(T * 11 + HO * 17 + K));
-  Input q(c.io, unit_rows(size_t(T * c.h), K, !c.l2, rng)), k(c.io, unit_rows(size_t(T * c.h), K, !c.l2, rng));
-  Input v(c.io, uniform(size_t(T * c.hv * V), rng, -1, 1));
-  Input g(DataType::FLOAT, uniform(size_t(T * HO), rng, c.g_lo, c.g_hi));
-  Input beta(c.io, uniform(size_t(T * HO), rng, 0.05, 1.0));
-  Input cu(DataType::INT32, std::vector<double>(c.cu.begin(), c.cu.end()));
-  Input d_o(c.io, uniform(size_t(T * HO * V), rng, -1, 1));
-  Input h0(c.state_type, uniform(size_t(N * HO * V * K), rng, -0.5, 0.5));
-  Input dfin(DataType::FLOAT, uniform(size_t(N * HO * V * K), rng, -0.2, 0.2));
-  const std::vector<int64_t> st_stride =
-      c.torch_state_layout ? std::vector<int64_t>{HO * V * K, V * K, 1, V} : std::vector<int64_t>{HO * V * K, V * K, K, 1};
+  Problem pb(c, uint32_t(c.cu.back() * 11 + std::max(c.h, c.hv) * 17 + c.k));
+  const int64_t T = pb.T, N = pb.N, HO = pb.HO, K = pb.K, V = pb.V;
+  Input &q = pb.q, &k = pb.k, &v = pb.v, &g = pb.g, &beta = pb.beta, &cu = pb.cu, &h0 = pb.h0;
+  const std::vector<int64_t>& st_stride = pb.st_stride;
+  Input d_o(c.io, uniform(size_t(T * HO * V), pb.rng, -1, 1));
+  Input dfin(DataType::FLOAT, uniform(size_t(N * HO * V * K), pb.rng, -0.2, 0.2));
 
   // One backward graph; `oracle` builds it for the reference engine with FLOAT gradients.
   struct Built {

@@ -29,6 +29,7 @@ std::string match_common(const Node& n, Args& a) {
   a.n = n.in("cu_seqlens")->get_dim()[0] - 1;
   if (k->get_dim()[1] != a.h) return "k must have q's head count";
   if (a.t > (int64_t(1) << 30)) return "more than 2^30 tokens";
+  if (a.ho > 65535) return "more than 65535 output heads";
   a.g_type = n.in("g")->get_data_type();
   a.beta_type = n.in("beta")->get_data_type();
   a.cu_int64 = n.in("cu_seqlens")->get_data_type() == DataType::INT64;
