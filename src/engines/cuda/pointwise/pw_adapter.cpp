@@ -96,7 +96,7 @@ class PointwisePlan : public Plan {
     bool aligned = chain_.vec > 1;
     for (size_t i = 0; i < slots_.size(); ++i) {
       void* p = slots_[i] >= 0 ? slots[slots_[i]] : nullptr;
-      if (!p) return {ErrorCode::INVALID_VARIANT_PACK, "cuda pointwise: tensor " + std::to_string(i) + " of the chain has no memory"};
+      if (!p) return {ErrorCode::INVALID_VARIANT_PACK, "cuda pointwise: tensor '" + chain_.names[i] + "' has no memory in the variant pack"};
       a.p[i] = p;
       if (chain_.vector_access[i] && reinterpret_cast<uintptr_t>(p) % 16) aligned = false;
     }

@@ -517,10 +517,12 @@ class Generator {
     for (const auto& op : ins_) {
       out.in_slots.push_back(g_.variant_slot_of(op.t->get_uid()));
       out.vector_access.push_back(op.access == 'v');
+      out.names.push_back(op.t->get_name());
     }
     for (const auto& op : outs_) {
       out.out_slots.push_back(g_.variant_slot_of(op.t->get_uid()));
       out.vector_access.push_back(op.access == 'v');
+      out.names.push_back(op.t->get_name());
     }
     out.source = o.str();
   }

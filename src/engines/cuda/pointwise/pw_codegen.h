@@ -32,6 +32,7 @@ struct Chain {
   std::vector<int64_t> dims;          // iteration space (the outputs' shape, dims collapsed)
   std::vector<int64_t> in_slots, out_slots;
   std::vector<char> vector_access;    // per tensor (inputs, then outputs): 1 = 16-byte aligned loads/stores
+  std::vector<std::string> names;     // per tensor, for error messages
   std::vector<ScalarArg> scalars;
   int64_t elements = 0;
   int vec = 1;                        // elements per thread-iteration on the vector path
