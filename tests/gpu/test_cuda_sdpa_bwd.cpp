@@ -33,6 +33,7 @@ struct Case {
   int64_t left = 0;  // sliding window when > 0
   std::vector<int32_t> len_q, len_kv;  // padding mask when set
   bool bshd = false;
+  bool thd = false;  // token-packed with ragged offsets (needs len_q/len_kv)
 };
 
 Case shape(int64_t B, int64_t Hq, int64_t Hk, int64_t Sq, int64_t Skv, int64_t Dqk, int64_t Dv,
@@ -43,15 +44,30 @@ Case shape(int64_t B, int64_t Hq, int64_t Hk, int64_t Sq, int64_t Skv, int64_t D
 }
 
 // A [B,H,S,D] tensor on host (doubles, exactly representable in the element type) and its strides.
+// With `lens` (THD) sequences are packed token-major one after another and `base` holds each
+// sequence's first element: the ragged offsets.
 struct T4 {
   int64_t B, H, S, D;
   std::vector<int64_t> st;
+  std::vector<int32_t> base;
   std::vector<double> v;  // indexed by offset (storage order)
-  T4(int64_t b, int64_t h, int64_t s, int64_t d, bool bshd)
+  T4(int64_t b, int64_t h, int64_t s, int64_t d, bool bshd, const std::vector<int32_t>* lens = nullptr)
       : B(b), H(h), S(s), D(d),
-        st(bshd ? std::vector<int64_t>{s * h * d, d, h * d, 1} : std::vector<int64_t>{h * s * d, s * d, d, 1}),
-        v(size_t(b * h * s * d), 0.0) {}
-  double& at(int64_t b, int64_t h, int64_t s, int64_t d) { return v[size_t(b * st[0] + h * st[1] + s * st[2] + d)]; }
+        st(bshd || lens ? std::vector<int64_t>{s * h * d, d, h * d, 1} : std::vector<int64_t>{h * s * d, s * d, d, 1}) {
+    int64_t elems = b * h * s * d;
+    if (lens) {
+      elems = 0;
+      for (int32_t n : *lens) {
+        base.push_back(int32_t(elems));
+        elems += n * h * d;
+      }
+      base.push_back(int32_t(elems));
+    }
+    v.assign(size_t(elems), 0.0);
+  }
+  double& at(int64_t b, int64_t h, int64_t s, int64_t d) {
+    return v[size_t((base.empty() ? b * st[0] : base[size_t(b)]) + h * st[1] + s * st[2] + d)];
+  }
   std::vector<uint16_t> bits(DataType dt) const {
     std::vector<uint16_t> r(v.size());
     for (size_t i = 0; i < v.size(); ++i) r[i] = dt == DataType::HALF ? double_to_half(v[i]) : double_to_bf16(v[i]);
@@ -89,8 +105,11 @@ struct Ref {
 // Forward (O rounded to the element type, Stats to fp32) and backward in double, as the reference
 // engine defines them; D_i is taken from the rounded O, as the kernels do.
 Ref reference(const Case& c, T4& q, T4& k, T4& v, T4& dO, double scale) {
-  Ref r{T4(c.B, c.Hq, c.Sq, c.Dv, c.bshd), T4(c.B, c.Hq, c.Sq, c.Dqk, c.bshd), T4(c.B, c.Hk, c.Skv, c.Dqk, c.bshd),
-        T4(c.B, c.Hk, c.Skv, c.Dv, c.bshd), std::vector<float>(size_t(c.B * c.Hq * c.Sq), 0.f)};
+  const std::vector<int32_t>* lq = c.thd ? &c.len_q : nullptr;
+  const std::vector<int32_t>* lkv = c.thd ? &c.len_kv : nullptr;
+  Ref r{T4(c.B, c.Hq, c.Sq, c.Dv, c.bshd, lq), T4(c.B, c.Hq, c.Sq, c.Dqk, c.bshd, lq),
+        T4(c.B, c.Hk, c.Skv, c.Dqk, c.bshd, lkv), T4(c.B, c.Hk, c.Skv, c.Dv, c.bshd, lkv),
+        std::vector<float>(size_t(c.B * c.Hq * c.Sq), 0.f)};
   const int64_t grp = c.Hq / c.Hk;
   std::vector<double> s(size_t(c.Skv)), p(size_t(c.Skv));
   std::vector<char> vis(size_t(c.Skv));
@@ -173,8 +192,10 @@ double violation(const std::vector<uint8_t>& got, const T4& want, DataType dt, d
 void run_case(const Case& c, bool check_reproducible = false) {
   if (!have_gpu()) GTEST_SKIP() << "needs an sm_90 GPU";
   const double scale = 1.0 / std::sqrt(double(c.Dqk));
-  T4 q(c.B, c.Hq, c.Sq, c.Dqk, c.bshd), k(c.B, c.Hk, c.Skv, c.Dqk, c.bshd), v(c.B, c.Hk, c.Skv, c.Dv, c.bshd),
-      dO(c.B, c.Hq, c.Sq, c.Dv, c.bshd);
+  const std::vector<int32_t>* lq = c.thd ? &c.len_q : nullptr;
+  const std::vector<int32_t>* lkv = c.thd ? &c.len_kv : nullptr;
+  T4 q(c.B, c.Hq, c.Sq, c.Dqk, c.bshd, lq), k(c.B, c.Hk, c.Skv, c.Dqk, c.bshd, lkv),
+      v(c.B, c.Hk, c.Skv, c.Dv, c.bshd, lkv), dO(c.B, c.Hq, c.Sq, c.Dv, c.bshd, lq);
   fill_random(q, c.dt, 1);
   fill_random(k, c.dt, 2);
   fill_random(v, c.dt, 3);
@@ -202,12 +223,20 @@ void run_case(const Case& c, bool check_reproducible = false) {
   outs[0]->set_output(true).set_stride(q.st);
   outs[1]->set_output(true).set_stride(k.st);
   outs[2]->set_output(true).set_stride(v.st);
+  TensorPtr RQ, RKV;  // THD ragged offsets (elements), shared by the tensors of each side
+  if (c.thd) {
+    ASSERT_EQ(c.Dqk, c.Dv) << "the test's THD offsets assume one head dim";
+    RQ = g.tensor(TensorAttr().set_name("rag_q").set_dim({c.B + 1, 1, 1, 1}).set_data_type(DataType::INT32));
+    RKV = g.tensor(TensorAttr().set_name("rag_kv").set_dim({c.B + 1, 1, 1, 1}).set_data_type(DataType::INT32));
+    for (const TensorPtr& x : {Q, O, DO, outs[0]}) x->set_ragged_offset(RQ);
+    for (const TensorPtr& x : {K, V, outs[1], outs[2]}) x->set_ragged_offset(RKV);
+  }
   ASSERT_TRUE(build_on_cuda(g));
 
   const size_t es = 2;
   DevBuf bq(q.v.size() * es), bk(k.v.size() * es), bv(v.v.size() * es), bo(r.o.v.size() * es), bdo(dO.v.size() * es),
       bst(r.lse.size() * 4), bdq(q.v.size() * es), bdk(k.v.size() * es), bdv(v.v.size() * es),
-      bsq(size_t(c.B) * 4), bskv(size_t(c.B) * 4);
+      bsq(size_t(c.B) * 4), bskv(size_t(c.B) * 4), brq(size_t(c.B + 1) * 4), brkv(size_t(c.B + 1) * 4);
   bq.put(q.bits(c.dt));
   bk.put(k.bits(c.dt));
   bv.put(v.bits(c.dt));
@@ -221,6 +250,12 @@ void run_case(const Case& c, bool check_reproducible = false) {
     bskv.put(c.len_kv);
     pack[SQ] = bsq.p;
     pack[SKV] = bskv.p;
+  }
+  if (RQ) {
+    brq.put(q.base);
+    brkv.put(k.base);
+    pack[RQ] = brq.p;
+    pack[RKV] = brkv.p;
   }
   int64_t ws_bytes = 0;
   ASSERT_TRUE(g.get_workspace_size(ws_bytes).is_good());
@@ -273,6 +308,13 @@ TEST(CudaSdpaBwd, PaddingPerBatchLengths) {
   c.causal = c.bottom_right = true;
   c.len_q = {100, 37, 128};
   c.len_kv = {128, 65, 1};
+  run_case(c);
+}
+TEST(CudaSdpaBwd, ThdRaggedCausalGqa) {
+  Case c = shape(3, 4, 2, 128, 130, 64, 64);
+  c.thd = c.causal = c.bottom_right = true;
+  c.len_q = {50, 128, 7};
+  c.len_kv = {64, 100, 130};
   run_case(c);
 }
 TEST(CudaSdpaBwd, BshdStridesFp16) {
