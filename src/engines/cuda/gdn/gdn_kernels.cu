@@ -186,7 +186,7 @@ struct PrepParams {
 };
 size_t prep_smem(int k, int v) {
   return size_t(2 * C * (k + kPad16) + C * (v + kPad16) + C * (C + kPad16)) * 2 +
-         size_t(3 * C * (C + kPad32) + kWarps * 256 + 2 * C) * 4;
+         size_t(2 * C * (C + kPad32) + kWarps * 256 + 2 * C) * 4;
 }
 
 template <class T>
@@ -208,8 +208,8 @@ __global__ void __launch_bounds__(kThreads) chunk_prep(PrepParams p) {
   T* tb = vb + C * ldv;                      // [C][ldc] the UT transform in the io type
   float* gs = reinterpret_cast<float*>(tb + C * ldc);  // [C][ldf] K K^T, then A
   float* ps = gs + C * ldf;                  // [C][ldf] Q K^T
-  float* tm = ps + C * ldf;                  // [C][ldf] (I + A)^-1
-  float* scratch = tm + C * ldf;             // [warps][256]
+  float* tm = ps;                            // [C][ldf] (I + A)^-1, once the mask pass has read Q K^T
+  float* scratch = ps + C * ldf;             // [warps][256]
   float* gam = scratch + kWarps * 256;       // [C]
   float* bet = gam + C;                      // [C]
 
@@ -267,16 +267,15 @@ __global__ void __launch_bounds__(kThreads) chunk_prep(PrepParams p) {
   }
   __syncthreads();
 
-  // (I + A)^-1 column by column: column c depends only on itself, so each thread owns one and no
-  // barrier is needed inside the substitution. Loops start at 0 so that the A reads broadcast.
+  // (I + A)^-1, blocked: the four diagonal 16x16 blocks by substitution (one thread per block column;
+  // a column depends only on itself), then block rows i = 1..3 as T_ij = -T_ii sum_{k=j}^{i-1} A_ik T_kj.
+  // Blocks above the diagonal are never read (the W/U products stop at the diagonal block).
   if (threadIdx.x < C) {
-    const int c = threadIdx.x;
-    for (int r = 0; r < C; ++r) {
+    const int o = (threadIdx.x / 16) * 16, c = threadIdx.x % 16;
+    for (int r = 0; r < 16; ++r) {
       float x = r == c ? 1.f : 0.f;
-      if (r > c) {
-        for (int m = 0; m < r; ++m) x -= gs[r * ldf + m] * tm[m * ldf + c];
-      }
-      tm[r * ldf + c] = x;
+      for (int m = c; m < r; ++m) x -= gs[(o + r) * ldf + o + m] * tm[(o + m) * ldf + o + c];
+      tm[(o + r) * ldf + o + c] = x;
     }
   }
   // Meanwhile: beta e^gamma k (over q's tile, no longer needed) and beta v.
@@ -286,6 +285,23 @@ __global__ void __launch_bounds__(kThreads) chunk_prep(PrepParams p) {
   }
   stage_rows(vb, ldv, v, a.hv * V, L, V, [&](int r) { return bet[r]; });
   __syncthreads();
+  for (int i = 1; i < C / 16; ++i) {
+    float* xs = scratch;  // [i][16][16] X_ij = sum_k A_ik T_kj
+    for (int e = threadIdx.x; e < i * 256; e += blockDim.x) {
+      const int jb = e / 256, r = (e % 256) / 16, c = e % 16;
+      float x = 0.f;
+      for (int m = jb * 16; m < i * 16; ++m) x += gs[(i * 16 + r) * ldf + m] * tm[m * ldf + jb * 16 + c];
+      xs[e] = x;
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < i * 256; e += blockDim.x) {
+      const int jb = e / 256, r = (e % 256) / 16, c = e % 16;
+      float x = 0.f;
+      for (int m = 0; m <= r; ++m) x += tm[(i * 16 + r) * ldf + i * 16 + m] * xs[jb * 256 + m * 16 + c];
+      tm[(i * 16 + r) * ldf + jb * 16 + c] = -x;
+    }
+    __syncthreads();
+  }
   for (int i = threadIdx.x; i < C * C; i += blockDim.x) tb[(i / C) * ldc + i % C] = from_f<T>(tm[(i / C) * ldf + i % C]);
   __syncthreads();
 
