@@ -97,7 +97,8 @@ void compare(const Builder& build, std::vector<Range> ranges, double rtol, doubl
       store_element(t, host_in[i].data(), k, t == DataType::BOOLEAN ? double(d(rng) > 0.5 * (r.lo + r.hi)) : d(rng));
     dev.push_back(std::make_unique<DevBuf>(host_in[i].size()));
     ASSERT_EQ(cudaMemcpy(dev.back()->p, host_in[i].data(), host_in[i].size(), cudaMemcpyHostToDevice), cudaSuccess);
-    pc[ic[i]] = dev.back()->p;
+    // A pass-by-value scalar without a value travels as a host pointer, to both engines.
+    pc[ic[i]] = ic[i]->get_is_pass_by_value() ? static_cast<void*>(host_in[i].data()) : dev.back()->p;
     pr[ir[i]] = host_in[i].data();
   }
   std::vector<std::vector<unsigned char>> want(orr.size());
@@ -182,6 +183,21 @@ TEST_P(CudaPointwiseChain, TransposedInputAndStridedOutput) {
     outs = {y, z};
   };
   compare(build, {{-2, 2}}, rtol_of(io), 1e-6);
+}
+
+TEST_P(CudaPointwiseChain, HostScalarReadAtExecute) {
+  if (!have_gpu()) GTEST_SKIP() << "needs an sm_90+ GPU and NVRTC";
+  const DataType io = GetParam();
+  auto build = [&](Graph& g, std::vector<TensorPtr>& ins, std::vector<TensorPtr>& outs) {
+    auto x = tensor(g, "x", {33, 48}, io);
+    auto s = tensor(g, "s", {1, 1}, DataType::FLOAT);
+    s->set_is_pass_by_value(true);
+    auto y = g.max(g.mul(x, s), g.neg(x));
+    y->set_output(true).set_data_type(io).set_name("y");
+    ins = {x, s};
+    outs = {y};
+  };
+  compare(build, {{-2, 2}, {0.5, 1.5}}, rtol_of(io), 1e-6);
 }
 
 INSTANTIATE_TEST_SUITE_P(IoTypes, CudaPointwiseChain,
