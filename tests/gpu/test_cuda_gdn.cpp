@@ -352,6 +352,11 @@ TEST_F(CudaGdn, ManyHeadsWideSlices) {
   check({"HV=5H K=V=64 wide slices", {0, 64, 129, 129, 300}, 8, 40, 64, 64});
 }
 
+TEST_F(CudaGdn, MidHeadsSlices32) {
+  // 96 CTAs with 64-column slices, 192 with 32 (on a 132-SM H200): the 32-column path.
+  check({"HV=8H K=V=64 32-col slices", {0, 64, 100, 170}, 4, 32, 64, 64});
+}
+
 TEST_F(CudaGdn, NoInitialStateMixedDims) {
   Case c{"no h0, K=128 V=64", {0, 1, 66, 130}, 2, 2, 128, 64};
   c.init = false;
