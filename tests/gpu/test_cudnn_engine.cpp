@@ -1092,6 +1092,7 @@ struct SdpaOpts {
   bool padding = false;  // seq_len_q = {S, 77}, seq_len_kv = {S, 50}
   bool ragged = false;   // THD: Q/K/V/O packed by ragged offsets (needs padding)
   bool paged = false;    // K/V in 32-row pages (forward, unified)
+  bool dropout = false;  // user mask (dropout_mask, 0/1) times dropout_scale = 4/3
   const char* impl = "COMPOSITE";
 };
 
@@ -1100,7 +1101,7 @@ const int32_t kSeqQ[kB] = {kS, 77}, kSeqKv[kB] = {kS, 50};
 
 struct SdpaGraph {
   Graph g;
-  TensorPtr Q, K, V, O, dO, St, bias, sq, skv, ptk, ptv, roff_q, roff_kv;
+  TensorPtr Q, K, V, O, dO, St, bias, sq, skv, ptk, ptv, roff_q, roff_kv, dmask, dscale;
   std::vector<TensorPtr> outs;
 };
 
@@ -1130,6 +1131,10 @@ void build_sdpa(SdpaGraph& s, const SdpaOpts& o, bool bwd) {
     s.sq = input(g, "seq_len_q", {kB, 1, 1, 1}, DataType::INT32);
     s.skv = input(g, "seq_len_kv", {kB, 1, 1, 1}, DataType::INT32);
   }
+  if (o.dropout) {
+    s.dmask = input(g, "dropout_mask", {kB, kH, kS, kS}, DataType::BFLOAT16);
+    s.dscale = g.tensor(Scalar::of_float(4.0f / 3.0f));
+  }
   if (o.paged) {
     s.ptk = input(g, "page_table_k", {kB, 1, kS / 32, 1}, DataType::INT32);
     s.ptv = input(g, "page_table_v", {kB, 1, kS / 32, 1}, DataType::INT32);
@@ -1149,8 +1154,11 @@ void build_sdpa(SdpaGraph& s, const SdpaOpts& o, bool bwd) {
   } else {
     at.set("generate_stats", true);
   }
-  in.insert(in.end(), {nullptr, s.bias, s.sq, s.skv});
-  if (!bwd && o.paged) in.insert(in.end(), {nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, s.ptk, s.ptv});
+  // attn_scale, bias, seq_len_q/kv, cu_seq_len_q/kv, seed, offset, dropout_mask/scale, then dropout_scale_inv
+  // (backward) or page tables (forward).
+  in.insert(in.end(), {nullptr, s.bias, s.sq, s.skv, nullptr, nullptr, nullptr, nullptr, s.dmask, s.dscale});
+  if (bwd && o.dropout) in.push_back(g.tensor(Scalar::of_float(0.75f)));  // dropout_scale_inv (unused by the math)
+  if (!bwd && o.paged) in.insert(in.end(), {s.ptk, s.ptv});
   s.outs = g.add_node(bwd ? OpKind::SDPA_BACKWARD : OpKind::SDPA, in, at);
   if (bwd) {
     for (size_t i = 0; i < 3; ++i) {
@@ -1177,6 +1185,11 @@ void sdpa_inputs(SdpaGraph& s, const SdpaOpts& o, std::map<std::string, Host>& n
   if (o.ragged) {  // packed tokens, in elements
     put(s.roff_q, "ragged_q", {0.0, double(kSeqQ[0] * kH * kD), double((kSeqQ[0] + kSeqQ[1]) * kH * kD)});
     put(s.roff_kv, "ragged_kv", {0.0, double(kSeqKv[0] * kH * kD), double((kSeqKv[0] + kSeqKv[1]) * kH * kD)});
+  }
+  if (o.dropout) {
+    Host m = random(size_t(kB * kH * kS * kS), 650, DataType::FLOAT, 0, 1);
+    for (auto& x : m) x = x < 0.25 ? 0.0 : 1.0;
+    put(s.dmask, "dropout_mask", m);
   }
   if (o.paged) {  // pages of batch b in reverse order, so the indirection matters
     Host pt;
@@ -1289,6 +1302,18 @@ TEST(CudnnEngine, SdpaBiasBackward) {
   o.bias = true;
   sdpa_opts_case(o, true);
 }
+TEST(CudnnEngine, SdpaDropoutMaskForward) {
+  SKIP_WITHOUT_CUDNN();
+  SdpaOpts o;
+  o.dropout = o.causal = true;
+  sdpa_opts_case(o, false);
+}
+TEST(CudnnEngine, SdpaDropoutMaskBackward) {
+  SKIP_WITHOUT_CUDNN();
+  SdpaOpts o;
+  o.dropout = o.causal = true;
+  sdpa_opts_case(o, true);
+}
 TEST(CudnnEngine, SdpaRaggedThdForward) {
   SKIP_WITHOUT_CUDNN();
   SdpaOpts o;
@@ -1342,7 +1367,7 @@ TEST(CudnnEngine, SdpaFp8ForwardCausal) {
   expect_close(r.out[o[0].get()], ref[o[0].get()], 8e-2, 0.2, "O (fp8)");
 }
 
-// What cuDNN 9.19 has no lowering for declines with a reason: dropout, and the unified backward.
+// What cuDNN 9.19 has no lowering for declines with a reason: generated dropout, and the unified backward.
 TEST(CudnnEngine, SdpaDropoutAndUnifiedBackwardDecline) {
   SKIP_WITHOUT_CUDNN();
   {

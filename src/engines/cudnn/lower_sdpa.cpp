@@ -5,7 +5,8 @@
 // Options: padding (use_padding_mask + seq_len_q/kv [B,1,1,1] INT32) and ragged THD (ragged offsets on
 // the tensors, with the padding mask) in both implementations; causal/right and left (sliding window) bounds and bias
 // composite only (9.19's unified op has no band or bias attributes); paged K/V and block_mask unified
-// only (9.15+/9.14+). Dropout, ALiBi, sink tokens and cu_seq_len decline. sdpa_fp8 forward: composite,
+// only (9.15+/9.14+); user-mask dropout (dropout_mask * dropout_scale) composite only. Generated (Philox)
+// dropout, ALiBi, sink tokens and cu_seq_len decline. sdpa_fp8 forward: composite,
 // causal/padding masks (lower_sdpa_fp8_node).
 //
 // The composite graphs follow the operation patterns cuDNN's fused flash-attention engines match (the
@@ -55,14 +56,16 @@ bool common_checks(const Node& n, std::string& why, bool fp8 = false) {
       why = std::string("not supported: input ") + p + " needs a cuDNN newer than 9.19's unified SDPA op (9.21+/9.24+)";
       return false;
     }
-  // Dropout: 9.19's unified op has no dropout attributes (9.22 adds them) and the composite RNG pattern
-  // is not lowered.
-  for (const char* p : {"seed", "offset", "dropout_mask", "dropout_scale"})
+  // Generated (Philox) dropout: 9.19's unified op has no dropout attributes (9.22 adds them), and cuDNN's
+  // element-to-counter mapping of its RNG op is not known to match opendnn's definition (the reference
+  // engine's), so the composite RNG pattern is not lowered. A user mask (dropout_mask/scale) is.
+  for (const char* p : {"seed", "offset"})
     if (has_in(n, p)) {
-      why = std::string("not supported: dropout (input ") + p + ") is not lowered by the cudnn engine";
+      why = std::string("not supported: generated dropout (input ") + p + ") is not lowered by the cudnn engine";
       return false;
     }
-  if (n.attr_float("dropout_probability") != 0.0) { why = "not supported: dropout is not lowered by the cudnn engine"; return false; }
+  if (n.attr_float("dropout_probability") != 0.0 && !has_in(n, "dropout_mask"))
+    { why = "not supported: generated dropout is not lowered by the cudnn engine"; return false; }
   if (n.attr_bool("use_alibi_mask")) { why = "not supported: use_alibi_mask is not lowered by the cudnn engine"; return false; }
   if ((has_in(n, "seq_len_q") || has_in(n, "seq_len_kv")) && !padded(n)) {
     why = "seq_len_q/seq_len_kv need use_padding_mask and both tensors";
@@ -189,11 +192,24 @@ bool unified_ok(LowerCtx& c, const Node& n, std::string& why) {
   if ((padded(n) || paged(n)) && c.version < 91500)
     { why = "not supported: seq_len/paged K-V on the unified SDPA op need cuDNN 9.15+"; return false; }
   if (has_in(n, "block_mask") && c.version < 91400) { why = "not supported: block_mask needs cuDNN 9.14+"; return false; }
+  if (has_in(n, "dropout_mask")) { why = "not supported: dropout on the unified SDPA op needs cuDNN 9.22+"; return false; }
   return true;
 }
 
+// P * dropout_mask * dropout_scale (the user-mask dropout), in `dt`; P itself when there is no mask.
+DescPtr dropped(LowerCtx& c, const Node& n, const DescPtr& p, const std::vector<int64_t>& sdims, DataType dt) {
+  DescPtr m = c.virt(sdims);
+  c.pointwise(CUDNN_POINTWISE_MUL, p, c.tensor(n.in("dropout_mask")), m);
+  DescPtr y = c.virt(sdims, dt);
+  c.pointwise(CUDNN_POINTWISE_MUL, m, c.tensor(n.in("dropout_scale")), y);
+  return y;
+}
+
+bool has_dropout_mask(const Node& n) { return has_in(n, "dropout_mask"); }
+
 // Paged K/V and block masks exist only as attributes of the unified op.
 bool composite_ok(const Node& n, std::string& why) {
+  if (has_dropout_mask(n) && !has_in(n, "dropout_scale")) { why = "dropout_mask needs dropout_scale"; return false; }
   if (paged(n)) { why = "not supported: paged K/V is lowered only to the unified SDPA op (implementation UNIFIED or AUTO)"; return false; }
   if (has_in(n, "block_mask")) { why = "not supported: block_mask is lowered only to the unified SDPA op"; return false; }
   return true;
@@ -272,8 +288,9 @@ bool lower_sdpa_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string& why
     c.pointwise(CUDNN_POINTWISE_LOG, z, nullptr, lz);
     c.pointwise(CUDNN_POINTWISE_ADD, mx, lz, c.tensor(St));
   }
-  DescPtr p = c.virt(sdims, io);
+  DescPtr p = c.virt(sdims, has_dropout_mask(n) ? DataType::FLOAT : io);
   c.pointwise(CUDNN_POINTWISE_DIV, e, z, p);
+  if (has_dropout_mask(n)) p = dropped(c, n, p, sdims, io);
   c.matmul(p, c.tensor(n.in("V")), c.tensor(O));
   return c.b.ok();
 }
@@ -333,7 +350,7 @@ bool lower_sdpa_backward_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::st
   c.pointwise(CUDNN_POINTWISE_EXP, sub, nullptr, p);
   // dV = Pᵀ·dO (summed over each query-head group for GQA)
   DescPtr pt = c.make_tensor(tdims, tstr, io, true);
-  c.reshape(p, pt);
+  c.reshape(has_dropout_mask(n) ? dropped(c, n, p, sdims, DataType::FLOAT) : p, pt);
   if (Hv == Hq) {
     c.matmul(pt, c.tensor(dO), c.tensor(n.out("dV")));
   } else {
@@ -344,6 +361,7 @@ bool lower_sdpa_backward_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::st
   // dS = (dO·Vᵀ - softmax_sum) * P * scale
   DescPtr dp = c.virt(sdims);
   c.matmul(c.tensor(dO), vt, dp);
+  if (has_dropout_mask(n)) dp = dropped(c, n, dp, sdims, DataType::FLOAT);
   DescPtr t = c.virt(sdims);
   c.pointwise(CUDNN_POINTWISE_SUB, dp, ssum, t);
   DescPtr ds = c.virt(sdims);
