@@ -106,6 +106,13 @@ struct Mask {
     if (has_left && j <= ia - left) return false;
     return true;
   }
+  // True when every (i, j) of [i0, i1) x [j0, j1) is visible: the tile needs no per-element test.
+  __device__ __forceinline__ bool covers(int64_t i0, int64_t i1, int64_t j0, int64_t j1) const {
+    if (i1 > sq || j1 > skv) return false;
+    if (has_right && j1 - 1 > i0 + off + right) return false;
+    if (has_left && j0 <= i1 - 1 + off - left) return false;
+    return true;
+  }
 };
 __device__ __forceinline__ Mask mask_of(const Problem& p, int64_t b) {
   Mask m;
@@ -179,8 +186,8 @@ struct Spot {
 // visible elements (0 elsewhere) and dS = P (dP - D). `spot(nb, e)` locates each element.
 template <class T, int DQK, int DV, int NB, class SpotFn>
 __device__ __forceinline__ void probs_and_grads(float (&s)[NB][4], float (&dp)[NB][4], const T* as, const T* bs,
-                                                const T* ad, const T* bd, const Mask& m, float sl2, int g, int t,
-                                                SpotFn spot) {
+                                                const T* ad, const T* bd, const Mask& m, bool full, float sl2,
+                                                int g, int t, SpotFn spot) {
   mma_abt<T, DQK, NB, DQK + kPad, DQK + kPad>(s, as, bs, g, t);
   mma_abt<T, DV, NB, DV + kPad, DV + kPad>(dp, ad, bd, g, t);
 #pragma unroll
@@ -188,7 +195,7 @@ __device__ __forceinline__ void probs_and_grads(float (&s)[NB][4], float (&dp)[N
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const Spot w = spot(nb, e);
-      const float pv = m.visible(w.i, w.j) ? exp2f(s[nb][e] * sl2 - w.lse2) : 0.f;
+      const float pv = full || m.visible(w.i, w.j) ? exp2f(s[nb][e] * sl2 - w.lse2) : 0.f;
       s[nb][e] = pv;
       dp[nb][e] = pv * (dp[nb][e] - w.delta);
     }
@@ -340,7 +347,8 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(const BwdProblem a, cons
       const float* sL = sL0 + buf * BM;
       const float* sD = sD0 + buf * BM;
       float s[NB][4] = {}, dp[NB][4] = {};
-      probs_and_grads<T, DQK, DV, NB>(s, dp, sKw, sQ, sVw, sdO, m, sl2, g, t, [&](int nb, int e) {
+      const bool full = m.covers(m0, m0 + BM, n0, n0 + BN);
+      probs_and_grads<T, DQK, DV, NB>(s, dp, sKw, sQ, sVw, sdO, m, full, sl2, g, t, [&](int nb, int e) {
         const int c = nb * 8 + 2 * t + (e & 1);
         return Spot{m0 + c, jrow + (e >= 2 ? 8 : 0), sL[c], sD[c]};
       });
@@ -439,7 +447,8 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(const BwdProblem a, const 
       const T* sK = sK0 + buf * BN * PK;
       const T* sV = sV0 + buf * BN * PV;
       float s[NB][4] = {}, dp[NB][4] = {};
-      probs_and_grads<T, DQK, DV, NB>(s, dp, sQw, sK, sdOw, sV, m, sl2, g, t, [&](int nb, int e) {
+      const bool full = m.covers(m0, m0 + BM, n0, n0 + BN);
+      probs_and_grads<T, DQK, DV, NB>(s, dp, sQw, sK, sdOw, sV, m, full, sl2, g, t, [&](int nb, int e) {
         const int r = e >> 1;
         return Spot{i0 + 8 * r, n0 + nb * 8 + 2 * t + (e & 1), lse[r], dd[r]};
       });
