@@ -2,7 +2,9 @@
 // SDPA forward for sm_90a: one CTA per (128 query rows, query head, batch), two consumer
 // warpgroups of 64 rows each. Per key/value tile: S = Q K^T by wgmma (SS) into fp32 registers,
 // online softmax in registers (exp2 with the scale and log2(e) folded into one multiplier),
-// P written to shared memory in the operand layout and O += P V by wgmma (SS).
+// P converted to 16 bits in registers and O += P V by wgmma (RS): the fp32 accumulator of a
+// 64xN wgmma holds its elements in the order the A-register operand of the next wgmma expects
+// (checked on the host for every tile shape used here), so no shuffle is needed.
 // Included only by the per-head-dim translation units sdpa_fwd_d*.cu (one instantiation each).
 //
 // This version favours being right over being fast: K/V tiles are loaded by all threads with
@@ -37,12 +39,11 @@ struct FwdConfig {
   // K and V: two stages (last mode).
   using SmemK = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<T>{}, cute::Shape<BN, D, cute::_2>{}));
   using SmemVt = decltype(cute::tile_to_shape(cute::GMMA::Layout_MN_SW128_Atom<T>{}, cute::Shape<Dv, BN, cute::_2>{}));
-  using SmemP = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<T>{}, cute::Shape<BM, BN>{}));
   using MmaS = decltype(cute::make_tiled_mma(
       cute::GMMA::ss_op_selector<T, T, float, cute::Shape<cute::_64, BN, D>>(),
       cute::Layout<cute::Shape<cute::_2, cute::_1, cute::_1>>{}));
   using MmaO = decltype(cute::make_tiled_mma(
-      cute::GMMA::ss_op_selector<T, T, float, cute::Shape<cute::_64, Dv, BN>, cute::GMMA::Major::K,
+      cute::GMMA::rs_op_selector<T, T, float, cute::Shape<cute::_64, Dv, BN>, cute::GMMA::Major::K,
                                  cute::GMMA::Major::MN>(),
       cute::Layout<cute::Shape<cute::_2, cute::_1, cute::_1>>{}));
 
@@ -50,7 +51,6 @@ struct FwdConfig {
     alignas(1024) T q[cute::cosize_v<SmemQ>];
     alignas(1024) T k[cute::cosize_v<SmemK>];
     alignas(1024) T v[cute::cosize_v<SmemVt>];
-    alignas(1024) T p[cute::cosize_v<SmemP>];
   };
   // The dynamic shared memory base is only 16-byte aligned; the swizzled layouts need 1024.
   static constexpr int kSmemBytes = int(sizeof(Smem)) + 1024;
@@ -65,10 +65,16 @@ __device__ __forceinline__ auto rows_cols(L l) {
   return make_layout(make_layout(get<0, 1>(l), get<1>(l)), make_layout(get<0, 0>(l), get<0, 2>(l), get<2>(l)));
 }
 
+// Whether a wgmma A operand is 16-bit registers (RS) rather than shared-memory descriptors.
+template <class TA>
+constexpr bool kRegsA = sizeof(typename TA::value_type) == 2;
+
 // C (+)= A B over every k block of the tiles, issued and waited by the calling warpgroup.
+// A is shared-memory descriptors or (RS) registers, which are fenced like the accumulator.
 template <class Mma, class TA, class TB, class TC>
-__device__ __forceinline__ void wgmma_tile(Mma& mma, const TA& a, const TB& b, TC& c, bool accumulate) {
+__device__ __forceinline__ void wgmma_tile(Mma& mma, TA& a, const TB& b, TC& c, bool accumulate) {
   using namespace cute;
+  if constexpr (kRegsA<TA>) warpgroup_fence_operand(a);
   warpgroup_fence_operand(c);
   warpgroup_arrive();
   mma.accumulate_ = accumulate ? GMMA::ScaleOut::One : GMMA::ScaleOut::Zero;
@@ -80,6 +86,7 @@ __device__ __forceinline__ void wgmma_tile(Mma& mma, const TA& a, const TB& b, T
   warpgroup_commit_batch();
   warpgroup_wait<0>();
   warpgroup_fence_operand(c);
+  if constexpr (kRegsA<TA>) warpgroup_fence_operand(a);
 }
 
 // Copies rows [row0, row0 + ROWS) x [0, COLS) of a token tensor into smem, 8 elements at a time to
@@ -118,10 +125,8 @@ __global__ void __launch_bounds__(256, 1) sdpa_fwd_kernel(const __grid_constant_
   Tensor sQ = make_tensor(make_smem_ptr(sm.q), typename Cfg::SmemQ{});
   Tensor sK = make_tensor(make_smem_ptr(sm.k), typename Cfg::SmemK{});
   Tensor sVt = make_tensor(make_smem_ptr(sm.v), typename Cfg::SmemVt{});
-  Tensor sP = make_tensor(make_smem_ptr(sm.p), typename Cfg::SmemP{});
 
   const int tid = threadIdx.x;
-  const int wg = tid / 128;
   const int64_t m0 = int64_t(blockIdx.x) * kBM;
   const int64_t h = blockIdx.y, bi = blockIdx.z;
   const int64_t sq = p.len_q(bi), skv = p.len_kv(bi);
@@ -163,11 +168,13 @@ __global__ void __launch_bounds__(256, 1) sdpa_fwd_kernel(const __grid_constant_
   auto thr_o = mma_o.get_thread_slice(tid);
   Tensor tSrQ = thr_s.make_fragment_A(thr_s.partition_A(sQ));
   Tensor tSrK = thr_s.make_fragment_B(thr_s.partition_B(sK));
-  Tensor tOrP = thr_o.make_fragment_A(thr_o.partition_A(sP));
+  // P as the A-register operand: its compact layout matches accS's register order.
+  Tensor tOrP = thr_o.partition_fragment_A(
+      make_tensor(static_cast<T*>(nullptr), make_layout(Shape<typename Cfg::BM, typename Cfg::BN>{}, LayoutRight{})));
   Tensor tOrV = thr_o.make_fragment_B(thr_o.partition_B(sVt));
   Tensor accS = partition_fragment_C(mma_s, Shape<typename Cfg::BM, typename Cfg::BN>{});
   Tensor accO = partition_fragment_C(mma_o, Shape<typename Cfg::BM, typename Cfg::Dv>{});
-  Tensor tSsP = thr_s.partition_C(sP);
+  static_assert(decltype(size(tOrP))::value == decltype(size(accS))::value, "P and S fragments differ");
   Tensor cS = thr_s.partition_C(make_identity_tensor(Shape<typename Cfg::BM, typename Cfg::BN>{}));
   Tensor cO = thr_o.partition_C(make_identity_tensor(Shape<typename Cfg::BM, typename Cfg::Dv>{}));
   Tensor S = make_tensor(accS.data(), rows_cols(accS.layout()));
@@ -199,7 +206,8 @@ __global__ void __launch_bounds__(256, 1) sdpa_fwd_kernel(const __grid_constant_
     cutlass::arch::fence_view_async_shared();  // generic-proxy smem writes -> wgmma reads
     __syncthreads();
 
-    wgmma_tile(mma_s, tSrQ, tSrK(_, _, _, stage), accS, false);
+    Tensor tSrK_stage = tSrK(_, _, _, stage);
+    wgmma_tile(mma_s, tSrQ, tSrK_stage, accS, false);
 
     // Mask and online softmax, row by row of this thread (a row's columns live in one quad).
     CUTE_UNROLL
@@ -237,11 +245,9 @@ __global__ void __launch_bounds__(256, 1) sdpa_fwd_kernel(const __grid_constant_
     }
 
     CUTE_UNROLL
-    for (int e = 0; e < size(accS); ++e) tSsP(e) = T(accS(e));
-    cutlass::arch::fence_view_async_shared();
-    cutlass::arch::NamedBarrier::sync(128, 1 + wg);  // P rows of this warpgroup are complete
-
-    wgmma_tile(mma_o, tOrP, tOrV(_, _, _, stage), accO, true);
+    for (int e = 0; e < size(accS); ++e) tOrP(e) = T(accS(e));
+    Tensor tOrV_stage = tOrV(_, _, _, stage);
+    wgmma_tile(mma_o, tOrP, tOrV_stage, accO, true);
     __syncthreads();  // both warpgroups are done reading this stage before it is refilled
   }
   cute::cp_async_wait<0>();  // the Q copy of a block without visible keys
