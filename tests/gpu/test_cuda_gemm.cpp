@@ -204,6 +204,50 @@ TEST_F(CudaGemm, FusedEpilogues) {
       check_gemm({t, 2, 97, 152, 136, t == DataType::HALF, e});
 }
 
+// MATMUL_FP8, e4m3 A and column-major B, bf16 C = (A · B) * descale_A * descale_B * scale_C.
+void check_fp8(int64_t M, int64_t N, int64_t K) {
+  SCOPED_TRACE("fp8 M" + std::to_string(M) + " N" + std::to_string(N) + " K" + std::to_string(K));
+  std::mt19937 rng(uint32_t(M * 3 + N * 5 + K));
+  const DataType F8 = DataType::FP8_E4M3;
+  Buf a(F8, size_t(M * K), &rng, -4, 4), b(F8, size_t(K * N), &rng, -4, 4), out(DataType::BFLOAT16, size_t(M * N), nullptr);
+  Buf scales(DataType::FLOAT, 3, &rng, 0.25, 1.5);
+  Graph g;
+  g.set_io_data_type(DataType::BFLOAT16).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+  auto A = g.tensor(TensorAttr().set_name("A").set_dim({1, M, K}).set_stride({M * K, K, 1}).set_data_type(F8));
+  auto B = g.tensor(TensorAttr().set_name("B").set_dim({1, K, N}).set_stride({K * N, 1, K}).set_data_type(F8));
+  std::vector<TensorPtr> s;
+  for (const char* name : {"descale_a", "descale_b", "scale_c"})
+    s.push_back(g.tensor(TensorAttr().set_name(name).set_dim({1, 1, 1}).set_stride({1, 1, 1}).set_data_type(DataType::FLOAT)));
+  auto outs = g.matmul_fp8(A, B, s[0], s[1], s[2], NodeAttrs().set_name("mm8"));
+  outs[0]->set_output(true).set_data_type(DataType::BFLOAT16);
+  outs[1]->set_data_type(DataType::FLOAT);  // amax_C stays virtual: the cuda plan does not compute it
+  ASSERT_TRUE(plan_on_cuda(g)) << "the cuda engine declined";
+  std::unordered_map<TensorPtr, void*> pack = {{A, a.p}, {B, b.p}, {outs[0], out.p}};
+  for (int i = 0; i < 3; ++i) pack[s[size_t(i)]] = static_cast<float*>(scales.p) + i;
+  Status st = g.execute(pack, nullptr);
+  ASSERT_TRUE(st.is_good()) << st.to_string();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<double> got = out.read();
+  const double scale = scales.v[0] * scales.v[1] * scales.v[2];
+  double num = 0, den = 0;
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double acc = 0;
+      for (int64_t k = 0; k < K; ++k) acc += a.v[size_t(m * K + k)] * b.v[size_t(n * K + k)];
+      const double want = acc * scale, d = got[size_t(m * N + n)] - want;
+      num += d * d;
+      den += want * want;
+    }
+  EXPECT_LT(std::sqrt(num / (den > 0 ? den : 1)), 1e-2);
+}
+
+TEST_F(CudaGemm, Fp8E4m3) {
+  check_fp8(1, 64, 32);
+  check_fp8(77, 200, 16);
+  check_fp8(129, 264, 144);
+  check_fp8(512, 512, 1024);
+}
+
 // Shapes TMA cannot address decline with a reason instead of running.
 TEST_F(CudaGemm, DeclinesMisalignedRows) {
   for (int64_t n : {13, 100 + 1}) {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Plans of the cuda engine for a MATMUL followed by an optional chain of POINTWISE nodes that the
-// GEMM epilogue absorbs:  C = act(alpha * (A · B) + bias + residual)  where, in graph order,
+// Plans of the cuda engine for a MATMUL_FP8 alone (e4m3, bf16 C), or a MATMUL followed by an
+// optional chain of POINTWISE nodes that the GEMM epilogue absorbs:  C = act(alpha * (A · B) + bias + residual)  where, in graph order,
 //   MUL by a pass-by-value scalar   (first, before anything else)
 //   ADD bias  [.., 1, N]            (before the activation)
 //   ADD residual of C's shape       (before the activation, or after it when there is none)
@@ -27,6 +27,7 @@ struct Fused {
   gemm::Args args;  // shapes, strides and epilogue; pointers filled at execute
   ScalarSource alpha{1.0, -1, DataType::FLOAT};
   int64_t sa = -1, sb = -1, sd = -1, sbias = -1, sres = -1;
+  int64_t sscale[3] = {-1, -1, -1};  // MATMUL_FP8's descale_A, descale_B, scale_C
 };
 
 // The node of `g` other than `self` that reads `t`, or null; `count` gets how many do.
@@ -91,12 +92,28 @@ std::string act_of(const Node& n, Act& act, float& swish_beta) {
   }
 }
 
+// MATMUL_FP8 runs alone: e4m3 A and B, its three scalars in device memory, amax_C not asked for.
+std::string match_fp8(const Graph& g, const Node& mm, Fused& f) {
+  if (g.nodes().size() != 1) return "not supported: epilogue nodes after MATMUL_FP8";
+  for (const char* p : {"A", "B"})
+    if (mm.in(p)->get_data_type() != DataType::FP8_E4M3) return std::string("not supported: fp8 ") + p + " other than FP8_E4M3";
+  if (!mm.out("amax_C")->get_is_virtual())
+    return "not supported: amax_C as a graph output (the fp8 kernel does not compute it; leave it virtual)";
+  const char* scales[3] = {"descale_A", "descale_B", "scale_C"};
+  for (int i = 0; i < 3; ++i) {
+    const TensorPtr& t = mm.in(scales[i]);
+    f.sscale[i] = slot_of(g, t);
+    if (t->get_is_pass_by_value() || f.sscale[i] < 0) return std::string(scales[i]) + " must be a tensor in device memory";
+  }
+  f.args.type = gemm::Elem::FP8_E4M3;
+  return "";
+}
+
 // Fills `f` from the graph; returns "" or the reason to decline.
 std::string match(const Graph& g, Fused& f) {
   const Node* mm = nullptr;
   for (const auto& n : g.nodes()) {
-    if (n->kind() == OpKind::MATMUL_FP8) return "not supported: fp8 GEMM is not implemented in the cuda engine yet";
-    if (n->kind() == OpKind::MATMUL) {
+    if (n->kind() == OpKind::MATMUL || n->kind() == OpKind::MATMUL_FP8) {
       if (mm) return "runs graphs with one MATMUL only";
       mm = n.get();
     } else if (n->kind() != OpKind::POINTWISE) {
@@ -104,15 +121,21 @@ std::string match(const Graph& g, Fused& f) {
     }
   }
   if (!mm) return "no MATMUL node";
-  for (const char* p : {"M_override", "N_override", "K_override"})
-    if (mm->in(p)) return std::string("not supported: ") + p;
+  if (mm->kind() == OpKind::MATMUL)
+    for (const char* p : {"M_override", "N_override", "K_override"})
+      if (mm->in(p)) return std::string("not supported: ") + p;
   const TensorPtr& A = mm->in("A");
   const TensorPtr& B = mm->in("B");
-  const DataType T = A->get_data_type();
-  if (T != DataType::BFLOAT16 && T != DataType::HALF) return "A must be BFLOAT16 or HALF";
-  if (B->get_data_type() != T) return "B must have A's data type";
+  const bool fp8 = mm->kind() == OpKind::MATMUL_FP8;
+  const DataType T = fp8 ? DataType::BFLOAT16 : A->get_data_type();  // the output's (and epilogue's) type
   gemm::Args& a = f.args;
-  a.type = T == DataType::BFLOAT16 ? gemm::Elem::BF16 : gemm::Elem::FP16;
+  if (fp8) {
+    if (std::string why = match_fp8(g, *mm, f); !why.empty()) return why;
+  } else {
+    if (T != DataType::BFLOAT16 && T != DataType::HALF) return "A must be BFLOAT16 or HALF";
+    if (B->get_data_type() != T) return "B must have A's data type";
+    a.type = T == DataType::BFLOAT16 ? gemm::Elem::BF16 : gemm::Elem::FP16;
+  }
 
   // Walk the epilogue chain from C to the graph output.
   TensorPtr cur = mm->out("C");
@@ -162,7 +185,9 @@ std::string match(const Graph& g, Fused& f) {
   if (chained != g.nodes().size()) return "the graph holds nodes outside the MATMUL's epilogue chain";
   const TensorPtr& D = cur;
   if (D->get_is_virtual()) return "the output must not be virtual";
-  if (D->get_data_type() != T) return "not supported: the output must have A's data type (no output cast)";
+  if (D->get_data_type() != T)
+    return fp8 ? "not supported: the fp8 GEMM writes BFLOAT16 C only"
+               : "not supported: the output must have A's data type (no output cast)";
 
   // Shapes and strides.
   const auto& cd = D->get_dim();
@@ -219,14 +244,17 @@ std::string match(const Graph& g, Fused& f) {
   return "";
 }
 
-// The tile shape every instantiation uses (gemm_sm90.cuh).
-constexpr int64_t kTileM = 128, kTileN = 256;
+// The tile shapes of the instantiations (gemm_sm90.cuh).
+constexpr int64_t kTileM = 128;
+int64_t tile_n(const gemm::Args& a) { return a.type == gemm::Elem::FP8_E4M3 ? 128 : 256; }
 
 double estimate_us(const gemm::Args& a) {
-  const double mt = double((a.M + kTileM - 1) / kTileM * kTileM), nt = double((a.N + kTileN - 1) / kTileN * kTileN);
+  const int64_t tn = tile_n(a);
+  const double mt = double((a.M + kTileM - 1) / kTileM * kTileM), nt = double((a.N + tn - 1) / tn * tn);
   const double flops = 2.0 * mt * nt * double(a.K) * double(a.L);
   const double bytes = 2.0 * double(a.L) * (double(a.M) * a.K + double(a.K) * a.N + double(a.M) * a.N * (a.residual_given ? 2 : 1));
-  return 5.0 + std::max(flops / 700e6, bytes / 3.3e6);  // roofline: ~700 TFLOP/s dense bf16, ~3.3 TB/s; launch
+  const double flops_per_us = a.type == gemm::Elem::FP8_E4M3 ? 1300e6 : 700e6;  // dense fp8 / bf16 achieved
+  return 5.0 + std::max(flops / flops_per_us, bytes / 3.3e6);  // roofline with ~3.3 TB/s; launch
 }
 
 class GemmPlan : public Plan {
@@ -240,6 +268,8 @@ class GemmPlan : public Plan {
     a.bias = f_.sbias >= 0 ? slots[f_.sbias] : nullptr;
     a.residual = f_.sres >= 0 ? slots[f_.sres] : nullptr;
     a.alpha = f_.alpha.read(slots);
+    for (int i = 0; i < 3; ++i)
+      if (f_.sscale[i] >= 0) a.scale[i] = static_cast<const float*>(slots[f_.sscale[i]]);
     if (const char* e = gemm::launch(a, workspace, sm_, stream, cache_))
       return {ErrorCode::CUDA_API_FAILED, std::string("cuda gemm: ") + e};
     return {};
@@ -256,6 +286,7 @@ class GemmPlan : public Plan {
 int sm_count_of(const Target& t) { return t.sm_count > 0 ? t.sm_count : 132; }
 
 std::string plan_name(const gemm::Args& a) {
+  if (a.type == gemm::Elem::FP8_E4M3) return "gemm_128x128x128_c2x1_coop_e4m3_bk";
   return std::string("gemm_128x256x64_c2x1_coop_") + (a.type == gemm::Elem::BF16 ? "bf16" : "fp16") +
          (a.b_k_major ? "_bk" : "_bn");
 }
@@ -268,7 +299,7 @@ void propose(const Graph& g, const Target& t, Proposal& out) {
   }
   PlanCandidate c;
   c.name = plan_name(f.args);
-  c.local_index = kBase + (f.args.type == gemm::Elem::BF16 ? 0 : 2) + (f.args.b_k_major ? 1 : 0);
+  c.local_index = kBase + 2 * int64_t(f.args.type) + (f.args.b_k_major ? 1 : 0);
   c.estimated_us = estimate_us(f.args);
   c.workspace_bytes = gemm::workspace_bytes(f.args, sm_count_of(t));
   out.plans.push_back(c);

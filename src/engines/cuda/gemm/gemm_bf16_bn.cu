@@ -6,7 +6,8 @@ namespace opendnn::cuda::gemm {
 
 const char* run_bf16_bn(const Args& a, void* workspace, int sm_count, void* stream, LaunchCache* cache,
                        int64_t* ws_query) {
-  return Sm90Gemm<cutlass::bfloat16_t, false>::run(a, workspace, sm_count, stream, cache, ws_query);
+  using Gemm = Sm90Gemm<cutlass::bfloat16_t, cutlass::bfloat16_t, false>;
+  return Gemm::run(a, workspace, sm_count, stream, cache, ws_query);
 }
 
 }  // namespace opendnn::cuda::gemm

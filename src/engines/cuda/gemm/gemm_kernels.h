@@ -4,7 +4,9 @@
 //
 //   D[l, m, n] = act(alpha * sum_k A[l, m, k] B[l, k, n] + bias[n] + beta * R[l, m, n])
 // A is row-major (K contiguous), D and R are row-major (N contiguous); B is row-major (N contiguous)
-// or column-major (K contiguous). Accumulation is fp32; D, R and bias have A's type.
+// or column-major (K contiguous). Accumulation is fp32; D, R and bias have A's type, except for
+// FP8_E4M3 A and B (B column-major only), whose D, R and bias are BFLOAT16 and whose alpha is
+// scale[0] * scale[1] * scale[2] (MATMUL_FP8's descale_A, descale_B, scale_C; device pointers).
 #pragma once
 
 #include <cstddef>
@@ -12,7 +14,7 @@
 
 namespace opendnn::cuda::gemm {
 
-enum class Elem : int { BF16, FP16 };
+enum class Elem : int { BF16, FP16, FP8_E4M3 };
 enum class Act : int { NONE, RELU, GELU_ERF, GELU_TANH, SILU };
 
 // The kernels' run-time activation switch (also the CUTLASS epilogue argument).
@@ -36,6 +38,7 @@ struct Args {
   bool residual_given = false;     // known at plan time, before the pointer is
   int64_t ldr = 0, batch_r = 0;
   float alpha = 1.0f, beta = 0.0f;
+  const float* scale[3] = {nullptr, nullptr, nullptr};  // FP8_E4M3 only: fp32 scalars in device memory
   ActArgs act;
 };
 
@@ -46,13 +49,15 @@ struct LaunchCache {
   alignas(64) unsigned char params[kBytes];
   bool valid = false;
   const void *a = nullptr, *b = nullptr, *d = nullptr, *bias = nullptr, *residual = nullptr, *workspace = nullptr;
+  const float* scale[3] = {nullptr, nullptr, nullptr};
   float alpha = 0.0f;
   bool matches(const Args& x, const void* ws) const {
     return valid && a == x.a && b == x.b && d == x.d && bias == x.bias && residual == x.residual && workspace == ws &&
-           alpha == x.alpha;
+           alpha == x.alpha && scale[0] == x.scale[0] && scale[1] == x.scale[1] && scale[2] == x.scale[2];
   }
   void remember(const Args& x, const void* ws) {
     a = x.a, b = x.b, d = x.d, bias = x.bias, residual = x.residual, workspace = ws, alpha = x.alpha;
+    for (int i = 0; i < 3; ++i) scale[i] = x.scale[i];
     valid = true;
   }
 };
@@ -73,5 +78,7 @@ const char* run_fp16_bn(const Args& a, void* workspace, int sm_count, void* stre
                        int64_t* ws_query);
 const char* run_fp16_bk(const Args& a, void* workspace, int sm_count, void* stream, LaunchCache* cache,
                        int64_t* ws_query);
+const char* run_e4m3_bk(const Args& a, void* workspace, int sm_count, void* stream, LaunchCache* cache,
+                        int64_t* ws_query);
 
 }  // namespace opendnn::cuda::gemm

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The one CUTLASS 3.x sm90 GEMM configuration every gemm_<type>_<layout>.cu instantiates once:
-// 128x256x64 tiles, 2x1 clusters, TMA loads, wgmma, cooperative warp-specialized persistent kernel,
-// and an epilogue D = act(alpha * acc + bias[n] + beta * R) whose activation is picked at run time,
-// so one instantiation serves every fused epilogue.
+// 128x256x64 tiles for 16-bit types (128x128x128 for fp8), 2x1 clusters, TMA loads, wgmma,
+// cooperative warp-specialized persistent kernel, and an epilogue
+// D = act(alpha * acc + bias[n] + beta * R) whose activation is picked at run time, so one
+// instantiation serves every fused epilogue.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -54,21 +55,27 @@ struct RuntimeAct<cutlass::Array<float, N>> {
   }
 };
 
-template <class T, bool BKMajor>
+// TAB: the type of A and B; TD: of D, the residual and the bias. An fp8 TAB takes the scaled epilogue
+// (alpha times the three device scalars of Args::scale).
+template <class TAB, class TD, bool BKMajor>
 struct Sm90Gemm {
+  static constexpr bool kScaled = sizeof(TAB) == 1;
   using LayoutA = cutlass::layout::RowMajor;
   using LayoutB = std::conditional_t<BKMajor, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor>;
   using LayoutD = cutlass::layout::RowMajor;
-  static constexpr int kAlign = 16 / sizeof(T);
-  using Tile = cute::Shape<cute::_128, cute::_256, cute::_64>;
+  static constexpr int kAlignAB = 16 / sizeof(TAB), kAlignD = 16 / sizeof(TD);
+  // fp8 keeps a second fp32 accumulator (promotion every few k-blocks): 128x256 would spill, 128x128 fits.
+  using Tile = cute::Shape<cute::_128, cute::Int<kScaled ? 128 : 256>, cute::Int<128 / sizeof(TAB)>>;
   using Cluster = cute::Shape<cute::_2, cute::_1, cute::_1>;
-  using Fusion = cutlass::epilogue::fusion::LinCombPerColBiasEltAct<RuntimeAct, T, float, T, T, float>;
+  using Fusion = std::conditional_t<
+      kScaled, cutlass::epilogue::fusion::ScaledLinCombPerColBiasEltAct<RuntimeAct, TD, float, TD, TD, float>,
+      cutlass::epilogue::fusion::LinCombPerColBiasEltAct<RuntimeAct, TD, float, TD, TD, float>>;
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float, T, LayoutD, kAlign, T, LayoutD, kAlign,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, TD, LayoutD, kAlignD, TD, LayoutD, kAlignD,
       cutlass::epilogue::TmaWarpSpecializedCooperative, Fusion>::CollectiveOp;
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, T, LayoutA, kAlign, T, LayoutB, kAlign, float, Tile,
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TAB, LayoutA, kAlignAB, TAB, LayoutB, kAlignAB, float, Tile,
       Cluster,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename Epilogue::SharedStorage))>,
@@ -97,14 +104,20 @@ struct Sm90Gemm {
     typename Device::Arguments args{
         cutlass::gemm::GemmUniversalMode::kGemm,
         {int(a.M), int(a.N), int(a.K), int(a.L)},
-        {static_cast<const T*>(a.a), sa, static_cast<const T*>(a.b), sb},
-        {{}, static_cast<const T*>(res ? a.residual : a.d), sc, static_cast<T*>(a.d), sd},
+        {static_cast<const TAB*>(a.a), sa, static_cast<const TAB*>(a.b), sb},
+        {{}, static_cast<const TD*>(res ? a.residual : a.d), sc, static_cast<TD*>(a.d), sd},
         hw};
     auto& f = args.epilogue.thread;
     f.alpha = a.alpha;
     f.beta = res ? a.beta : 0.0f;
-    f.bias_ptr = static_cast<const T*>(a.bias);
+    f.bias_ptr = static_cast<const TD*>(a.bias);
     f.activation = a.act;
+    if constexpr (kScaled) {
+      // Z = scale_a * scale_b * alpha * acc + ...: alpha's pointer carries the third scalar.
+      f.scale_a_ptr = a.scale[0];
+      f.scale_b_ptr = a.scale[1];
+      f.alpha_ptr = a.scale[2];
+    }
     return args;
   }
 
