@@ -8,6 +8,8 @@
 #   bash bench/run_gpu_all.sh [--no-tests] [--only-tests REGEX] [bench args: gemm sdpa gdn norm pointwise cudnn_engine ...]
 # Each benchmark runs as `python3 bench/<name>.py $BENCH_FLAGS`.
 set -o pipefail
+T0=$(date +%s); BUDGET_S=${BUDGET_S:-540}  # stop starting new steps after this many seconds
+left() { echo $(( BUDGET_S - ($(date +%s) - T0) )); }
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export OPENDNN_PIP_CUDNN_DIR=$(python3 -c 'import os,nvidia.cudnn as m; print(os.path.join(list(m.__path__)[0],"lib"))' 2>/dev/null)
@@ -43,21 +45,24 @@ export PYTHONPATH=$PWD/build-gpu/python:$PWD/bench${PYTHONPATH:+:$PYTHONPATH}
 if [[ $run_tests == 1 ]]; then
   for t in build-gpu/test_cuda_* build-gpu/test_cudnn_engine; do
     [[ -x $t && $t =~ $test_filter ]] || continue
+    (( $(left) > 30 )) || { log "SKIPPED $t (time budget)"; continue; }
     log "$t"
-    timeout 240 "$t" >"$OUT/.t.txt" 2>&1; rc=$?
+    timeout $(( $(left) < 240 ? $(left) : 240 )) "$t" >"$OUT/.t.txt" 2>&1; rc=$?
     grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED|Failure|Expected|Which is|actual|error|rel_err|decline" "$OUT/.t.txt" | head -80 >>"$TESTS"
     cat "$OUT/.t.txt" >>"$LOG"; log "$t rc=$rc"
   done
   rm -f "$OUT/.t.txt"
   if [[ "pytest" =~ $test_filter || $test_filter == . ]]; then
     log "pytest tests/gpu tests/distributed"
-    timeout 420 python3 -m pytest tests/gpu tests/distributed -q -x --timeout=300 -p no:cacheprovider 2>&1 | tee -a "$LOG" | tail -30 >>"$TESTS"
+    timeout $(( $(left) < 420 ? $(left) : 420 )) python3 -m pytest tests/gpu tests/distributed -q -rfE --timeout=200 -p no:cacheprovider 2>&1 | tee -a "$LOG" | tail -30 >>"$TESTS"
   fi
 fi
 
 for b in "$@"; do
+  (( $(left) > 40 )) || { log "SKIPPED bench/$b.py (time budget)"; continue; }
   log "bench/$b.py $BENCH_FLAGS"
-  timeout ${BENCH_TIMEOUT:-300} python3 "bench/$b.py" $BENCH_FLAGS 2>&1 | tee -a "$LOG" | tail -25 >>"$TESTS"
+  lim=${BENCH_TIMEOUT:-300}; (( $(left) < lim )) && lim=$(left)
+  timeout $lim python3 "bench/$b.py" $BENCH_FLAGS 2>&1 | tee -a "$LOG" | tail -25 >>"$TESTS"
 done
 tar czf "$OUT/results.tgz" bench/results 2>/dev/null
 log "done"
