@@ -139,7 +139,10 @@ Status Graph::build_operation_graph() { return validated_ ? Status{} : validate(
 Status Graph::create_execution_plans(const std::vector<HeurMode>& modes_in) {
   OPENDNN_RETURN_IF_ERROR(build_operation_graph());
   std::vector<HeurMode> modes = modes_in.empty() ? std::vector<HeurMode>{HeurMode::A} : modes_in;
-  auto st = std::make_unique<ExecState>();
+  // The new state is installed first: engines look tensors' variant slots up through the graph
+  // (variant_slot_of) while they propose and build plans.
+  exec_ = std::make_unique<ExecState>();
+  ExecState* st = exec_.get();
   st->target = default_target();
 
   // Variant slots.
@@ -262,7 +265,6 @@ Status Graph::create_execution_plans(const std::vector<HeurMode>& modes_in) {
     }
   }
   st->planned = true;
-  exec_ = std::move(st);
   return {};
 }
 

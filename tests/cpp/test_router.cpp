@@ -31,6 +31,7 @@ struct Log {
   std::atomic<int> executions{0};
   std::vector<void*> last_slots;
   std::string last_plan;
+  std::vector<int64_t> slots_seen_in_propose;  // variant_slot_of(x, y, out) while proposing
 };
 
 class FakePlan final : public Plan {
@@ -61,8 +62,9 @@ class FakeEngine final : public Engine {
   int64_t engine_id() const override { return id_; }
   bool serves(const Target& t) const override { return t.kind == DeviceKind::CPU; }
   bool is_fallback() const override { return fallback_; }
-  Proposal propose_plans(const Graph&, const Target&) override {
+  Proposal propose_plans(const Graph& g, const Target&) override {
     Proposal p;
+    log_->slots_seen_in_propose = {g.variant_slot_of(10), g.variant_slot_of(20), g.variant_slot_of(30)};
     if (!declines_.empty()) {
       p.declines = declines_;
       return p;
@@ -161,6 +163,15 @@ TEST_F(Router, ReferenceEngineIsRegisteredByDefault) {
       EXPECT_TRUE(e->is_fallback());
     }
   EXPECT_TRUE(found);
+}
+
+// Engines match tensors to execute()'s slots while they propose (the cuda families decline a graph
+// whose inputs have no slot), so the slots must exist before the first proposal.
+TEST_F(Router, VariantSlotsAreKnownWhileEnginesPropose) {
+  add("alpha", kCppEngineIdBase + 500, {{"a0", 0, 30.0}});
+  auto t = make_graph();
+  ASSERT_TRUE(t->g.create_execution_plans({HeurMode::A}).is_good());
+  EXPECT_EQ(log_.slots_seen_in_propose, (std::vector<int64_t>{0, 1, 2}));
 }
 
 TEST_F(Router, RanksByEstimateAcrossEngines) {
