@@ -160,13 +160,15 @@ def test_gdn_forward_backward(varlen):
 
 
 def test_gdn_compile_and_cuda_graph():
+    # q/k are normalised in the op: with raw randn keys (|k|^2 ~ 64) the delta rule diverges and bf16
+    # cannot follow an fp64 reference.
     q, k, v, g, beta = _gdn_inputs()
-    o, _ = _gdn(q, k, v, g, beta)  # warm-up (or skip when no engine runs GDN on the GPU)
+    o, _ = _gdn(q, k, v, g, beta, use_qk_l2norm=True)  # warm-up (or skip when no engine runs GDN on the GPU)
     torch._dynamo.reset()
     q.requires_grad_()
 
     def f(q, k, v, g, beta):
-        o, s = opendnn.ops.gated_delta_net(q, k, v, g, beta, output_final_state=True)
+        o, s = opendnn.ops.gated_delta_net(q, k, v, g, beta, output_final_state=True, use_qk_l2norm=True)
         return o.float().sum() + s.sum()
 
     torch.compile(f, fullgraph=True)(q, k, v, g, beta).backward()
@@ -175,7 +177,7 @@ def test_gdn_compile_and_cuda_graph():
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        out, _ = opendnn.ops.gated_delta_net(q, k, v, g, beta)
+        out, _ = opendnn.ops.gated_delta_net(q, k, v, g, beta, use_qk_l2norm=True)
     graph.replay()
     torch.cuda.synchronize()
-    torch.testing.assert_close(out.double(), gdn_reference(q, k, v, g, beta)[0], atol=3e-2, rtol=3e-2)
+    torch.testing.assert_close(out.double(), gdn_reference(q, k, v, g, beta, use_qk_l2norm=True)[0], atol=3e-2, rtol=3e-2)
