@@ -55,6 +55,10 @@ if [[ $run_tests == 1 ]]; then
   if [[ "pytest" =~ $test_filter || $test_filter == . ]]; then
     log "pytest tests/gpu tests/distributed"
     timeout $(( $(left) < 420 ? $(left) : 420 )) python3 -m pytest tests/gpu tests/distributed -q -rfE --timeout=200 -p no:cacheprovider 2>&1 | tee -a "$LOG" | tail -30 >>"$TESTS"
+    ngpu=$(python3 -c 'import torch; print(torch.cuda.device_count())')
+    log "DDP over NCCL, $ngpu process(es)"
+    timeout 120 python3 -m torch.distributed.run --standalone --nproc-per-node="$ngpu" tests/distributed/ddp_train.py 2>&1 |
+      tee -a "$LOG" | grep -E "DDP-(OK|FAIL)" >>"$TESTS"
   fi
 fi
 
