@@ -809,10 +809,17 @@ void expect_matches_reference(Graph& g, const Data& data, const RunResult& r, do
   }
 }
 
-// Every pointwise mode of pointwise_modes.def on same-shape FLOAT inputs ([2,8,16]; BOOLEAN where the
-// mode is logical). A mode cuDNN or the reference declines is reported, not failed.
+// Every pointwise mode of pointwise_modes.def on same-shape FLOAT inputs ([2,8,16]). BINARY_SELECT's
+// mask is computed in the graph (CMP_GT of two FLOAT inputs, a virtual BOOLEAN) because BOOLEAN tensors
+// in memory decline (cuDNN bit-packs them); the LOGICAL modes, whose I/O is BOOLEAN, must decline saying
+// so. Any other decline is reported, not failed. One cuDNN plan per graph keeps the sweep short (each
+// plan of the runtime-fusion engine is compiled when proposed).
 TEST(CudnnEngine, PointwiseEveryModeMatchesReference) {
   SKIP_WITHOUT_CUDNN();
+  struct EnvGuard {
+    EnvGuard() { setenv("OPENDNN_CUDNN_MAX_PLANS", "1", 1); }
+    ~EnvGuard() { unsetenv("OPENDNN_CUDNN_MAX_PLANS"); }
+  } one_plan;
   struct Mode { const char* name; int arity; };
   static const Mode kModes[] = {
 #define OPENDNN_PW(e, m, arity) {#e, arity},
@@ -827,11 +834,19 @@ TEST(CudnnEngine, PointwiseEveryModeMatchesReference) {
     Graph g;
     g.set_io_data_type(DataType::FLOAT).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
     std::vector<int64_t> d = {2, 8, 16};
-    std::vector<TensorPtr> in;
+    std::vector<TensorPtr> in, data_in;
     for (int i = 0; i < m.arity; ++i) {
-      bool mask = logical || (name == "BINARY_SELECT" && i == 2);
       std::string tn = "in" + std::to_string(i);
-      in.push_back(input(g, tn.c_str(), d, mask ? DataType::BOOLEAN : DataType::FLOAT));
+      if (name == "BINARY_SELECT" && i == 2) {
+        TensorPtr l = input(g, "mask_l", d, DataType::FLOAT), r = input(g, "mask_r", d, DataType::FLOAT);
+        TensorPtr mask = g.add_node(OpKind::POINTWISE, {l, r}, NodeAttrs().set("mode", std::string("CMP_GT")))[0];
+        mask->set_data_type(DataType::BOOLEAN);
+        in.push_back(mask);
+        data_in.insert(data_in.end(), {l, r});
+        continue;
+      }
+      in.push_back(input(g, tn.c_str(), d, logical ? DataType::BOOLEAN : DataType::FLOAT));
+      data_in.push_back(in.back());
     }
     NodeAttrs at;
     at.set("mode", name);
@@ -843,19 +858,22 @@ TEST(CudnnEngine, PointwiseEveryModeMatchesReference) {
       continue;
     }
     Proposal p = make_cudnn_engine()->propose_plans(g, cuda_target());
+    if (logical) {
+      EXPECT_TRUE(p.plans.empty()) << m.name;
+      ASSERT_FALSE(p.declines.empty()) << m.name;
+      EXPECT_NE(p.declines[0].find("BOOLEAN"), std::string::npos) << p.declines[0];
+    }
     if (p.plans.empty()) {
       std::printf("  %s: declined: %s\n", m.name, p.declines.empty() ? "" : p.declines[0].c_str());
       continue;
     }
     Data data;
-    for (size_t i = 0; i < in.size(); ++i) {
+    for (size_t i = 0; i < data_in.size(); ++i) {
       bool second = i == 1 && (name == "DIV" || name == "MOD" || name == "POW");
-      if (in[i]->get_data_type() == DataType::BOOLEAN) continue;
       double lo = positive || second ? 0.25 : -2.0, hi = 2.0;
       if (name == "TAN") lo = -1.0, hi = 1.0;  // away from the poles at +-pi/2
-      data[in[i].get()] = random(size_t(in[i]->volume()), uint32_t(100 + i), DataType::FLOAT, lo, hi);
+      data[data_in[i].get()] = random(size_t(data_in[i]->volume()), uint32_t(100 + i), DataType::FLOAT, lo, hi);
     }
-    fill_random(g, data, 200, 0, 1);
     RunResult r;
     ASSERT_TRUE(run_graph(g, data, r)) << m.name;
     SCOPED_TRACE(m.name);
@@ -1314,18 +1332,6 @@ TEST(CudnnEngine, SdpaDropoutMaskBackward) {
   o.dropout = o.causal = true;
   sdpa_opts_case(o, true);
 }
-TEST(CudnnEngine, SdpaRaggedThdForward) {
-  SKIP_WITHOUT_CUDNN();
-  SdpaOpts o;
-  o.padding = o.ragged = true;
-  sdpa_opts_case(o, false);
-}
-TEST(CudnnEngine, SdpaRaggedThdBackward) {
-  SKIP_WITHOUT_CUDNN();
-  SdpaOpts o;
-  o.padding = o.ragged = true;
-  sdpa_opts_case(o, true);
-}
 TEST(CudnnEngine, SdpaPagedKvForwardUnified) {
   SKIP_WITHOUT_CUDNN();
   SdpaOpts o;
@@ -1411,6 +1417,22 @@ TEST(CudnnEngine, DeclinesUnloweredOpsByName) {
   EXPECT_TRUE(p.plans.empty());
   ASSERT_FALSE(p.declines.empty());
   std::printf("  decline: %s\n", p.declines[0].c_str());
+}
+
+// Last in the file (gtest runs a suite in definition order): a kernel fault here (CUDA error 700 on the
+// first H200 run) poisons the process's CUDA context and fails every later test. Ragged THD declines
+// now, so these skip with the reason unless the lowering is re-enabled.
+TEST(CudnnEngine, SdpaRaggedThdForward) {
+  SKIP_WITHOUT_CUDNN();
+  SdpaOpts o;
+  o.padding = o.ragged = true;
+  sdpa_opts_case(o, false);
+}
+TEST(CudnnEngine, SdpaRaggedThdBackward) {
+  SKIP_WITHOUT_CUDNN();
+  SdpaOpts o;
+  o.padding = o.ragged = true;
+  sdpa_opts_case(o, true);
 }
 
 }  // namespace

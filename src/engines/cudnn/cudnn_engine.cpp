@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
@@ -379,7 +380,10 @@ class CudnnEngine final : public Engine {
       return p;
     }
     std::vector<std::string> notes;
-    const int64_t kMaxPerImpl = 6;
+    // Each candidate is a finalized execution plan (runtime-compiled engines compile here), so the count
+    // bounds propose's cost; OPENDNN_CUDNN_MAX_PLANS lowers it (tests that sweep many small graphs).
+    int64_t max_per_impl = 6;
+    if (const char* v = std::getenv("OPENDNN_CUDNN_MAX_PLANS"); v && std::atoi(v) > 0) max_per_impl = std::atoi(v);
     bool is16 = sixteen_bit_io(g);
     for (SdpaImpl impl : impls_for(g)) {
       std::shared_ptr<LoweredGraph> lg;
@@ -392,7 +396,7 @@ class CudnnEngine final : public Engine {
       std::vector<Knobs> seen;
       int64_t built = 0, rank = 0;
       for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_FALLBACK}) {
-        if (built >= kMaxPerImpl) break;
+        if (built >= max_per_impl) break;
         Builder b;
         DescPtr heur = b.make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
         b.set_desc(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, lg->op_graph);
@@ -421,7 +425,7 @@ class CudnnEngine final : public Engine {
           continue;
         }
         if (got == 0) notes.push_back("cudnn: " + tag + "heuristics mode " + std::to_string(int(mode)) + " found no engine config");
-        for (int64_t i = 0; i < got && built < kMaxPerImpl; ++i) {
+        for (int64_t i = 0; i < got && built < max_per_impl; ++i) {
           Knobs k;
           bool nondet = false;
           Builder rb;

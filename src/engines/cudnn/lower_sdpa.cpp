@@ -2,12 +2,12 @@
 // SDPA forward and backward, as cuDNN's fused flash-attention operation graphs ("composite") or, for the
 // forward when the loaded cuDNN has it, as the single SDPA_FWD backend op ("unified"; SDPA_BWD declines).
 //
-// Options: padding (use_padding_mask + seq_len_q/kv [B,1,1,1] INT32) and ragged THD (ragged offsets on
-// the tensors, with the padding mask) in both implementations; causal/right and left (sliding window) bounds and bias
-// composite only (9.19's unified op has no band or bias attributes); paged K/V and block_mask unified
-// only (9.15+/9.14+); user-mask dropout (dropout_mask * dropout_scale) composite only. Generated (Philox)
+// Options: padding (use_padding_mask + seq_len_q/kv [B,1,1,1] INT32) unified only (the composite mask
+// chain was wrong past batch 0 on the H200); ragged THD declines (cuDNN faulted on it); causal/right and
+// left (sliding window) bounds and bias composite only (9.19's unified op has no band or bias
+// attributes); paged K/V and block_mask unified only (9.15+/9.14+); user-mask dropout (dropout_mask * dropout_scale) composite only. Generated (Philox)
 // dropout, ALiBi, sink tokens and cu_seq_len decline. sdpa_fp8 forward: composite,
-// causal/padding masks (lower_sdpa_fp8_node).
+// causal mask (lower_sdpa_fp8_node).
 //
 // The composite graphs follow the operation patterns cuDNN's fused flash-attention engines match (the
 // developer guide's "fused flash attention fprop/bprop" patterns, as cuDNN Frontend emits them for
@@ -73,13 +73,20 @@ bool common_checks(const Node& n, std::string& why, bool fp8 = false) {
   }
   if (n.has("right_bound") && n.attr_int("right_bound") < 0) { why = "right_bound must be >= 0"; return false; }
   if (n.has("left_bound") && n.attr_int("left_bound") < 1) { why = "left_bound must be >= 1"; return false; }
+  // Ragged (THD) offsets: the first H200 run of the composite forward (BSHD strides, padded [B,H,S,D]
+  // dims, INT32 offsets in elements) died with an illegal address inside cuDNN's kernel, which poisons
+  // the CUDA context for the whole process. Until a THD description is verified on the device, no
+  // tensor with a ragged offset is handed to cuDNN (a crash is worse than a decline).
+  for (const auto* list : {&n.inputs(), &n.outputs()})
+    for (const auto& t : *list)
+      if (t && t->get_ragged_offset()) {
+        why = "not supported: ragged (THD) offset on " + t->get_name() +
+              ": cuDNN 9.19's attention kernel faulted (illegal address) on this lowering; declined until verified";
+        return false;
+      }
   for (const char* p : {"Q", "K", "V"}) {
     const auto& t = n.in(p);
     if (t->get_dim().size() != 4) { why = std::string(p) + " must have rank 4 [B,H,S,D]"; return false; }
-    if (t->get_ragged_offset() && !padded(n)) {
-      why = std::string(p) + " has a ragged offset (THD), which needs the padding mask (use_padding_mask, seq_len_q/kv)";
-      return false;
-    }
     DataType dt = t->get_data_type();
     if (fp8 && dt != DataType::FP8_E4M3 && dt != DataType::FP8_E5M2) {
       why = std::string(p) + " must be FP8_E4M3 or FP8_E5M2";
@@ -112,7 +119,8 @@ bool needs_mask(const Node& n) { return n.has("right_bound") || n.has("left_boun
 // cuDNN's fused attention engines fuse: with r = row index, c = column index and r_a = r (TOP_LEFT) or
 // r + s_kv - s_q (BOTTOM_RIGHT; per batch from seq_len tensors when padded), key c is kept iff
 // c <= r_a + right_bound, c > r_a - left_bound, r < seq_len_q and c < seq_len_kv (each when set).
-// Returns the masked tensor.
+// Returns the masked tensor. The seq_len branches are unreachable while composite_ok declines padding
+// (kept: they are the pattern to re-check when a cuDNN computes it right).
 DescPtr apply_mask(LowerCtx& c, const Node& n, DescPtr x, const std::vector<int64_t>& sdims) {
   const auto& qd = n.in("Q")->get_dim();
   const auto& kd = n.in("K")->get_dim();
@@ -212,6 +220,15 @@ bool composite_ok(const Node& n, std::string& why) {
   if (has_dropout_mask(n) && !has_in(n, "dropout_scale")) { why = "dropout_mask needs dropout_scale"; return false; }
   if (paged(n)) { why = "not supported: paged K/V is lowered only to the unified SDPA op (implementation UNIFIED or AUTO)"; return false; }
   if (has_in(n, "block_mask")) { why = "not supported: block_mask is lowered only to the unified SDPA op"; return false; }
+  // The padding mask as pointwise ops (seq_len_q/kv compared with the row/column indices) built and ran,
+  // but on the H200 (cuDNN 9.19) every batch after the first was computed with the first batch's
+  // lengths (Stats of batch 1 = log-sum-exp over all 128 keys instead of 50). The unified op reads
+  // seq_len per batch correctly, so padding goes there only.
+  if (padded(n)) {
+    why = "not supported: the padding mask (seq_len_q/kv) in cuDNN 9.19's composite attention graph applied batch 0's "
+          "lengths to every batch; padding is lowered only to the unified SDPA op (implementation UNIFIED or AUTO)";
+    return false;
+  }
   return true;
 }
 
