@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Shared benchmark plumbing: CUDA-event timing with warm-up, L2 flush and medians, and the result
-files (bench/results/<name>.json plus a PNG plot) that the README's tables are made from."""
+"""Shared benchmark plumbing: planning a graph on one engine, CUDA-event timing with warm-up, L2
+flush and medians, relative errors, and the result files (bench/results/<name>.json plus a PNG plot)
+that the README's tables are made from."""
 import json
 import os
 import platform
@@ -10,6 +11,102 @@ import sys
 import torch
 
 _L2_FLUSH = None
+
+
+def new_graph():
+    """A bf16-io graph with fp32 intermediates and compute, the form every benchmark uses."""
+    import opendnn
+
+    f32 = opendnn.data_type.FLOAT
+    return opendnn.pygraph(io_data_type=opendnn.data_type.BFLOAT16, intermediate_data_type=f32, compute_data_type=f32)
+
+
+def plan_on(g, engine="cuda", heur_modes=None, all_plans=False):
+    """Validates `g` and plans it on `engine` alone: (plan name, workspace tensor). When `engine`
+    proposes nothing, check_support raises with every engine's decline reasons. `all_plans` builds
+    every plan of the engine and sizes the workspace for the largest, for autotuning."""
+    import opendnn
+
+    g.validate()
+    g.build_operation_graph()
+    g.create_execution_plans(heur_modes or [opendnn.heur_mode.A])
+    others = {g.get_engine_name_at_index(i) for i in range(g.get_execution_plan_count())} - {engine}
+    g.deselect_engines(sorted(others))
+    g.check_support()
+    g.build_plans(opendnn.build_plan_policy.ALL if all_plans else opendnn.build_plan_policy.HEURISTICS_CHOICE)
+    idx = g.selected_plan()
+    chosen = g.get_engine_name_at_index(idx)
+    if chosen != engine:
+        raise RuntimeError(f"planned on {chosen}, not {engine}")
+    sizes = [g.get_workspace_size()]
+    for i in range(g.get_execution_plan_count()) if all_plans else ():
+        if g.get_engine_name_at_index(i) != engine:
+            continue
+        try:
+            sizes.append(g.get_workspace_size_plan_at_index(i))
+        except Exception:  # a plan that did not build has no size; it is never selected
+            pass
+    return g.get_plan_name_at_index(idx), torch.empty(max(1, *sizes), dtype=torch.uint8, device="cuda")
+
+
+class Bound:
+    """A graph planned on one engine (see plan_on) and bound to torch tensors: subclasses fill
+    `pack` with the variant pack; calling the object executes the selected plan."""
+
+    def __init__(self, g, engine="cuda", **plan_kw):
+        self.g, self.pack = g, {}
+        self.plan, self.ws = plan_on(g, engine, **plan_kw)
+
+    def __call__(self):
+        self.g.execute(self.pack, self.ws)
+
+
+def first_run(row, make):
+    """Builds our Bound plan with make() and runs it once (synchronised), or records why it could
+    not be made (the engines' decline reasons) in row["opendnn_declined"] and returns None."""
+    try:
+        ours = make()
+    except Exception as e:  # a decline or a failed build: recorded in the row, never fatal
+        row["opendnn_declined"] = failure(e)
+        return None
+    row["plan"] = ours.plan
+    ours()
+    torch.cuda.synchronize()
+    return ours
+
+
+def bind_output(t, like):
+    """Marks graph tensor `t` an output with the shape, strides and dtype of torch tensor `like`."""
+    return t.set_output(True).set_dim(list(like.shape)).set_stride(list(like.stride())).set_data_type(like.dtype)
+
+
+def failure(e, limit=1200):
+    """An exception as a row value: its type and message, long enough to keep the decline reasons."""
+    return f"{type(e).__name__}: {str(e)[:limit]}"
+
+
+def rel_err(a, ref, dtype=torch.float32):
+    """Relative Frobenius error of `a` against `ref` (a reshaped to ref's shape), computed in `dtype`."""
+    a, ref = a.to(dtype).reshape(ref.shape), ref.to(dtype)
+    return ((a - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+
+
+def poisoned(like, dtype=None):
+    """A NaN-filled tensor shaped and strided like `like`, so an output the plan never writes shows."""
+    return torch.full_like(like, float("nan"), dtype=dtype)
+
+
+def add_speedups(row, peers, ours="opendnn_ms", prefix=""):
+    """speedup_vs_<peer> = peer time / our time for each peer timed in the row."""
+    for p in peers:
+        if f"{prefix}{p}_ms" in row and ours in row:
+            row[f"{prefix}speedup_vs_{p}"] = row[f"{prefix}{p}_ms"] / row[ours]
+
+
+def show(row, skip=()):
+    """One row on one line, floats to four digits."""
+    print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items() if k not in skip),
+          flush=True)
 
 
 def flush_l2():

@@ -16,40 +16,24 @@ import torch
 import torch.nn.functional as F
 
 import opendnn
-from common import time_cuda, write_results
+from common import Bound, bind_output, failure, new_graph, time_cuda, write_results
 
 BF16 = opendnn.data_type.BFLOAT16
 FP32 = opendnn.data_type.FLOAT
 
 
-def new_graph():
-    return opendnn.pygraph(io_data_type=BF16, intermediate_data_type=FP32, compute_data_type=FP32)
-
-
-class OurPlan:
+class OurPlan(Bound):
     """A graph planned on the cudnn engine, bound to torch tensors; calling it executes the selected plan."""
 
     def __init__(self, g, pack):
-        self.g, self.pack = g, pack
-        g.validate()
-        g.build_operation_graph()
-        g.create_execution_plans([opendnn.heur_mode.A, opendnn.heur_mode.B, opendnn.heur_mode.FALLBACK])
-        names = {g.get_engine_name_at_index(i) for i in range(g.get_execution_plan_count())}
-        g.deselect_engines(sorted(names - {"cudnn"}))
-        g.check_support()
-        g.build_plans(opendnn.build_plan_policy.ALL)
-        self.candidates = [i for i in range(g.get_execution_plan_count()) if g.get_engine_name_at_index(i) == "cudnn"]
-        # One workspace for every plan autotune and tune() may run: the largest.
-        sizes = [g.get_workspace_size()]
-        for i in self.candidates:
-            try:
-                sizes.append(g.get_workspace_size_plan_at_index(i))
-            except Exception:
-                pass
-        self.ws = torch.empty(max(1, *sizes), dtype=torch.uint8, device="cuda")
+        # Every cuDNN config built, one workspace for all that autotune and tune() may run: the largest.
+        super().__init__(g, "cudnn", heur_modes=[opendnn.heur_mode.A, opendnn.heur_mode.B, opendnn.heur_mode.FALLBACK],
+                         all_plans=True)
+        self.pack = pack
+        self.candidates = self.cudnn_plans()
 
-    def __call__(self):
-        self.g.execute(self.pack, self.ws)
+    def cudnn_plans(self):
+        return [i for i in range(self.g.get_execution_plan_count()) if self.g.get_engine_name_at_index(i) == "cudnn"]
 
     def tune(self):
         """The router's autotune over every built cuDNN config, then the fastest under time_cuda (cold L2)."""
@@ -57,8 +41,7 @@ class OurPlan:
             self.g.autotune(self.pack, self.ws)
         except Exception as e:  # a config that fails at run time must not lose the row
             print("  autotune:", str(e)[:200], flush=True)
-        self.candidates = [i for i in range(self.g.get_execution_plan_count())
-                           if self.g.get_engine_name_at_index(i) == "cudnn"]
+        self.candidates = self.cudnn_plans()
         best, best_ms = None, float("inf")
         for i in self.candidates[:8]:
             try:
@@ -78,6 +61,12 @@ class OurPlan:
         return self.g.get_plan_name_at_index(self.g.selected_plan())
 
 
+def error_row(rows, case, e):
+    """A case our plan could not be built or tuned for: the reasons (the engines' declines) in its row."""
+    rows.append({"case": case, "error": failure(e, 1200)})
+    print(case, "ERROR", rows[-1]["error"], flush=True)
+
+
 def close(a, b, tol):
     d = (a.float() - b.float()).abs().max().item()
     return d <= tol * max(1.0, b.float().abs().max().item()), d
@@ -87,7 +76,7 @@ def sdpa_plans(q, k, v, o, stats, do, dq, dk, dv, causal, scale):
     gf = new_graph()
     tq, tk, tv = gf.tensor_like(q), gf.tensor_like(k), gf.tensor_like(v)
     to, ts = gf.sdpa(tq, tk, tv, generate_stats=True, attn_scale=scale, use_causal_mask=causal)
-    to.set_output(True).set_dim(list(o.shape)).set_stride(list(o.stride())).set_data_type(BF16)
+    bind_output(to, o)
     ts.set_output(True).set_data_type(FP32)
     fwd = OurPlan(gf, {tq: q, tk: k, tv: v, to: o, ts: stats})
     gb = new_graph()
@@ -95,7 +84,7 @@ def sdpa_plans(q, k, v, o, stats, do, dq, dk, dv, causal, scale):
     bs = gb.tensor_like(stats)
     rq, rk, rv = gb.sdpa_backward(bq, bk, bv, bo, bdo, bs, attn_scale=scale, use_causal_mask=causal)
     for t, like in ((rq, dq), (rk, dk), (rv, dv)):
-        t.set_output(True).set_dim(list(like.shape)).set_stride(list(like.stride())).set_data_type(BF16)
+        bind_output(t, like)
     bwd = OurPlan(gb, {bq: q, bk: k, bv: v, bo: o, bdo: do, bs: stats, rq: dq, rk: dk, rv: dv})
     return fwd, bwd
 
@@ -106,7 +95,7 @@ def sdpa_cases(quick):
     rows = []
     HD, D, tokens = 2048, 128, 16384
     H = HD // D
-    seqs = [1024, 4096] if quick else [1024, 2048, 4096, 8192, 16384]
+    seqs = [4096] if quick else [1024, 2048, 4096, 8192, 16384]
     for S in seqs:
         B = tokens // S
         for causal in (False, True):
@@ -125,8 +114,7 @@ def sdpa_cases(quick):
                 fwd()
                 bwd.tune()
             except Exception as e:
-                rows.append({"case": case, "error": str(e)[:400]})
-                print(case, "ERROR", str(e)[:400], flush=True)
+                error_row(rows, case, e)
                 continue
             qr, kr, vr = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
             with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
@@ -186,8 +174,7 @@ def gemm_cases(quick):
             tc.set_output(True).set_data_type(BF16)
             p = OurPlan(g, {ta: a, tb: b, tc: c}).tune()
         except Exception as e:
-            rows.append({"case": case, "error": str(e)[:400]})
-            print(case, "ERROR", str(e)[:400], flush=True)
+            error_row(rows, case, e)
             continue
         p()
         ok, err = close(c, torch.matmul(a, b), 2e-2)
@@ -218,11 +205,10 @@ def conv_cases(quick):
             g = new_graph()
             tx, tw = g.tensor_like(x), g.tensor_like(w)
             ty = g.conv_fprop(tx, tw, padding=[pad, pad], stride=[stride, stride], dilation=[1, 1])
-            ty.set_output(True).set_dim(list(y.shape)).set_stride(list(y.stride())).set_data_type(BF16)
+            bind_output(ty, y)
             p = OurPlan(g, {tx: x, tw: w, ty: y}).tune()
         except Exception as e:
-            rows.append({"case": case, "error": str(e)[:400]})
-            print(case, "ERROR", str(e)[:400], flush=True)
+            error_row(rows, case, e)
             continue
         p()
         ok, err = close(y, ref, 3e-2)

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 import opendnn as cudnn
-from common import time_cuda, write_results
+from common import add_speedups, failure, new_graph, plan_on, rel_err, show, time_cuda, write_results
 
 BF16 = cudnn.data_type.BFLOAT16
 FP32 = cudnn.data_type.FLOAT
@@ -26,9 +26,8 @@ TOL = 2e-2  # bf16 output rounding on both sides, different summation orders
 
 
 def build(M, N, K, layout, epilogue):
-    """MATMUL [+ bias + GELU] planned on the cuda engine alone: (graph, tensors, plan name) or
-    (None, None, decline reason)."""
-    g = cudnn.pygraph(io_data_type=BF16, intermediate_data_type=FP32, compute_data_type=FP32)
+    """MATMUL [+ bias + GELU] on BF16 tensors: (graph, tensors)."""
+    g = new_graph()
     a = g.tensor(name="a", dim=[1, M, K], stride=[M * K, K, 1], data_type=BF16)
     b_stride = [K * N, N, 1] if layout == "nn" else [K * N, 1, K]
     b = g.tensor(name="b", dim=[1, K, N], stride=b_stride, data_type=BF16)
@@ -38,36 +37,17 @@ def build(M, N, K, layout, epilogue):
         t["bias"] = g.tensor(name="bias", dim=[1, 1, N], stride=[N, N, 1], data_type=BF16)
         y = g.gelu(g.bias(y, t["bias"], name="bias"), name="gelu")
     t["y"] = y.set_output(True).set_data_type(BF16)
-    name = plan_on_cuda(g)
-    return (g, t, name) if not name.startswith("declined: ") else (None, None, name)
-
-
-def plan_on_cuda(g):
-    """Plans `g` on the cuda engine alone: the plan's name, or "declined: <why>"."""
-    try:
-        g.validate()
-        g.build_operation_graph()
-        g.create_execution_plans([cudnn.heur_mode.A])
-        g.deselect_engines(["cudnn", "reference"])
-        g.check_support()
-        g.build_plans()
-        idx = g.selected_plan()
-        engine = g.get_engine_name_at_index(idx)
-        if engine != "cuda":
-            return f"declined: planned on {engine}, not cuda"
-        return g.get_plan_name_at_index(idx)
-    except Exception as e:  # a decline or a failed build: recorded in the row, never fatal
-        return f"declined: {type(e).__name__}: {str(e)[:300]}"
-
-
-def rel_err(x, ref):
-    return ((x.float() - ref.float()).norm() / ref.float().norm()).item()
+    return g, t
 
 
 def run_and_check(g, pack, y, ref, row, peer_name):
-    """Runs our plan once into `y` (poisoned), checks it against `ref`, times it; fills the row and
-    returns our median ms."""
-    ws = torch.empty(max(1, g.get_workspace_size()), dtype=torch.uint8, device="cuda")
+    """Plans `g` on the cuda engine, runs it once into `y` (poisoned), checks it against `ref` and
+    times it; fills the row and returns our median ms, or None with the decline in the row."""
+    try:
+        row["plan"], ws = plan_on(g, "cuda")
+    except Exception as e:  # a decline or a failed build: recorded in the row, never fatal
+        row["opendnn_declined"] = failure(e)
+        return None
     g.execute(pack, ws)
     torch.cuda.synchronize()
     row["rel_err"] = rel_err(y, ref)
@@ -75,7 +55,7 @@ def run_and_check(g, pack, y, ref, row, peer_name):
     ms = time_cuda(lambda: g.execute(pack, ws))
     row["opendnn_ms"] = ms
     row["opendnn_tflops"] = 2.0 * row["M"] * row["N"] * row["K"] / (ms * 1e-3) / 1e12
-    row["speedup_vs_" + peer_name] = row[peer_name + "_ms"] / ms
+    add_speedups(row, (peer_name, "torch_compile"))
     return ms
 
 
@@ -110,18 +90,12 @@ def bench_bf16(M, N, K, layout, epilogue, compile_peer):
         except Exception as e:  # an optional peer
             row["torch_compile_error"] = str(e)[:200]
 
-    g, t, name = build(M, N, K, layout, epilogue)
-    if g is None:
-        row["opendnn_declined"] = name
-        return row
-    row["plan"] = name
+    g, t = build(M, N, K, layout, epilogue)
     y = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
     pack = {t["a"]: a, t["b"]: b_view, t["y"]: y}
     if "bias" in t:
         pack[t["bias"]] = bias
-    ms = run_and_check(g, pack, y, ref, row, peer_name)
-    if "torch_compile_ms" in row:
-        row["speedup_vs_torch_compile"] = row["torch_compile_ms"] / ms
+    run_and_check(g, pack, y, ref, row, peer_name)
     return row
 
 
@@ -146,18 +120,13 @@ def bench_fp8(M, N, K):
     except Exception as e:
         row["torch_scaled_mm_error"] = str(e)[:200]
         return row
-    g = cudnn.pygraph(io_data_type=BF16, intermediate_data_type=FP32, compute_data_type=FP32)
+    g = new_graph()
     A = g.tensor(name="a", dim=[1, M, K], stride=[M * K, K, 1], data_type=cudnn.data_type.FP8_E4M3)
     B = g.tensor(name="b", dim=[1, K, N], stride=[K * N, 1, K], data_type=cudnn.data_type.FP8_E4M3)
     s = [g.tensor(name=n, dim=[1, 1, 1], stride=[1, 1, 1], data_type=FP32) for n in ("da", "db", "sc")]
     c, amax = g.matmul_fp8(A, B, *s)
     c.set_output(True).set_data_type(BF16)
     amax.set_data_type(FP32)  # left virtual: the cuda plan does not compute amax
-    name = plan_on_cuda(g)
-    if name.startswith("declined: "):
-        row["opendnn_declined"] = name
-        return row
-    row["plan"] = name
     y = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
     pack = {A: a, B: w, c: y, s[0]: scales[0], s[1]: scales[1], s[2]: scales[2]}
     run_and_check(g, pack, y, ref, row, "torch_scaled_mm")
@@ -180,10 +149,6 @@ def main():
         cases += [(4096, 4096, 4096, "nn", "bias_gelu")]
 
     rows = []
-
-    def show(r):
-        print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()), flush=True)
-
     for M, N, K, layout, epi in cases:
         rows.append(bench_bf16(M, N, K, layout, epi, args.compile))
         show(rows[-1])

@@ -76,7 +76,10 @@ def main():
     ap.add_argument("-r", type=int, default=15, help="interleaved repetitions")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
                                                    "host_overhead.json"))
+    ap.add_argument("--quick", action="store_true", help="fewer calls and repetitions (-n 5000 -r 5)")
     args = ap.parse_args()
+    if args.quick:
+        args.n, args.r = min(args.n, 5000), min(args.r, 5)
     cases = []
     for kind in ("add", "pointwise_chain"):
         g, ts, arrays, ws = tiny_graph(kind)

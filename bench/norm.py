@@ -15,7 +15,8 @@ import torch
 import torch.nn.functional as F
 
 import opendnn as cudnn
-from common import copy_bandwidth_gbs, time_cuda, write_results
+from common import (add_speedups, copy_bandwidth_gbs, failure, new_graph, plan_on, poisoned, rel_err, show,
+                    time_cuda, write_results)
 
 BF16 = cudnn.data_type.BFLOAT16
 FP32 = cudnn.data_type.FLOAT
@@ -25,8 +26,8 @@ PASSES = ("fwd", "infer", "bwd")  # training forward (writes the statistics), in
 
 def build(kind, pas, T, H, engine):
     """A one-node norm graph planned on `engine` only, 4-D with a constant epsilon (the form the
-    cudnn engine lowers). Returns (graph, tensors, None) or (None, None, decline reason)."""
-    g = cudnn.pygraph(io_data_type=BF16, intermediate_data_type=FP32, compute_data_type=FP32)
+    cudnn engine lowers). Returns (graph, tensors, workspace) or (None, None, decline reason)."""
+    g = new_graph()
     x = g.tensor(name="x", dim=[T, H, 1, 1], stride=[H, 1, 1, 1], data_type=BF16)
     w = g.tensor(name="w", dim=[1, H, 1, 1], stride=[H, 1, 1, 1], data_type=BF16)
     t = {"x": x, "w": w}
@@ -55,15 +56,10 @@ def build(kind, pas, T, H, engine):
         t["dx"] = dx.set_output(True)
         t["dw"] = dw.set_output(True).set_data_type(BF16)
     try:
-        g.validate()
-        g.build_operation_graph()
-        g.create_execution_plans([cudnn.heur_mode.A])
-        g.deselect_engines([e for e in ("cuda", "cudnn", "reference") if e != engine])
-        g.check_support()
-        g.build_plans()
+        _, ws = plan_on(g, engine)
     except Exception as e:  # a decline or a failed build: recorded in the row, never fatal
-        return None, None, f"{type(e).__name__}: {str(e)[:300]}"
-    return g, t, None
+        return None, None, failure(e)
+    return g, t, ws
 
 
 class Case:
@@ -119,13 +115,12 @@ class Case:
 
     def run_engine(self, engine):
         """(median ms, relative error) on `engine`, or (None, decline reason)."""
-        g, t, why = build(self.kind, self.pas, self.T, self.H, engine)
+        g, t, ws = build(self.kind, self.pas, self.T, self.H, engine)
         if g is None:
-            return None, why
-        ws = torch.empty(max(1, g.get_workspace_size()), dtype=torch.uint8, device="cuda")
+            return None, ws
         T, H = self.T, self.H
         if self.pas != "bwd":
-            y = torch.full_like(self.x, float("nan"))
+            y = poisoned(self.x)
             pack = {t["x"]: self.x, t["w"]: self.w, t["y"]: y}
             if self.kind == "layernorm":
                 pack[t["b"]] = self.b
@@ -134,43 +129,35 @@ class Case:
                 if self.kind == "layernorm":
                     pack[t["mean"]] = torch.empty(T, 1, device="cuda", dtype=torch.float32)
         else:
-            dx = torch.full_like(self.x, float("nan"))
-            dw = torch.full_like(self.w, float("nan"))
+            dx, dw = poisoned(self.x), poisoned(self.w)
             pack = {t["x"]: self.x, t["w"]: self.w, t["dy"]: self.dy, t["iv"]: self.iv.contiguous(), t["dx"]: dx,
                     t["dw"]: dw}
             if self.kind == "layernorm":
-                db = torch.full_like(self.b, float("nan"))
+                db = poisoned(self.b)
                 pack.update({t["mean"]: self.mean.contiguous(), t["db"]: db})
         g.execute(pack, ws)
         torch.cuda.synchronize()
 
-        def rel(a, ref):
-            return ((a.float().view(ref.shape) - ref).norm() / ref.norm()).item()
-
         if self.pas != "bwd":
-            err = rel(y, self.ref_y)
+            err = rel_err(y, self.ref_y)
         else:
             outs = [dx, dw] + ([db] if self.kind == "layernorm" else [])
-            err = max(rel(o, r) for o, r in zip(outs, self.ref_grads))
+            err = max(rel_err(o, r) for o, r in zip(outs, self.ref_grads))
         return time_cuda(lambda: g.execute(pack, ws)), err
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="two shapes")
+    ap.add_argument("--quick", action="store_true", help="one shape (both norms, all passes)")
     ap.add_argument("--no-cudnn", action="store_true", help="skip cuDNN's norms (the cudnn engine)")
     ap.add_argument("--compile", action="store_true", help="also time torch.compile")
     ap.add_argument("--with-cudnn", action="store_true", help=argparse.SUPPRESS)  # the default now; old command lines
     args = ap.parse_args()
     copy_gbs = copy_bandwidth_gbs()
     print(f"device copy bandwidth: {copy_gbs:.0f} GB/s")
-    shapes = [(8192, 4096), (32768, 8192)] if args.quick else [(T, H) for T in (8192, 16384, 32768) for H in (4096, 8192)]
+    shapes = [(32768, 8192)] if args.quick else [(T, H) for T in (8192, 16384, 32768) for H in (4096, 8192)]
     cases = [(k, p, T, H) for k in ("rmsnorm", "layernorm") for p in PASSES for T, H in shapes]
     extra = {"copy_bandwidth_gbs": copy_gbs}
-
-    def show(r):
-        print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()
-                       if k not in ("cudnn_declined",)), flush=True)
 
     rows = []
     for kind, pas, T, H in cases:
@@ -188,11 +175,9 @@ def main():
         else:
             row.update({"opendnn_ms": ms, "rel_err": err, "gbs": c.nbytes() / (ms * 1e-3) / 1e9})
             row["fraction_of_copy_bw"] = row["gbs"] / copy_gbs
-            row["speedup_vs_torch"] = row["torch_ms"] / ms
-            if "torch_compile_ms" in row:
-                row["speedup_vs_torch_compile"] = row["torch_compile_ms"] / ms
+            add_speedups(row, ("torch", "torch_compile"))
         rows.append(row)
-        show(row)
+        show(row, skip=("cudnn_declined",))
         del c
     write_results("norm", rows, extra)
     if args.no_cudnn:
@@ -209,8 +194,7 @@ def main():
             print(f"  {row['case']}: cudnn engine declines: {err[:160]}", flush=True)
         else:
             row.update({"cudnn_ms": ms, "cudnn_rel_err": err})
-            if "opendnn_ms" in row:
-                row["speedup_vs_cudnn"] = ms / row["opendnn_ms"]
+            add_speedups(row, ("cudnn",))
             show({k: row[k] for k in ("case", "opendnn_ms", "cudnn_ms", "cudnn_rel_err", "speedup_vs_cudnn") if k in row})
         write_results("norm", rows, extra)  # after every case: a fault in cuDNN keeps what was measured
         del c

@@ -18,7 +18,8 @@ import torch
 import torch.nn.functional as F
 
 import opendnn as cudnn
-from common import copy_bandwidth_gbs, time_cuda, write_results
+from common import (add_speedups, copy_bandwidth_gbs, failure, new_graph, plan_on, poisoned, show, time_cuda,
+                    write_results)
 
 BF16 = cudnn.data_type.BFLOAT16
 FP32 = cudnn.data_type.FLOAT
@@ -26,8 +27,9 @@ SCALE, OUT_SCALE = 0.125, 1.5
 
 
 def build(M, N):
-    """The chain planned on the cuda engine only: (graph, tensors, build seconds) or (None, reason, 0)."""
-    g = cudnn.pygraph(io_data_type=BF16, intermediate_data_type=FP32, compute_data_type=FP32)
+    """The chain planned on the cuda engine only: (graph, tensors, workspace, build seconds) or
+    (None, reason, None, 0)."""
+    g = new_graph()
     x = g.tensor(name="x", dim=[M, N], data_type=BF16)
     bias = g.tensor(name="bias", dim=[1, N], data_type=BF16)
     gate = g.tensor(name="gate", dim=[M, N], data_type=BF16)
@@ -38,15 +40,10 @@ def build(M, N):
     y.set_output(True).set_data_type(BF16)
     t0 = time.perf_counter()
     try:
-        g.validate()
-        g.build_operation_graph()
-        g.create_execution_plans([cudnn.heur_mode.A])
-        g.deselect_engines(["cudnn", "reference"])
-        g.check_support()
-        g.build_plans()
+        _, ws = plan_on(g, "cuda")
     except Exception as e:  # a decline or a failed build: recorded in the row, never fatal
-        return None, f"{type(e).__name__}: {str(e)[:300]}", 0.0
-    return g, {"x": x, "bias": bias, "gate": gate, "y": y}, time.perf_counter() - t0
+        return None, failure(e), None, 0.0
+    return g, {"x": x, "bias": bias, "gate": gate, "y": y}, ws, time.perf_counter() - t0
 
 
 def chain(x, bias, gate):
@@ -79,13 +76,12 @@ def main():
                 row["torch_compile_ms"] = time_cuda(lambda: compiled(x, bias, gate))
             except Exception as e:  # an optional peer
                 row["torch_compile_error"] = str(e)[:200]
-        g, t, build_s = build(M, N)
+        g, t, ws, build_s = build(M, N)
         if g is None:
             row["opendnn_declined"] = t
         else:
             row["opendnn_build_s"] = build_s
-            y = torch.full_like(x, float("nan"))
-            ws = torch.empty(max(1, g.get_workspace_size()), dtype=torch.uint8, device="cuda")
+            y = poisoned(x)
             pack = {t["x"]: x, t["bias"]: bias, t["gate"]: gate, t["y"]: y}
             g.execute(pack, ws)
             torch.cuda.synchronize()
@@ -96,12 +92,11 @@ def main():
             ms = time_cuda(lambda: g.execute(pack, ws))
             row.update({"opendnn_ms": ms, "gbs": nbytes / (ms * 1e-3) / 1e9})
             row["fraction_of_copy_bw"] = row["gbs"] / copy_gbs
-            row["speedup_vs_torch"] = row["torch_ms"] / ms
+            add_speedups(row, ("torch", "torch_compile"))
             if "torch_compile_ms" in row:
-                row["speedup_vs_torch_compile"] = row["torch_compile_ms"] / ms
                 row["torch_compile_gbs"] = nbytes / (row["torch_compile_ms"] * 1e-3) / 1e9
         rows.append(row)
-        print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
+        show(row)
     write_results("pointwise", rows, {"copy_bandwidth_gbs": copy_gbs})
     return 0 if all(r.get("correct", False) for r in rows) else 1
 

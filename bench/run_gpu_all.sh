@@ -5,8 +5,9 @@
 # test and the benchmarks named on the command line, and leaves at most 8 files in $OUT (log.txt,
 # tests.txt, results.tgz with bench/results, ...). Needs .carry/cudnn (nlohmann-json, GoogleTest, cuDNN
 # headers) and .carry/cutlass (CuTe headers); flash-linear-attention wheels in .whl if present.
-#   bash bench/run_gpu_all.sh [--no-tests] [--only-tests REGEX] [bench args: gemm sdpa gdn norm pointwise cudnn_engine ...]
-# Each benchmark runs as `python3 bench/<name>.py $BENCH_FLAGS`.
+#   bash bench/run_gpu_all.sh [--no-tests] [--only-tests REGEX] [--quick] [bench args: gemm sdpa gdn norm pointwise cudnn_engine ...]
+# Each benchmark runs as `python3 bench/<name>.py $BENCH_FLAGS`; --quick adds --quick to BENCH_FLAGS (a few shapes,
+# each benchmark well under a minute) and lowers the per-benchmark timeout to 120 s.
 set -o pipefail
 T0=$(date +%s); BUDGET_S=${BUDGET_S:-540}  # stop starting new steps after this many seconds
 left() { echo $(( BUDGET_S - ($(date +%s) - T0) )); }
@@ -20,6 +21,7 @@ while [[ $# -gt 0 ]]; do
   case $1 in
     --no-tests) run_tests=0; shift ;;
     --only-tests) test_filter=$2; shift 2 ;;
+    --quick) BENCH_FLAGS="--quick${BENCH_FLAGS:+ $BENCH_FLAGS}"; BENCH_TIMEOUT=${BENCH_TIMEOUT:-120}; shift ;;
     *) break ;;
   esac
 done

@@ -19,7 +19,8 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import opendnn
-from common import time_cuda, write_results
+from common import (Bound, add_speedups, failure, first_run, new_graph, poisoned, rel_err, show, time_cuda,
+                    write_results)
 
 BF16 = opendnn.data_type.BFLOAT16
 FP32 = opendnn.data_type.FLOAT
@@ -61,7 +62,7 @@ class Case:
 
     def rel(self, o, rows=256, heads=2):
         ref_o, _ = self.reference(rows, heads)
-        return ((o[0, :heads, :rows].float() - ref_o).norm() / ref_o.norm()).item()
+        return rel_err(o[0, :heads, :rows], ref_o)
 
     def peer(self, backend):
         def fn():
@@ -71,33 +72,21 @@ class Case:
         return fn
 
 
-class OurFwd:
+class OurFwd(Bound):
     """The forward graph planned on the cuda engine only, bound to torch tensors."""
 
     def __init__(self, c):
-        g = opendnn.pygraph(io_data_type=BF16, intermediate_data_type=FP32, compute_data_type=FP32)
+        g = new_graph()
         t = {n: g.tensor(name=n, dim=list(x.shape), stride=list(x.stride()), data_type=BF16)
              for n, x in (("q", c.q), ("k", c.k), ("v", c.v))}
         o, stats = g.sdpa(q=t["q"], k=t["k"], v=t["v"], attn_scale=c.scale, generate_stats=True,
                           use_causal_mask=c.causal, name="sdpa")
         o.set_output(True)
         stats.set_output(True).set_data_type(FP32)
-        g.validate()
-        g.build_operation_graph()
-        g.create_execution_plans([opendnn.heur_mode.A])
-        names = {g.get_engine_name_at_index(i) for i in range(g.get_execution_plan_count())}
-        if "cuda" not in names:
-            raise RuntimeError(f"no cuda-engine plan (engines: {sorted(names)})")
-        g.deselect_engines(sorted(names - {"cuda"}))
-        g.check_support()
-        g.build_plans()
-        self.o = torch.full_like(c.q, float("nan"))  # BSHD storage like q: O follows Q's stride order
+        super().__init__(g, "cuda")
+        self.o = poisoned(c.q)  # BSHD storage like q: O follows Q's stride order
         self.stats = torch.full((c.B, c.H, c.S, 1), float("nan"), device="cuda", dtype=torch.float32)
-        self.g, self.ws = g, torch.empty(max(1, g.get_workspace_size()), dtype=torch.uint8, device="cuda")
         self.pack = {t["q"]: c.q, t["k"]: c.k, t["v"]: c.v, o: self.o, stats: self.stats}
-
-    def __call__(self):
-        self.g.execute(self.pack, self.ws)
 
 
 def run_fwd(c, row):
@@ -110,23 +99,17 @@ def run_fwd(c, row):
             row[f"{peer}_ms"] = time_cuda(fn)
             row[f"{peer}_tflops"] = fl / (row[f"{peer}_ms"] * 1e-3) / 1e12
         except Exception as e:  # a backend that cannot run this shape: recorded, never fatal
-            row[f"{peer}_error"] = f"{type(e).__name__}: {str(e)[:200]}"
-    try:
-        ours = OurFwd(c)
-    except Exception as e:  # a decline or a failed build
-        row["opendnn_declined"] = f"{type(e).__name__}: {str(e)[:300]}"
+            row[f"{peer}_error"] = failure(e, 200)
+    ours = first_run(row, lambda: OurFwd(c))
+    if ours is None:
         return
-    ours()
-    torch.cuda.synchronize()
     row["rel_err"] = c.rel(ours.o)
     _, ref_lse = c.reference()
     row["lse_max_abs_err"] = (ours.stats[0, :2, :256, 0] - ref_lse).abs().max().item()
     row["opendnn_ms"] = time_cuda(ours)
     row["opendnn_tflops"] = fl / (row["opendnn_ms"] * 1e-3) / 1e12
     row["correct"] = row["rel_err"] < 2e-2 and row["lse_max_abs_err"] < 2e-2
-    for peer in PEERS:
-        if f"{peer}_ms" in row:
-            row[f"speedup_vs_{peer}"] = row[f"{peer}_ms"] / row["opendnn_ms"]
+    add_speedups(row, PEERS)
 
 
 def run_bwd(c, row):
@@ -154,7 +137,7 @@ def main():
                    "causal": causal, "dtype": "bf16"}
             (run_fwd if mode == "fwd" else run_bwd)(c, row)
             rows.append(row)
-            print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
+            show(row)
             write_results("sdpa", rows)  # after every case: a fault later keeps what was measured
             del c
     return 0 if all(r.get("correct", True) for r in rows) else 1

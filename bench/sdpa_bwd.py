@@ -17,12 +17,10 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import sdpa_kernel
 
-import opendnn
-from common import time_cuda, write_results
-from sdpa import PEERS, Case, flops
+from common import (Bound, add_speedups, failure, first_run, new_graph, poisoned, rel_err, show, time_cuda,
+                    write_results)
+from sdpa import BF16, FP32, PEERS, Case, flops
 
-BF16 = opendnn.data_type.BFLOAT16
-FP32 = opendnn.data_type.FLOAT
 BWD_FLOPS = 2.5  # backward matmul flops per forward flop (5 products of the forward's size vs 2)
 
 
@@ -33,11 +31,11 @@ def flash_forward(c):
     return o, lse[..., : c.S].unsqueeze(-1).contiguous().float()
 
 
-class OurBwd:
+class OurBwd(Bound):
     """The backward graph planned on the cuda engine only, bound to torch tensors."""
 
     def __init__(self, c, o, lse, do):
-        g = opendnn.pygraph(io_data_type=BF16, intermediate_data_type=FP32, compute_data_type=FP32)
+        g = new_graph()
         t = {n: g.tensor(name=n, dim=list(x.shape), stride=list(x.stride()), data_type=BF16)
              for n, x in (("q", c.q), ("k", c.k), ("v", c.v), ("o", o), ("dO", do))}
         st = g.tensor(name="stats", dim=list(lse.shape), stride=list(lse.stride()), data_type=FP32)
@@ -45,23 +43,11 @@ class OurBwd:
                                      use_causal_mask=c.causal)
         for x in (dq, dk, dv):
             x.set_output(True)
-        g.validate()
-        g.build_operation_graph()
-        g.create_execution_plans([opendnn.heur_mode.A])
-        names = {g.get_engine_name_at_index(i) for i in range(g.get_execution_plan_count())}
-        if "cuda" not in names:
-            raise RuntimeError(f"no cuda-engine plan (engines: {sorted(names)})")
-        g.deselect_engines(sorted(names - {"cuda"}))
-        g.check_support()
-        g.build_plans()
+        super().__init__(g, "cuda")
         # BSHD storage like the inputs: the gradients follow their inputs' stride order.
-        self.grads = [torch.full_like(x, float("nan")) for x in (c.q, c.k, c.v)]
-        self.g, self.ws = g, torch.empty(max(1, g.get_workspace_size()), dtype=torch.uint8, device="cuda")
+        self.grads = [poisoned(x) for x in (c.q, c.k, c.v)]
         self.pack = {t["q"]: c.q, t["k"]: c.k, t["v"]: c.v, t["o"]: o, t["dO"]: do, st: lse,
                      dq: self.grads[0], dk: self.grads[1], dv: self.grads[2]}
-
-    def __call__(self):
-        self.g.execute(self.pack, self.ws)
 
 
 def peer_backward(c, backend, do):
@@ -71,10 +57,6 @@ def peer_backward(c, backend, do):
         out = F.scaled_dot_product_attention(qr, kr, vr, is_causal=c.causal, scale=c.scale)
     fn = lambda: torch.autograd.grad(out, (qr, kr, vr), do, retain_graph=True)  # noqa: E731
     return fn, fn()
-
-
-def rel(a, ref):
-    return ((a.float() - ref.float()).norm() / ref.float().norm()).item()
 
 
 def run_bwd(c, row):
@@ -91,27 +73,20 @@ def run_bwd(c, row):
             row[f"{peer}_ms"] = time_cuda(fn, reps=reps)
             row[f"{peer}_tflops"] = fl / (row[f"{peer}_ms"] * 1e-3) / 1e12
         except Exception as e:  # a backend that cannot run this shape: recorded, never fatal
-            row[f"{peer}_error"] = f"{type(e).__name__}: {str(e)[:200]}"
-    try:
-        o, lse = flash_forward(c)
-        ours = OurBwd(c, o, lse, do)
-    except Exception as e:  # a decline or a failed build
-        row["opendnn_declined"] = f"{type(e).__name__}: {str(e)[:300]}"
+            row[f"{peer}_error"] = failure(e, 200)
+    ours = first_run(row, lambda: OurBwd(c, *flash_forward(c), do))
+    if ours is None:
         return
-    ours()
-    torch.cuda.synchronize()
     first = [x.clone() for x in ours.grads]
     if ref is not None:
         for name, got, want in zip(("dQ", "dK", "dV"), ours.grads, ref):
-            row[f"{name}_rel_err"] = rel(got, want)
+            row[f"{name}_rel_err"] = rel_err(got, want)
         row["correct"] = all(row[f"{n}_rel_err"] < 2e-2 for n in ("dQ", "dK", "dV"))
     row["opendnn_ms"] = time_cuda(ours, reps=reps)
     row["opendnn_tflops"] = fl / (row["opendnn_ms"] * 1e-3) / 1e12
     row["bitwise_reproducible"] = all(torch.equal(a, b) for a, b in zip(first, ours.grads))
     row["correct"] = row.get("correct", False) and row["bitwise_reproducible"]
-    for peer in PEERS:
-        if f"{peer}_ms" in row:
-            row[f"speedup_vs_{peer}"] = row[f"{peer}_ms"] / row["opendnn_ms"]
+    add_speedups(row, PEERS)
 
 
 def main():
@@ -128,8 +103,7 @@ def main():
                        "causal": causal, "dtype": "bf16"}
                 run_bwd(c, row)
                 rows.append(row)
-                print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()),
-                      flush=True)
+                show(row)
                 write_results("sdpa_bwd", rows)  # after every case: a fault later keeps what was measured
                 del c
                 torch.cuda.empty_cache()
