@@ -17,7 +17,7 @@ def fmt(v, digits=3):
 def table(doc):
     rows = doc["rows"]
     peers = sorted({k[len("speedup_vs_"):] for r in rows for k in r if k.startswith("speedup_vs_")})
-    metric = "gbs" if any("gbs" in r for r in rows) else "tflops"
+    metric = next((m for m in ("gbs", "tflops", "opendnn_tflops") if any(m in r for r in rows)), "tflops")
     unit = "GB/s" if metric == "gbs" else "TFLOP/s"
     ours = "opendnn_ms" if any("opendnn_ms" in r for r in rows) else "ours_ms"
     head = ["case", "opendnn ms", unit] + [f"vs {p}" for p in peers]
