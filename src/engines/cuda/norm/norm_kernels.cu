@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <initializer_list>
 
 #include "engines/cuda/norm/norm_kernels.h"
@@ -222,6 +223,96 @@ __global__ void __launch_bounds__(kThreads) fwd_kernel(FwdArgs a, int stages) {
   pipelined_rows(a.rows, stages, issue, body);
 }
 
+// N weights of type W at column c (a multiple of N), as floats: one or two 16-byte loads, or one
+// 8-byte load (fp16 weights of fp32 rows). Weights are small and stay in L1/L2.
+template <class W, int N>
+__device__ __forceinline__ void load_weights(const void* p, int64_t c, float (&out)[N]) {
+  constexpr int BYTES = N * int(sizeof(W));
+  const W* src = static_cast<const W*>(p) + c;
+  if constexpr (BYTES % 16 == 0) {
+    uint4 raw[BYTES / 16];
+#pragma unroll
+    for (int k = 0; k < BYTES / 16; ++k) raw[k] = __ldg(reinterpret_cast<const uint4*>(src) + k);
+    const W* e = reinterpret_cast<const W*>(raw);
+#pragma unroll
+    for (int j = 0; j < N; ++j) out[j] = to_f(e[j]);
+  } else {
+    static_assert(BYTES == 8);
+    const uint2 raw = __ldg(reinterpret_cast<const uint2*>(src));
+    const W* e = reinterpret_cast<const W*>(&raw);
+#pragma unroll
+    for (int j = 0; j < N; ++j) out[j] = to_f(e[j]);
+  }
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Forward with one warp per row, for rows of at most 32 x kWarpVecs 16-byte vectors (16-bit hidden
+// <= 4096, fp32 <= 2048). Each lane issues all of its row's loads at once, the reductions are warp
+// shuffles (no barrier, no shared memory), and the grid is not persistent: a CTA of 4 warps exits
+// after its 4 rows, so the block scheduler balances the tail and no CTA waits for a ring to fill.
+// RMS takes ~92 registers (5 CTAs, 20 rows, ~160 KB of loads in flight per SM for 16-bit 4096-wide
+// rows); bf16 LayerNorm keeps the row as floats (~160 registers, 3 CTAs, ~96 KB), still several
+// times the ~25 KB per SM that full bandwidth needs at ~800 ns latency.
+// The int parameter is unused; it gives the kernel the ring kernel's signature.
+inline constexpr int kWarpVecs = 16, kWarpThreads = 128;
+template <class T, class W, bool LAYER>
+__global__ void __launch_bounds__(kWarpThreads) fwd_warp_kernel(FwdArgs a, int) {
+  constexpr int N = 16 / sizeof(T);
+  const int lane = threadIdx.x % 32;
+  const int64_t row = int64_t(blockIdx.x) * (kWarpThreads / 32) + threadIdx.x / 32;
+  if (row >= a.rows) return;  // whole warps leave; the shuffles below stay full-warp
+  const T* x = static_cast<const T*>(a.x) + row * a.cols;
+  uint4 raw[kWarpVecs];
+#pragma unroll
+  for (int i = 0; i < kWarpVecs; ++i) {
+    const int64_t c = int64_t(i * 32 + lane) * N;
+    raw[i] = c < a.cols ? __ldg(reinterpret_cast<const uint4*>(x + c)) : make_uint4(0u, 0u, 0u, 0u);
+  }
+  auto elem = [&](int i, int j) { return to_f(reinterpret_cast<const T*>(&raw[i])[j]); };
+  const float inv_n = 1.f / float(a.cols);
+  float mean = 0.f, acc = 0.f;
+  if constexpr (LAYER) {
+#pragma unroll
+    for (int i = 0; i < kWarpVecs; ++i)
+#pragma unroll
+      for (int j = 0; j < N; ++j) acc += elem(i, j);  // padding is zero
+    mean = warp_sum(acc) * inv_n;
+    acc = 0.f;
+  }
+#pragma unroll
+  for (int i = 0; i < kWarpVecs; ++i)
+    if (int64_t(i * 32 + lane) * N < a.cols)  // padding would add mean^2
+#pragma unroll
+      for (int j = 0; j < N; ++j) acc += (elem(i, j) - mean) * (elem(i, j) - mean);
+  const float rstd = rsqrtf(warp_sum(acc) * inv_n + a.epsilon);
+  if (lane == 0) {
+    if (a.inv_variance) a.inv_variance[row] = rstd;
+    if (LAYER && a.mean) a.mean[row] = mean;
+  }
+  T* y = static_cast<T*>(a.y) + row * a.cols;
+#pragma unroll
+  for (int i = 0; i < kWarpVecs; ++i) {
+    const int64_t c = int64_t(i * 32 + lane) * N;
+    if (c >= a.cols) continue;
+    float w[N], b[N];
+    load_weights<W, N>(a.scale, c, w);
+    if (a.bias) load_weights<W, N>(a.bias, c, b);
+    uint4 out;
+    T* o = reinterpret_cast<T*>(&out);
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      float r = (elem(i, j) - mean) * rstd * w[j];
+      if (a.bias) r += b[j];
+      o[j] = from_f<T>(r);
+    }
+    *reinterpret_cast<uint4*>(y + c) = out;
+  }
+}
+
 // Backward: dx per row, and dscale/dbias partials accumulated in registers over the CTA's rows,
 // written once as one fp32 row pair per CTA ([gridDim][2][cols]) for reduce_partials. X and DY
 // stay packed in the ring and are converted on the fly, read twice (row sums, then dx); the row's
@@ -305,24 +396,39 @@ __global__ void __launch_bounds__(kThreads) bwd_kernel(BwdArgs a, float* partial
 }
 
 // Sums the per-CTA partials column by column in a fixed order (deterministic): warp y of a
-// 32x8 block sums parts y, y+8, ... of 32 adjacent columns, then the 8 sums are added in order.
+// 32x32 block sums parts y, y+32, ... of 32 adjacent columns, then the 32 sums are added in order.
+// 32 warps with 4 loads each in flight keep this short tail (parts x 2 x cols floats, ~9 MB for
+// 264 CTAs x 4096 columns) from being latency-bound.
+inline constexpr int kReduceWarps = 32;
 template <class W>
-__global__ void __launch_bounds__(256) reduce_partials(const float* partial, int parts, int64_t cols, W* dscale, W* dbias) {
-  __shared__ float red[2][8][33];
+__global__ void __launch_bounds__(32 * kReduceWarps) reduce_partials(const float* partial, int parts, int64_t cols, W* dscale, W* dbias) {
+  __shared__ float red[2][kReduceWarps][33];
   asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the backward kernel's partials are complete
   const int64_t c = int64_t(blockIdx.x) * 32 + threadIdx.x;
-  float s = 0.f, b = 0.f;
-  if (c < cols)
-    for (int p = threadIdx.y; p < parts; p += 8) {
-      s += partial[int64_t(p) * 2 * cols + c];
-      if (dbias) b += partial[int64_t(p) * 2 * cols + cols + c];
+  auto column_sum = [&](const float* src) {  // parts threadIdx.y, +32, ... of one column
+    float acc = 0.f;
+    int p = threadIdx.y;
+    for (; p + 3 * kReduceWarps < parts; p += 4 * kReduceWarps) {
+      float v[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) v[u] = __ldg(src + int64_t(p + u * kReduceWarps) * 2 * cols);
+#pragma unroll
+      for (int u = 0; u < 4; ++u) acc += v[u];
     }
-  red[0][threadIdx.y][threadIdx.x] = s;
-  red[1][threadIdx.y][threadIdx.x] = b;
+    for (; p < parts; p += kReduceWarps) acc += __ldg(src + int64_t(p) * 2 * cols);
+    return acc;
+  };
+  float acc[2] = {0.f, 0.f};
+  if (c < cols) {
+    acc[0] = column_sum(partial + c);
+    if (dbias) acc[1] = column_sum(partial + cols + c);
+  }
+  red[0][threadIdx.y][threadIdx.x] = acc[0];
+  red[1][threadIdx.y][threadIdx.x] = acc[1];
   __syncthreads();
   if (threadIdx.y != 0 || c >= cols) return;
-  s = b = 0.f;
-  for (int k = 0; k < 8; ++k) {
+  float s = 0.f, b = 0.f;
+  for (int k = 0; k < kReduceWarps; ++k) {
     s += red[0][k][threadIdx.x];
     b += red[1][k][threadIdx.x];
   }
@@ -397,9 +503,27 @@ size_t stage_bytes(int vpt, int threads, int k, int j) {
   return size_t(threads) * (size_t(k) * size_t(vpt) * sizeof(uint4) + size_t(j) * sizeof(float));
 }
 
+// OPENDNN_NORM_FWD_RING=1 sends every forward through the persistent ring (the path before the
+// one-warp-per-row kernel), for A/B timing and as a fallback. Read when a plan is built.
+bool force_ring() {
+  const char* v = std::getenv("OPENDNN_NORM_FWD_RING");
+  return v && v[0] == '1';
+}
+
 template <class T, class W>
 struct PlanFwd {
   static cudaError_t run(const FwdArgs& a, int sm_count, Launch* l) {
+    const int64_t vecs = a.cols / (16 / int64_t(sizeof(T)));
+    if (vecs > 32 * kWarpVecs / 4 && vecs <= 32 * kWarpVecs && a.rows / 4 < INT32_MAX && !force_ring()) {
+      // Wide enough that a lane's 16 vectors are mostly used, narrow enough for one warp.
+      const bool layer = a.kind == Kind::LAYER;
+      l->kernel = reinterpret_cast<const void*>(layer ? fwd_warp_kernel<T, W, true> : fwd_warp_kernel<T, W, false>);
+      l->threads = kWarpThreads;
+      l->grid = int((a.rows + kWarpThreads / 32 - 1) / (kWarpThreads / 32));
+      l->stages = 0;
+      l->smem = 0;
+      return cudaSuccess;
+    }
     int vpt;
     shape_for(a.cols, a.x_type, vpt, l->threads);
     FwdKernel k = pick_kernel<T, PickFwd, W>(vpt, a.kind == Kind::LAYER);
@@ -430,7 +554,7 @@ template <class W>
 cudaError_t reduce_typed(const BwdArgs& a, const float* partial, int parts, cudaStream_t st) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(unsigned((a.cols + 31) / 32));
-  cfg.blockDim = dim3(32, 8);
+  cfg.blockDim = dim3(32, kReduceWarps);
   cfg.stream = st;
   cudaLaunchAttribute attr{};
   attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
