@@ -271,7 +271,8 @@ void check_norm(bool layer, int64_t rows, int64_t cols, DataType xt, DataType wt
 // Hidden sizes from one vector per row to kMaxCols, a non-power-of-two, and row counts that leave
 // the persistent grid uneven and wrap the backward's ring several times. In 16-bit types hidden
 // 1000 takes the ring forward and 3000/4096 the one-warp-per-row forward (3000: lanes with unused
-// vectors); in fp32 1000 takes the warp forward and 4096 the ring.
+// vectors); in fp32 1000 takes the warp forward and 4096 the ring. RMS in 16-bit types also takes
+// the warp forward (32 vectors a lane) at 6000 and 8192.
 const std::vector<std::pair<int64_t, int64_t>> kShapes = {{1, 64}, {37, 1000}, {999, 1000}, {300, 4096}, {64, 16384},
                                                          {301, 16384}};
 
@@ -282,6 +283,8 @@ void check_all(bool layer) {
   // The largest case once: many rows per CTA of the persistent backward grid, many warp-forward CTAs.
   check_norm(layer, 2000, 4096, DataType::BFLOAT16, DataType::BFLOAT16);
   check_norm(layer, 129, 3000, DataType::HALF, DataType::HALF);
+  check_norm(layer, 97, 8192, DataType::BFLOAT16, DataType::BFLOAT16);
+  check_norm(layer, 65, 6000, DataType::HALF, DataType::HALF);
   // Mixed precision: 16-bit activations with fp32 weights and the other way round.
   check_norm(layer, 333, 4096, DataType::BFLOAT16, DataType::FLOAT);
   check_norm(layer, 77, 1000, DataType::FLOAT, DataType::HALF);

@@ -250,25 +250,26 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// Forward with one warp per row, for rows of at most 32 x kWarpVecs 16-byte vectors (16-bit hidden
-// <= 4096, fp32 <= 2048). Each lane issues all of its row's loads at once, the reductions are warp
+// Forward with one warp per row, for rows of at most 32 x V 16-byte vectors (V = 16: 16-bit hidden
+// <= 4096, fp32 <= 2048; V = 32, RMS only: 16-bit hidden <= 8192). Each lane issues all of its row's loads at once, the reductions are warp
 // shuffles (no barrier, no shared memory), and the grid is not persistent: a CTA of 4 warps exits
 // after its 4 rows, so the block scheduler balances the tail and no CTA waits for a ring to fill.
 // RMS takes ~92 registers (5 CTAs, 20 rows, ~160 KB of loads in flight per SM for 16-bit 4096-wide
 // rows); bf16 LayerNorm keeps the row as floats (~160 registers, 3 CTAs, ~96 KB), still several
 // times the ~25 KB per SM that full bandwidth needs at ~800 ns latency.
+// RMS with V = 32 takes ~160 registers: 3 CTAs, 12 rows of 16 KB in flight per SM.
 // The int parameter is unused; it gives the kernel the ring kernel's signature.
-inline constexpr int kWarpVecs = 16, kWarpThreads = 128;
-template <class T, class W, bool LAYER>
+inline constexpr int kWarpThreads = 128;
+template <class T, class W, int V, bool LAYER>
 __global__ void __launch_bounds__(kWarpThreads) fwd_warp_kernel(FwdArgs a, int) {
   constexpr int N = 16 / sizeof(T);
   const int lane = threadIdx.x % 32;
   const int64_t row = int64_t(blockIdx.x) * (kWarpThreads / 32) + threadIdx.x / 32;
   if (row >= a.rows) return;  // whole warps leave; the shuffles below stay full-warp
   const T* x = static_cast<const T*>(a.x) + row * a.cols;
-  uint4 raw[kWarpVecs];
+  uint4 raw[V];
 #pragma unroll
-  for (int i = 0; i < kWarpVecs; ++i) {
+  for (int i = 0; i < V; ++i) {
     const int64_t c = int64_t(i * 32 + lane) * N;
     raw[i] = c < a.cols ? __ldg(reinterpret_cast<const uint4*>(x + c)) : make_uint4(0u, 0u, 0u, 0u);
   }
@@ -277,14 +278,14 @@ __global__ void __launch_bounds__(kWarpThreads) fwd_warp_kernel(FwdArgs a, int) 
   float mean = 0.f, acc = 0.f;
   if constexpr (LAYER) {
 #pragma unroll
-    for (int i = 0; i < kWarpVecs; ++i)
+    for (int i = 0; i < V; ++i)
 #pragma unroll
       for (int j = 0; j < N; ++j) acc += elem(i, j);  // padding is zero
     mean = warp_sum(acc) * inv_n;
     acc = 0.f;
   }
 #pragma unroll
-  for (int i = 0; i < kWarpVecs; ++i)
+  for (int i = 0; i < V; ++i)
     if (int64_t(i * 32 + lane) * N < a.cols)  // padding would add mean^2
 #pragma unroll
       for (int j = 0; j < N; ++j) acc += (elem(i, j) - mean) * (elem(i, j) - mean);
@@ -295,7 +296,7 @@ __global__ void __launch_bounds__(kWarpThreads) fwd_warp_kernel(FwdArgs a, int) 
   }
   T* y = static_cast<T*>(a.y) + row * a.cols;
 #pragma unroll
-  for (int i = 0; i < kWarpVecs; ++i) {
+  for (int i = 0; i < V; ++i) {
     const int64_t c = int64_t(i * 32 + lane) * N;
     if (c >= a.cols) continue;
     float w[N], b[N];
@@ -514,10 +515,15 @@ template <class T, class W>
 struct PlanFwd {
   static cudaError_t run(const FwdArgs& a, int sm_count, Launch* l) {
     const int64_t vecs = a.cols / (16 / int64_t(sizeof(T)));
-    if (vecs > 32 * kWarpVecs / 4 && vecs <= 32 * kWarpVecs && a.rows / 4 < INT32_MAX && !force_ring()) {
-      // Wide enough that a lane's 16 vectors are mostly used, narrow enough for one warp.
-      const bool layer = a.kind == Kind::LAYER;
-      l->kernel = reinterpret_cast<const void*>(layer ? fwd_warp_kernel<T, W, true> : fwd_warp_kernel<T, W, false>);
+    const bool layer = a.kind == Kind::LAYER;
+    // Wide enough that a lane's vectors are mostly used, narrow enough for one warp's registers
+    // (LayerNorm keeps 16-bit rows as floats: 32 vectors would spill).
+    FwdKernel warp = nullptr;
+    if (vecs > 128 && vecs <= 512) warp = layer ? fwd_warp_kernel<T, W, 16, true> : fwd_warp_kernel<T, W, 16, false>;
+    if constexpr (sizeof(T) == 2)
+      if (!layer && vecs > 512 && vecs <= 1024) warp = fwd_warp_kernel<T, W, 32, false>;
+    if (warp && a.rows / 4 < INT32_MAX && !force_ring()) {
+      l->kernel = reinterpret_cast<const void*>(warp);
       l->threads = kWarpThreads;
       l->grid = int((a.rows + kWarpThreads / 32 - 1) / (kWarpThreads / 32));
       l->stages = 0;
