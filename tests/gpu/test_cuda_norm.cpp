@@ -271,8 +271,9 @@ void check_norm(bool layer, int64_t rows, int64_t cols, DataType xt, DataType wt
 // Hidden sizes from one vector per row to kMaxCols, a non-power-of-two, and row counts that leave
 // the persistent grid uneven and wrap the backward's ring several times. In 16-bit types hidden
 // 1000 takes the ring forward and 3000/4096 the one-warp-per-row forward (3000: lanes with unused
-// vectors); in fp32 1000 takes the warp forward and 4096 the ring. RMS in 16-bit types also takes
-// the warp forward (32 vectors a lane) at 6000 and 8192.
+// vectors); in fp32 1000 takes the warp forward and 4096 the ring. 16-bit rows of 6000 and 8192
+// take the warp forward with 32 vectors a lane (LayerNorm: one-pass shifted variance, which the
+// rows offset by +8 exercise).
 const std::vector<std::pair<int64_t, int64_t>> kShapes = {{1, 64}, {37, 1000}, {999, 1000}, {300, 4096}, {64, 16384},
                                                          {301, 16384}};
 

@@ -251,13 +251,13 @@ __device__ __forceinline__ float warp_sum(float v) {
 }
 
 // Forward with one warp per row, for rows of at most 32 x V 16-byte vectors (V = 16: 16-bit hidden
-// <= 4096, fp32 <= 2048; V = 32, RMS only: 16-bit hidden <= 8192). Each lane issues all of its row's loads at once, the reductions are warp
+// <= 4096, fp32 <= 2048; V = 32: 16-bit hidden <= 8192). Each lane issues all of its row's loads at once, the reductions are warp
 // shuffles (no barrier, no shared memory), and the grid is not persistent: a CTA of 4 warps exits
 // after its 4 rows, so the block scheduler balances the tail and no CTA waits for a ring to fill.
 // RMS takes ~92 registers (5 CTAs, 20 rows, ~160 KB of loads in flight per SM for 16-bit 4096-wide
 // rows); bf16 LayerNorm keeps the row as floats (~160 registers, 3 CTAs, ~96 KB), still several
 // times the ~25 KB per SM that full bandwidth needs at ~800 ns latency.
-// RMS with V = 32 takes ~160 registers: 3 CTAs, 12 rows of 16 KB in flight per SM.
+// V = 32 takes ~160 registers: 3 CTAs, 12 rows of 16 KB in flight per SM.
 // The int parameter is unused; it gives the kernel the ring kernel's signature.
 inline constexpr int kWarpThreads = 128;
 template <class T, class W, int V, bool LAYER>
@@ -275,21 +275,43 @@ __global__ void __launch_bounds__(kWarpThreads) fwd_warp_kernel(FwdArgs a, int) 
   }
   auto elem = [&](int i, int j) { return to_f(reinterpret_cast<const T*>(&raw[i])[j]); };
   const float inv_n = 1.f / float(a.cols);
-  float mean = 0.f, acc = 0.f;
-  if constexpr (LAYER) {
+  float mean = 0.f, var = 0.f;
+  if constexpr (LAYER && V > 16) {
+    // One pass, shifted by the row's first element k: var = E[(x-k)^2] - E[x-k]^2. The two-pass
+    // form keeps the row as floats (~270 registers: spills); this one fits the RMS kernel's ~160.
+    // The cancellation costs at most ~cols ulps of var, and only when k is an extreme outlier.
+    const float k = __shfl_sync(0xffffffffu, elem(0, 0), 0);
+    float s1 = 0.f, s2 = 0.f;
 #pragma unroll
     for (int i = 0; i < V; ++i)
+      if (int64_t(i * 32 + lane) * N < a.cols)  // padding would add k and k^2
 #pragma unroll
-      for (int j = 0; j < N; ++j) acc += elem(i, j);  // padding is zero
-    mean = warp_sum(acc) * inv_n;
-    acc = 0.f;
+        for (int j = 0; j < N; ++j) {
+          const float d = elem(i, j) - k;
+          s1 += d;
+          s2 += d * d;
+        }
+    s1 = warp_sum(s1) * inv_n;
+    mean = k + s1;
+    var = fmaxf(warp_sum(s2) * inv_n - s1 * s1, 0.f);
+  } else {
+    float acc = 0.f;
+    if constexpr (LAYER) {
+#pragma unroll
+      for (int i = 0; i < V; ++i)
+#pragma unroll
+        for (int j = 0; j < N; ++j) acc += elem(i, j);  // padding is zero
+      mean = warp_sum(acc) * inv_n;
+      acc = 0.f;
+    }
+#pragma unroll
+    for (int i = 0; i < V; ++i)
+      if (int64_t(i * 32 + lane) * N < a.cols)  // padding would add mean^2
+#pragma unroll
+        for (int j = 0; j < N; ++j) acc += (elem(i, j) - mean) * (elem(i, j) - mean);
+    var = warp_sum(acc) * inv_n;
   }
-#pragma unroll
-  for (int i = 0; i < V; ++i)
-    if (int64_t(i * 32 + lane) * N < a.cols)  // padding would add mean^2
-#pragma unroll
-      for (int j = 0; j < N; ++j) acc += (elem(i, j) - mean) * (elem(i, j) - mean);
-  const float rstd = rsqrtf(warp_sum(acc) * inv_n + a.epsilon);
+  const float rstd = rsqrtf(var + a.epsilon);
   if (lane == 0) {
     if (a.inv_variance) a.inv_variance[row] = rstd;
     if (LAYER && a.mean) a.mean[row] = mean;
@@ -516,12 +538,11 @@ struct PlanFwd {
   static cudaError_t run(const FwdArgs& a, int sm_count, Launch* l) {
     const int64_t vecs = a.cols / (16 / int64_t(sizeof(T)));
     const bool layer = a.kind == Kind::LAYER;
-    // Wide enough that a lane's vectors are mostly used, narrow enough for one warp's registers
-    // (LayerNorm keeps 16-bit rows as floats: 32 vectors would spill).
+    // Wide enough that a lane's vectors are mostly used, narrow enough for one warp's registers.
     FwdKernel warp = nullptr;
     if (vecs > 128 && vecs <= 512) warp = layer ? fwd_warp_kernel<T, W, 16, true> : fwd_warp_kernel<T, W, 16, false>;
     if constexpr (sizeof(T) == 2)
-      if (!layer && vecs > 512 && vecs <= 1024) warp = fwd_warp_kernel<T, W, 32, false>;
+      if (vecs > 512 && vecs <= 1024) warp = layer ? fwd_warp_kernel<T, W, 32, true> : fwd_warp_kernel<T, W, 32, false>;
     if (warp && a.rows / 4 < INT32_MAX && !force_ring()) {
       l->kernel = reinterpret_cast<const void*>(warp);
       l->threads = kWarpThreads;
