@@ -49,11 +49,15 @@ if [[ $run_tests == 1 ]]; then
     [[ -x $t && $t =~ $test_filter ]] || continue
     (( $(left) > 30 )) || { log "SKIPPED $t (time budget)"; continue; }
     log "$t"
-    timeout $(( $(left) < 240 ? $(left) : 240 )) "$t" >"$OUT/.t.txt" 2>&1; rc=$?
+    # cuDNN's own log (level 2: errors and warnings, i.e. why a config or pattern is rejected); its tail
+    # is kept as cudnn.log. CUDNN_TEST_LOGLEVEL=0 turns it off.
+    CUDNN_LOGLEVEL_DBG=${CUDNN_TEST_LOGLEVEL:-2} CUDNN_LOGDEST_DBG="$OUT/.cudnn_full.log" \
+      timeout $(( $(left) < 240 ? $(left) : 240 )) "$t" >"$OUT/.t.txt" 2>&1; rc=$?
     grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED|Failure|Expected|Which is|actual|error|rel_err|decline" "$OUT/.t.txt" | head -80 >>"$TESTS"
     cat "$OUT/.t.txt" >>"$LOG"; log "$t rc=$rc"
   done
   rm -f "$OUT/.t.txt"
+  if [[ -f $OUT/.cudnn_full.log ]]; then tail -c 300000 "$OUT/.cudnn_full.log" >"$OUT/cudnn.log"; rm -f "$OUT/.cudnn_full.log"; fi
   if [[ "pytest" =~ $test_filter || $test_filter == . ]]; then
     log "pytest tests/gpu tests/distributed"
     timeout $(( $(left) < 420 ? $(left) : 420 )) python3 -m pytest tests/gpu tests/distributed -q -rfE --timeout=200 -p no:cacheprovider 2>&1 | tee -a "$LOG" | tail -30 >>"$TESTS"
