@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "common/dynlib.h"
+
 namespace opendnn::cudnn {
 namespace {
 
@@ -52,22 +54,12 @@ std::vector<std::string> site_packages_under(const std::string& prefix) {
   return out;
 }
 
-template <class F>
-bool sym(void* lib, const char* name, F& fn) {
-  fn = reinterpret_cast<F>(::dlsym(lib, name));
-  return fn != nullptr;
-}
-
 // Tries one cuDNN candidate; on success fills api and returns true.
 bool try_cudnn(CudnnApi& a, const std::string& what, int flags) {
-  void* lib = ::dlopen(what.c_str(), flags);
-  if (!lib) {
-    const char* e = ::dlerror();
-    a.tried.push_back(what + ": " + (e ? e : "dlopen failed"));
-    return false;
-  }
+  void* lib = dynlib::open(what, flags, a.tried);
+  if (!lib) return false;
   CudnnApi t;
-  bool ok = sym(lib, "cudnnGetVersion", t.GetVersion);
+  bool ok = dynlib::resolve(lib, "cudnnGetVersion", t.GetVersion);
   if (!ok) {
     a.tried.push_back(what + ": no cudnnGetVersion");
     ::dlclose(lib);
@@ -81,7 +73,7 @@ bool try_cudnn(CudnnApi& a, const std::string& what, int flags) {
   }
   std::string missing;
   auto need = [&](const char* n, auto& fn) {
-    if (!sym(lib, n, fn)) missing += std::string(missing.empty() ? "" : ", ") + n;
+    if (!dynlib::resolve(lib, n, fn)) missing += std::string(missing.empty() ? "" : ", ") + n;
   };
   need("cudnnGetErrorString", t.GetErrorString);
   need("cudnnGetLastErrorString", t.GetLastErrorString);
@@ -100,8 +92,8 @@ bool try_cudnn(CudnnApi& a, const std::string& what, int flags) {
     ::dlclose(lib);
     return false;
   }
-  sym(lib, "cudnnBackendPopulateCudaGraph", t.BackendPopulateCudaGraph);
-  sym(lib, "cudnnBackendUpdateCudaGraph", t.BackendUpdateCudaGraph);
+  dynlib::resolve(lib, "cudnnBackendPopulateCudaGraph", t.BackendPopulateCudaGraph);
+  dynlib::resolve(lib, "cudnnBackendUpdateCudaGraph", t.BackendUpdateCudaGraph);
   t.cudnn_lib = lib;
   t.version = v;
   t.cudnn_path = what;
@@ -119,20 +111,20 @@ void load_cudart(CudnnApi& a) {
   for (const char* n : names)
     if (!lib && (lib = ::dlopen(n, RTLD_NOW | RTLD_LOCAL))) a.cudart_name = n;
   if (!lib) return;
-  bool ok = sym(lib, "cudaGetDeviceCount", a.cudaGetDeviceCount) && sym(lib, "cudaGetDevice", a.cudaGetDevice) &&
-            sym(lib, "cudaSetDevice", a.cudaSetDevice) && sym(lib, "cudaDeviceGetAttribute", a.cudaDeviceGetAttribute) &&
-            sym(lib, "cudaMemsetAsync", a.cudaMemsetAsync) &&
-            sym(lib, "cudaStreamIsCapturing", a.cudaStreamIsCapturing) &&
-            sym(lib, "cudaGetErrorString", a.cudaGetErrorString);
+  bool ok = dynlib::resolve(lib, "cudaGetDeviceCount", a.cudaGetDeviceCount) && dynlib::resolve(lib, "cudaGetDevice", a.cudaGetDevice) &&
+            dynlib::resolve(lib, "cudaSetDevice", a.cudaSetDevice) && dynlib::resolve(lib, "cudaDeviceGetAttribute", a.cudaDeviceGetAttribute) &&
+            dynlib::resolve(lib, "cudaMemsetAsync", a.cudaMemsetAsync) &&
+            dynlib::resolve(lib, "cudaStreamIsCapturing", a.cudaStreamIsCapturing) &&
+            dynlib::resolve(lib, "cudaGetErrorString", a.cudaGetErrorString);
   if (!ok) {
     a.cudaGetDeviceCount = nullptr;
     a.cudart_name.clear();
     return;
   }
   a.cudart_lib = lib;
-  if (!(sym(lib, "cudaEventCreate", a.cudaEventCreate) && sym(lib, "cudaEventRecord", a.cudaEventRecord) &&
-        sym(lib, "cudaEventSynchronize", a.cudaEventSynchronize) &&
-        sym(lib, "cudaEventElapsedTime", a.cudaEventElapsedTime) && sym(lib, "cudaEventDestroy", a.cudaEventDestroy)))
+  if (!(dynlib::resolve(lib, "cudaEventCreate", a.cudaEventCreate) && dynlib::resolve(lib, "cudaEventRecord", a.cudaEventRecord) &&
+        dynlib::resolve(lib, "cudaEventSynchronize", a.cudaEventSynchronize) &&
+        dynlib::resolve(lib, "cudaEventElapsedTime", a.cudaEventElapsedTime) && dynlib::resolve(lib, "cudaEventDestroy", a.cudaEventDestroy)))
     a.cudaEventCreate = nullptr;
 }
 

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "common/dynlib.h"
+
 namespace opendnn::cuda::pw {
 namespace {
 
@@ -27,26 +29,14 @@ struct Fns {
 Fns g_fns;
 std::atomic<int64_t> g_compiles{0};
 
-template <class F>
-bool resolve(void* lib, const char* name, F& fn) {
-  fn = reinterpret_cast<F>(::dlsym(lib, name));
-  return fn != nullptr;
-}
-
 bool try_open(Nvrtc& n, const std::string& what, int flags) {
-  void* lib = ::dlopen(what.c_str(), flags);
-  if (!lib) {
-    if (!(flags & RTLD_NOLOAD)) {
-      const char* e = ::dlerror();
-      n.tried.push_back(what + ": " + (e ? e : "dlopen failed"));
-    }
-    return false;
-  }
+  void* lib = dynlib::open(what, flags, n.tried);
+  if (!lib) return false;
   Fns f;
-  bool all = resolve(lib, "nvrtcVersion", f.Version) && resolve(lib, "nvrtcCreateProgram", f.CreateProgram) &&
-             resolve(lib, "nvrtcCompileProgram", f.CompileProgram) && resolve(lib, "nvrtcGetCUBINSize", f.GetCUBINSize) &&
-             resolve(lib, "nvrtcGetCUBIN", f.GetCUBIN) && resolve(lib, "nvrtcGetProgramLogSize", f.GetProgramLogSize) &&
-             resolve(lib, "nvrtcGetProgramLog", f.GetProgramLog) && resolve(lib, "nvrtcDestroyProgram", f.DestroyProgram);
+  bool all = dynlib::resolve(lib, "nvrtcVersion", f.Version) && dynlib::resolve(lib, "nvrtcCreateProgram", f.CreateProgram) &&
+             dynlib::resolve(lib, "nvrtcCompileProgram", f.CompileProgram) && dynlib::resolve(lib, "nvrtcGetCUBINSize", f.GetCUBINSize) &&
+             dynlib::resolve(lib, "nvrtcGetCUBIN", f.GetCUBIN) && dynlib::resolve(lib, "nvrtcGetProgramLogSize", f.GetProgramLogSize) &&
+             dynlib::resolve(lib, "nvrtcGetProgramLog", f.GetProgramLog) && dynlib::resolve(lib, "nvrtcDestroyProgram", f.DestroyProgram);
   int major = 0, minor = 0;
   if (!all || f.Version(&major, &minor) != 0 || major < 12) {
     n.tried.push_back(what + (all ? ": NVRTC older than 12.0" : ": missing NVRTC entry points (nvrtcGetCUBIN needs 11.1+)"));
