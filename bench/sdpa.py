@@ -4,14 +4,17 @@ tokens, H*D = 2048, S 512..16k, head dims 64/128/256, causal and not): opendnn's
 against torch SDPA with the cuDNN backend and with the flash backend, all in one process on the
 same inputs, every result checked. Writes bench/results/sdpa.json (+ sdpa.png).
 
-    python bench/sdpa.py [--quick] [--mode fwd|bwd|all]
+    python bench/sdpa.py [--quick] [--mode fwd|bwd|all] [--v2]
 
 Modes: `fwd` times the forward pass (O and Stats). `bwd` is the backward pass (its columns come
 from run_bwd below, which the backward kernel's owner fills in; until then it records why not).
 Q/K/V are [B,H,S,D] views of BSHD storage, the layout models use.
+`--v2` opts in to the second forward kernel (OPENDNN_SDPA_FWD_V2=1 before any plan is made; it
+covers d128 only, other head dims keep the first kernel) and writes bench/results/sdpa_v2.json.
 """
 import argparse
 import math
+import os
 import sys
 
 import torch
@@ -122,7 +125,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="four shapes")
     ap.add_argument("--mode", choices=("fwd", "bwd", "all"), default="fwd")
+    ap.add_argument("--v2", action="store_true", help="opt in to the v2 forward kernel (writes sdpa_v2.json)")
     args = ap.parse_args()
+    if args.v2:
+        os.environ["OPENDNN_SDPA_FWD_V2"] = "1"  # read by the cuda engine when each plan is made
+    out_name = "sdpa_v2" if args.v2 else "sdpa"
     if args.quick:
         shapes = [(S, 128, causal) for S in (1024, 4096) for causal in (False, True)]
     else:
@@ -138,7 +145,7 @@ def main():
             (run_fwd if mode == "fwd" else run_bwd)(c, row)
             rows.append(row)
             show(row)
-            write_results("sdpa", rows)  # after every case: a fault later keeps what was measured
+            write_results(out_name, rows)  # after every case: a fault later keeps what was measured
             del c
     return 0 if all(r.get("correct", True) for r in rows) else 1
 

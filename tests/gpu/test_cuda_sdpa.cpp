@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <optional>
@@ -55,6 +56,7 @@ struct Case {
   std::vector<int32_t> seq_q, seq_kv;  // padding mask when non-empty
   bool thd = false;                     // token-packed Q/O and K/V with ragged offsets (needs seq_q/seq_kv)
   bool sink = false;
+  std::string plan;  // when set, the name the selected cuda plan must have
 };
 
 // Storage of a logical [B,H,S,D] tensor: strides and per-batch element offsets (THD).
@@ -196,6 +198,11 @@ void run_case(const Case& c) {
   std::string engine;
   EXPECT_TRUE(g.get_engine_name_at_index(g.selected_plan(), engine).is_good());
   ASSERT_EQ(engine, "cuda");
+  if (!c.plan.empty()) {
+    std::string plan;
+    EXPECT_TRUE(g.get_plan_name_at_index(g.selected_plan(), plan).is_good());
+    ASSERT_EQ(plan, c.plan);
+  }
 
   DevBuf dq(q.size() * 2), dk(k.size() * 2), dv(v.size() * 2), dout(size_t(LO.elements) * 2),
       dstats(size_t(B * Hq * c.sq) * 4), dslq(size_t(B) * 4), dslkv(size_t(B) * 4), droq(size_t(B + 1) * 4),
@@ -317,6 +324,35 @@ TEST(CudaSdpaFwd, PaddingThdSink) {
   Case sink = causal(shape("sink", 1, 2, 2, 100, 90, 64, 64));
   sink.sink = true;
   run_case(sink);
+}
+
+// The TMA/producer-warp kernel (sdpa_fwd_v2.cu) is offered only with OPENDNN_SDPA_FWD_V2=1 set
+// when plans are made; these cases then require it to be the plan that runs.
+TEST(CudaSdpaFwd, V2Kernel) {
+  GPU_OR_SKIP();
+  const char* on = std::getenv("OPENDNN_SDPA_FWD_V2");
+  if (!on || std::string(on) != "1") GTEST_SKIP() << "set OPENDNN_SDPA_FWD_V2=1 to test sdpa_fwd_v2";
+  auto v2 = [](Case c) {
+    c.plan = "sdpa_fwd_v2_d128";
+    return c;
+  };
+  run_case(v2(shape("v2 d128", 1, 2, 2, 128, 128, 128, 128)));
+  run_case(v2(shape("v2 d128 multi-tile GQA", 2, 4, 2, 256, 512, 128, 128)));
+  Case h = v2(shape("v2 d128 fp16", 1, 2, 2, 384, 256, 128, 128));
+  h.fp16 = true;
+  run_case(h);
+  Case bshd = v2(shape("v2 bshd", 2, 2, 1, 256, 384, 128, 128));
+  bshd.bshd = true;
+  run_case(bshd);
+  run_case(v2(causal(shape("v2 causal TL", 1, 2, 2, 384, 384, 128, 128))));
+  run_case(v2(causal(shape("v2 causal BR skv>sq", 1, 2, 1, 256, 512, 128, 128), true)));
+  run_case(v2(causal(shape("v2 causal TL sq>skv", 1, 2, 2, 512, 256, 128, 128))));
+  run_case(v2(causal(shape("v2 causal BR sq>skv", 1, 2, 2, 512, 256, 128, 128), true)));
+  Case cb = v2(causal(shape("v2 bshd causal", 2, 4, 2, 512, 512, 128, 128)));
+  cb.bshd = true;
+  run_case(cb);
+  // Outside v2's cases the v1 plan still runs.
+  run_case(causal(shape("v1 fallback odd", 1, 2, 2, 77, 131, 128, 128)));
 }
 
 TEST(CudaSdpaFwd, DeclinesOutOfScope) {

@@ -2,10 +2,16 @@
 // Plans of the cuda engine for single-node SDPA (forward) graphs (sdpa_fwd.h): fp16/bf16, head
 // dims 64/128/256 and 192/128, GQA/MQA, causal and sliding windows (either diagonal alignment),
 // per-batch lengths, token-packed and THD layouts, attention sinks, Stats (LSE) output.
+// With OPENDNN_SDPA_FWD_V2=1 in the environment at plan time, the TMA/producer-warp kernel
+// (sdpa_fwd_v2.h) is also offered for the cases it covers, ranked first.
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "engines/cuda/cuda_engine.h"
 #include "engines/cuda/sdpa/sdpa_fwd.h"
+#include "engines/cuda/sdpa/sdpa_fwd_v2.h"
 #include "opendnn/graph.h"
 #include "opendnn/node.h"
 
@@ -55,7 +61,47 @@ class SdpaFwdPlan : public Plan {
   sdpa::FwdLauncher launch_;
 };
 
+// The v2 kernel needs TMA descriptors holding the tensor addresses. They are encoded on the first
+// execute and again only when a Q/K/V pointer differs from the last one (host work of a few
+// microseconds, no allocation and no device call, so execute stays graph-capturable; a plan is
+// not meant to be executed from two threads at once).
+class SdpaFwdV2Plan : public Plan {
+ public:
+  SdpaFwdV2Plan(const sdpa::Problem& p, const sdpa::Slots& s) : p_(p), s_(s) {}
+  Status execute(void* const* slots, void*, void* stream) override {
+    sdpa::Problem p = p_;
+    sdpa::bind(p, s_, slots);
+    if (!p.q.ptr || !p.k.ptr || !p.v.ptr || !p.o.ptr)
+      return {ErrorCode::GRAPH_EXECUTION_FAILED, "cuda sdpa v2: Q, K, V and O need device memory"};
+    if (reinterpret_cast<uintptr_t>(p.o.ptr) % 16)  // O leaves in 16-byte stores
+      return {ErrorCode::GRAPH_EXECUTION_FAILED, "cuda sdpa v2: O must be 16-byte aligned"};
+    if (!encoded_ || p.q.ptr != q_ || p.k.ptr != k_ || p.v.ptr != v_) {
+      encoded_ = false;
+      if (const char* e = sdpa::fwd_v2_encode(p, descs_))
+        return {ErrorCode::CUDA_API_FAILED, std::string("cuda sdpa v2: ") + e};
+      encoded_ = true, q_ = p.q.ptr, k_ = p.k.ptr, v_ = p.v.ptr;
+    }
+    if (const char* e = sdpa::launch_fwd_v2(p, descs_, stream))
+      return {ErrorCode::CUDA_API_FAILED, std::string("cuda sdpa v2: ") + e};
+    return {};
+  }
+  int64_t workspace_size() const override { return 0; }
+
+ private:
+  sdpa::Problem p_;
+  sdpa::Slots s_;
+  sdpa::FwdV2Descs descs_{};
+  bool encoded_ = false;
+  const void *q_ = nullptr, *k_ = nullptr, *v_ = nullptr;
+};
+
+bool v2_enabled() {
+  const char* e = std::getenv("OPENDNN_SDPA_FWD_V2");
+  return e && std::strcmp(e, "1") == 0;
+}
+
 constexpr int64_t kBase = 2000;
+constexpr int64_t kV2Index = kBase + 1;
 
 void propose(const Graph& g, const Target&, Proposal& out) {
   sdpa::Problem p;
@@ -70,15 +116,32 @@ void propose(const Graph& g, const Target&, Proposal& out) {
   c.name = "sdpa_fwd_d" + std::to_string(p.d_qk) + (p.d_v != p.d_qk ? "_" + std::to_string(p.d_v) : "");
   c.local_index = kBase;
   c.estimated_us = estimate_us(p);
+  if (v2_enabled()) {
+    // Cases v2 does not cover simply keep the v1 plan alone.
+    if (sdpa::fwd_v2_supports(p).empty()) {
+      PlanCandidate v2 = c;
+      v2.name = "sdpa_fwd_v2_d128";
+      v2.local_index = kV2Index;
+      v2.estimated_us = 0.9 * c.estimated_us;  // ranked ahead of v1 while opted in
+      out.plans.push_back(v2);
+    }
+  }
   out.plans.push_back(c);
 }
 
-Status build(const Graph& g, const Target&, const PlanCandidate&, std::unique_ptr<Plan>& out) {
+Status build(const Graph& g, const Target&, const PlanCandidate& c, std::unique_ptr<Plan>& out) {
   sdpa::Problem p;
   sdpa::Slots s;
   sdpa::FwdLauncher launch = nullptr;
   std::string why = match(g, p, s, launch);
   if (!why.empty()) return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cuda sdpa: " + why};
+  if (c.local_index == kV2Index) {
+    if (!v2_enabled()) why = "sdpa_fwd_v2 needs OPENDNN_SDPA_FWD_V2=1";
+    else why = sdpa::fwd_v2_supports(p);
+    if (!why.empty()) return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cuda sdpa: " + why};
+    out = std::make_unique<SdpaFwdV2Plan>(p, s);
+    return {};
+  }
   out = std::make_unique<SdpaFwdPlan>(p, s, launch);
   return {};
 }

@@ -65,6 +65,28 @@ __device__ __forceinline__ auto rows_cols(L l) {
   return make_layout(make_layout(get<0, 1>(l), get<1>(l)), make_layout(get<0, 0>(l), get<0, 2>(l), get<2>(l)));
 }
 
+// Online softmax step for row r of this thread: S(r, :) holds scaled log2-unit logits (masked ones
+// -inf) and mx their max with row_max (this thread's columns). Takes the max over the quad that
+// shares the row, replaces S(r, :) by exp2(S - max), folds the old sum and O's row by the correction.
+template <class TS, class TO>
+__device__ __forceinline__ void softmax_update(TS& S, TO& O, int r, float mx, float& row_max, float& row_sum) {
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+  const float use = mx == -INFINITY ? 0.0f : mx;  // a row with nothing visible yet stays at 0
+  const float corr = exp2f(row_max - use);
+  row_max = mx;
+  float sum = 0.0f;
+  CUTE_UNROLL
+  for (int c = 0; c < cute::size<1>(S); ++c) {
+    const float e = exp2f(S(r, c) - use);
+    S(r, c) = e;
+    sum += e;
+  }
+  row_sum = row_sum * corr + sum;
+  CUTE_UNROLL
+  for (int c = 0; c < cute::size<1>(O); ++c) O(r, c) *= corr;
+}
+
 // Whether a wgmma A operand is 16-bit registers (RS) rather than shared-memory descriptors.
 template <class TA>
 constexpr bool kRegsA = sizeof(typename TA::value_type) == 2;
@@ -227,21 +249,7 @@ __global__ void __launch_bounds__(256, 1) sdpa_fwd_kernel(const __grid_constant_
         S(r, c) = s2;
         mx = fmaxf(mx, s2);
       }
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float use = mx == -INFINITY ? 0.0f : mx;
-      const float corr = exp2f(row_max[r] - use);
-      row_max[r] = mx;
-      float sum = 0.0f;
-      CUTE_UNROLL
-      for (int c = 0; c < size<1>(S); ++c) {
-        const float e = exp2f(S(r, c) - use);
-        S(r, c) = e;
-        sum += e;
-      }
-      row_sum[r] = row_sum[r] * corr + sum;
-      CUTE_UNROLL
-      for (int c = 0; c < size<1>(O); ++c) O(r, c) *= corr;
+      softmax_update(S, O, r, mx, row_max[r], row_sum[r]);
     }
 
     CUTE_UNROLL
