@@ -105,8 +105,8 @@ __global__ void __launch_bounds__(kV2Threads, 1) sdpa_fwd_v2_kernel(const __grid
     // Boxes are (64 columns, 128 rows, 1 head, 1 batch); a 16 KiB box per column half.
     auto load = [&](const CUtensorMap& t, cutlass::arch::ClusterTransactionBarrier& bar, T* dst, int row, int head) {
       for (int half = 0; half < kV2D / kBoxCols; ++half)
-        SM90_TMA_LOAD_4D::copy(&t, reinterpret_cast<uint64_t*>(&bar), 0, dst + half * kV2Tile * kBoxCols,
-                               half * kBoxCols, row, head, bi);
+        SM90_TMA_LOAD_4D::copy(&t, reinterpret_cast<uint64_t*>(&bar), uint64_t(TMA::CacheHintSm90::EVICT_NORMAL),
+                               dst + half * kV2Tile * kBoxCols, half * kBoxCols, row, head, bi);
     };
     sm.q_full.arrive_and_expect_tx(kTileBytes);
     load(prm.tq, sm.q_full, sm.q, m0, h);
