@@ -32,6 +32,7 @@
 //   Grouped-query (H_k or H_v < H_q): dK/dV are computed per query head and summed over each group.
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "engines/cudnn/lower.h"
 
@@ -176,6 +177,26 @@ DescPtr scale_tensor(LowerCtx& c, const Node& n) {
 }
 
 // S + bias (the bias broadcasts over [B,Hq,Sq,Skv]).
+// The unnormalised softmax of the logits s: e = exp(s - rowmax), z = rowsum(e), and, when Stats is
+// given, Stats = rowmax + log(z) (the log-sum-exp); the caller divides e by z into its own P.
+std::pair<DescPtr, DescPtr> exp_and_sum(LowerCtx& c, const DescPtr& s, const std::vector<int64_t>& sdims,
+                                        const std::vector<int64_t>& rdims, const TensorPtr& stats) {
+  DescPtr mx = c.virt(rdims);
+  c.reduction(CUDNN_REDUCE_TENSOR_MAX, s, mx);
+  DescPtr sub = c.virt(sdims);
+  c.pointwise(CUDNN_POINTWISE_SUB, s, mx, sub);
+  DescPtr e = c.virt(sdims);
+  c.pointwise(CUDNN_POINTWISE_EXP, sub, nullptr, e);
+  DescPtr z = c.virt(rdims);
+  c.reduction(CUDNN_REDUCE_TENSOR_ADD, e, z);
+  if (stats) {
+    DescPtr lz = c.virt(rdims);
+    c.pointwise(CUDNN_POINTWISE_LOG, z, nullptr, lz);
+    c.pointwise(CUDNN_POINTWISE_ADD, mx, lz, c.tensor(stats));
+  }
+  return {e, z};
+}
+
 DescPtr add_bias(LowerCtx& c, const Node& n, DescPtr s, const std::vector<int64_t>& sdims) {
   if (!has_in(n, "bias")) return s;
   DescPtr y = c.virt(sdims);
@@ -292,19 +313,7 @@ bool lower_sdpa_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string& why
   s = add_bias(c, n, s, sdims);
   if (needs_mask(n)) s = apply_mask(c, n, s, sdims);
   // softmax with stats: max, sub, exp, sum, [log, add -> Stats], div -> P (io type, bmm2's A operand)
-  DescPtr mx = c.virt(rdims);
-  c.reduction(CUDNN_REDUCE_TENSOR_MAX, s, mx);
-  DescPtr sub = c.virt(sdims);
-  c.pointwise(CUDNN_POINTWISE_SUB, s, mx, sub);
-  DescPtr e = c.virt(sdims);
-  c.pointwise(CUDNN_POINTWISE_EXP, sub, nullptr, e);
-  DescPtr z = c.virt(rdims);
-  c.reduction(CUDNN_REDUCE_TENSOR_ADD, e, z);
-  if (stats) {
-    DescPtr lz = c.virt(rdims);
-    c.pointwise(CUDNN_POINTWISE_LOG, z, nullptr, lz);
-    c.pointwise(CUDNN_POINTWISE_ADD, mx, lz, c.tensor(St));
-  }
+  auto [e, z] = exp_and_sum(c, s, sdims, rdims, stats ? St : nullptr);
   DescPtr p = c.virt(sdims, has_dropout_mask(n) ? DataType::FLOAT : io);
   c.pointwise(CUDNN_POINTWISE_DIV, e, z, p);
   if (has_dropout_mask(n)) p = dropped(c, n, p, sdims, io);
@@ -446,19 +455,7 @@ bool lower_sdpa_fp8_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string&
   s = mul(s, c.tensor(n.in("descale_k")), sdims);
   if (DescPtr scale = scale_tensor(c, n)) s = mul(s, scale, sdims);
   if (needs_mask(n)) s = apply_mask(c, n, s, sdims);
-  DescPtr mx = c.virt(rdims);
-  c.reduction(CUDNN_REDUCE_TENSOR_MAX, s, mx);
-  DescPtr sub = c.virt(sdims);
-  c.pointwise(CUDNN_POINTWISE_SUB, s, mx, sub);
-  DescPtr e = c.virt(sdims);
-  c.pointwise(CUDNN_POINTWISE_EXP, sub, nullptr, e);
-  DescPtr z = c.virt(rdims);
-  c.reduction(CUDNN_REDUCE_TENSOR_ADD, e, z);
-  if (stats) {
-    DescPtr lz = c.virt(rdims);
-    c.pointwise(CUDNN_POINTWISE_LOG, z, nullptr, lz);
-    c.pointwise(CUDNN_POINTWISE_ADD, mx, lz, c.tensor(St));
-  }
+  auto [e, z] = exp_and_sum(c, s, sdims, rdims, stats ? St : nullptr);
   DescPtr p = c.virt(sdims);
   c.pointwise(CUDNN_POINTWISE_DIV, e, z, p);
   c.reduction(CUDNN_REDUCE_TENSOR_AMAX, p, c.tensor(n.out("Amax_S")));
