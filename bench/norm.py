@@ -9,7 +9,6 @@ Our rows and torch's are timed and written first; cuDNN's columns are added in a
 the file rewritten, so a fault in a peer cannot lose our numbers.
 """
 import argparse
-import os
 import sys
 
 import torch
@@ -178,12 +177,6 @@ def main():
             row.update({"opendnn_ms": ms, "rel_err": err, "gbs": c.nbytes() / (ms * 1e-3) / 1e9})
             row["fraction_of_copy_bw"] = row["gbs"] / copy_gbs
             add_speedups(row, ("torch", "torch_compile"))
-            if pas != "bwd":  # the persistent-ring forward, which the warp-per-row kernel replaces (16-bit hidden 1k-8k)
-                os.environ["OPENDNN_NORM_FWD_RING"] = "1"  # read when the plan is built
-                ring_ms, ring_err = c.run_engine("cuda")
-                del os.environ["OPENDNN_NORM_FWD_RING"]
-                if ring_ms is not None:
-                    row.update({"opendnn_ring_ms": ring_ms, "ring_rel_err": ring_err})
         rows.append(row)
         show(row, skip=("cudnn_declined",))
         del c

@@ -268,12 +268,12 @@ void check_norm(bool layer, int64_t rows, int64_t cols, DataType xt, DataType wt
   }
 }
 
-// Hidden sizes from one vector per row to kMaxCols, a non-power-of-two, and row counts that leave
-// the persistent grid uneven and wrap the backward's ring several times. In 16-bit types hidden
-// 1000 takes the ring forward and 3000/4096 the one-warp-per-row forward (3000: lanes with unused
-// vectors); in fp32 1000 takes the warp forward and 4096 the ring. 16-bit rows of 6000 and 8192
-// take the warp forward with 32 vectors a lane (LayerNorm: one-pass shifted variance, which the
-// rows offset by +8 exercise).
+// Hidden sizes from one vector per row to kMaxCols, non-powers-of-two, and row counts that leave
+// the persistent backward grid uneven and wrap its ring several times. The forward (one CTA per
+// row, the row in registers) takes 1, 2, 4 or 8 vectors a thread: 16-bit hidden 1000 / 3000,
+// 4096 / 6000, 8192 / 16384 and fp32 64, 1000 / 2000 / 4096 / 16384 (3000, 6000, 2000: threads
+// whose last vector is past the row; fp32 16384: 512 threads). LayerNorm's one-pass variance,
+// shifted by the row's first element, meets the rows offset by +8.
 const std::vector<std::pair<int64_t, int64_t>> kShapes = {{1, 64}, {37, 1000}, {999, 1000}, {300, 4096}, {64, 16384},
                                                          {301, 16384}};
 
@@ -281,7 +281,7 @@ void check_all(bool layer) {
   drop_cudnn_engine();
   for (DataType t : {DataType::BFLOAT16, DataType::HALF, DataType::FLOAT})
     for (auto [r, c] : kShapes) check_norm(layer, r, c, t, t);
-  // The largest case once: many rows per CTA of the persistent backward grid, many warp-forward CTAs.
+  // The largest case once: many rows per CTA of the persistent backward grid.
   check_norm(layer, 2000, 4096, DataType::BFLOAT16, DataType::BFLOAT16);
   check_norm(layer, 129, 3000, DataType::HALF, DataType::HALF);
   check_norm(layer, 97, 8192, DataType::BFLOAT16, DataType::BFLOAT16);
@@ -289,6 +289,7 @@ void check_all(bool layer) {
   // Mixed precision: 16-bit activations with fp32 weights and the other way round.
   check_norm(layer, 333, 4096, DataType::BFLOAT16, DataType::FLOAT);
   check_norm(layer, 77, 1000, DataType::FLOAT, DataType::HALF);
+  check_norm(layer, 50, 2000, DataType::FLOAT, DataType::BFLOAT16);
 }
 
 }  // namespace

@@ -190,7 +190,7 @@ Status build(const Graph& g, const Target& t, const PlanCandidate&, std::unique_
     bool inference = n.attr_str("forward_phase") == "INFERENCE";
     int64_t smean = (s.kind == Kind::LAYER && !inference) ? slot(n.out("mean")) : -1;
     int64_t sinv = inference ? -1 : slot(n.out("inv_variance"));
-    const norm::Launch l = norm::plan_forward(a, sm_count(t));
+    const norm::Launch l = norm::plan_forward(a);
     if (!l.kernel) return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cuda norm: no forward kernel for this shape"};
     out = std::make_unique<NormFwdPlan>(a, l, slot(n.in("X")), slot(n.in("scale")), slot(n.in("bias")), slot(n.out("Y")),
                                         smean, sinv, e);

@@ -1,17 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
-// RMSNorm / LayerNorm on Hopper, memory-bound. Both passes run a persistent grid: each CTA walks
-// rows blockIdx.x, +gridDim.x, ..., and the rows ahead stream into a ring of shared-memory buffers
-// with cp.async, so an SM keeps ~100-200 KB of loads in flight without spending registers on them.
-// Each row is read from global memory once and written once. The backward pass keeps per-thread
-// column partials of dscale/dbias in registers across the CTA's rows and reduces the per-CTA
-// partials in a second, fixed-order kernel, so results are bitwise deterministic.
+// RMSNorm / LayerNorm on Hopper, memory-bound; each row is read from global memory once and
+// written once. The forward runs one CTA per row with the row in registers. The backward runs a
+// persistent grid: each CTA walks rows blockIdx.x, +gridDim.x, ..., and the rows ahead stream into
+// a ring of shared-memory buffers with cp.async, so an SM keeps ~100-200 KB of loads in flight
+// without spending registers on them. It keeps per-thread column partials of dscale/dbias in
+// registers across the CTA's rows and reduces the per-CTA partials in a second, fixed-order
+// kernel, so results are bitwise deterministic.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <initializer_list>
 
 #include "engines/cuda/norm/norm_kernels.h"
@@ -163,66 +163,6 @@ struct Weights {
   __device__ __forceinline__ float operator()(int i, int j) const { return to_f(reinterpret_cast<const W*>(w[i])[j]); }
 };
 
-// Forward. LayerNorm takes two reductions (the mean, then the squared deviations, both from the
-// row in shared memory) so that rows with a large mean do not cancel.
-template <class T, class W, int VPT, bool LAYER>
-__global__ void __launch_bounds__(kThreads) fwd_kernel(FwdArgs a, int stages) {
-  extern __shared__ uint4 smem[];
-  using R = Ring<T, VPT, 1, 0>;
-  constexpr int N = R::N;
-  const R ring(smem, stages, a.cols);
-  Weights<W, VPT, N> scale, bias;
-  scale.load(a.scale, ring.ok, ring.nt);
-  if (a.bias) bias.load(a.bias, ring.ok, ring.nt);
-  const T* X = static_cast<const T*>(a.x);
-  const float inv_n = 1.f / float(a.cols);
-  __shared__ float red[32];
-
-  auto issue = [&](int64_t row, int s) { ring.fetch(s, 0, X, row, a.cols); };
-  auto body = [&](int64_t row, int s) {
-    float mean = 0.f, acc = 0.f, v[N];
-    if constexpr (LAYER) {
-#pragma unroll
-      for (int i = 0; i < VPT; ++i)
-        if (ring.ok[i]) {
-          ring.get(s, 0, i, v);
-#pragma unroll
-          for (int j = 0; j < N; ++j) acc += v[j];
-        }
-      mean = block_sum(acc, red) * inv_n;
-      acc = 0.f;
-    }
-#pragma unroll
-    for (int i = 0; i < VPT; ++i)
-      if (ring.ok[i]) {
-        ring.get(s, 0, i, v);
-#pragma unroll
-        for (int j = 0; j < N; ++j) acc += (v[j] - mean) * (v[j] - mean);
-      }
-    const float rstd = rsqrtf(block_sum(acc, red) * inv_n + a.epsilon);
-    if (threadIdx.x == 0) {
-      if (a.inv_variance) a.inv_variance[row] = rstd;
-      if (LAYER && a.mean) a.mean[row] = mean;
-    }
-    T* y = static_cast<T*>(a.y) + row * a.cols;
-#pragma unroll
-    for (int i = 0; i < VPT; ++i) {
-      if (!ring.ok[i]) continue;
-      ring.get(s, 0, i, v);
-      uint4 out;
-      T* o = reinterpret_cast<T*>(&out);
-#pragma unroll
-      for (int j = 0; j < N; ++j) {
-        float r = (v[j] - mean) * rstd * scale(i, j);
-        if (a.bias) r += bias(i, j);
-        o[j] = from_f<T>(r);
-      }
-      *reinterpret_cast<uint4*>(y + ring.col(i)) = out;
-    }
-  };
-  pipelined_rows(a.rows, stages, issue, body);
-}
-
 // N weights of type W at column c (a multiple of N), as floats: one or two 16-byte loads, or one
 // 8-byte load (fp16 weights of fp32 rows). Weights are small and stay in L1/L2.
 template <class W, int N>
@@ -245,94 +185,82 @@ __device__ __forceinline__ void load_weights(const void* p, int64_t c, float (&o
   }
 }
 
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-// Forward with one warp per row, for rows of at most 32 x V 16-byte vectors (V = 16: 16-bit hidden
-// <= 4096, fp32 <= 2048; V = 32: 16-bit hidden <= 8192). Each lane issues all of its row's loads at once, the reductions are warp
-// shuffles (no barrier, no shared memory), and the grid is not persistent: a CTA of 4 warps exits
-// after its 4 rows, so the block scheduler balances the tail and no CTA waits for a ring to fill.
-// RMS takes ~92 registers (5 CTAs, 20 rows, ~160 KB of loads in flight per SM for 16-bit 4096-wide
-// rows); bf16 LayerNorm keeps the row as floats (~160 registers, 3 CTAs, ~96 KB), still several
-// times the ~25 KB per SM that full bandwidth needs at ~800 ns latency.
-// V = 32 takes ~160 registers: 3 CTAs, 12 rows of 16 KB in flight per SM.
-// The int parameter is unused; it gives the kernel the ring kernel's signature.
-inline constexpr int kWarpThreads = 128;
-template <class T, class W, int V, bool LAYER>
-__global__ void __launch_bounds__(kWarpThreads) fwd_warp_kernel(FwdArgs a, int) {
+// Forward: one CTA per row, not persistent. Each thread issues all of its row's 16-byte loads at
+// once into registers, the row is reduced with warp shuffles and one block reduction, and written
+// once; a CTA exits after its row, so the block scheduler balances the tail and no CTA waits for
+// a pipeline to fill. Measured on the H200 faster than both a persistent cp.async ring and one
+// warp per row. LayerNorm takes the sum and the sum of squares in one reduction, of values
+// shifted by the row's first element, so E[d^2] - E[d]^2 does not cancel for rows with a large
+// mean.
+template <class T, class W, int VPT, bool LAYER>
+__global__ void __launch_bounds__(kThreads) fwd_kernel(FwdArgs a) {
   constexpr int N = 16 / sizeof(T);
-  const int lane = threadIdx.x % 32;
-  const int64_t row = int64_t(blockIdx.x) * (kWarpThreads / 32) + threadIdx.x / 32;
-  if (row >= a.rows) return;  // whole warps leave; the shuffles below stay full-warp
-  const T* x = static_cast<const T*>(a.x) + row * a.cols;
-  uint4 raw[V];
+  __shared__ float red[32];
+  __shared__ float2 red2[32];
+  auto col = [&](int i) { return (int64_t(i) * blockDim.x + threadIdx.x) * N; };
+  bool ok[VPT];
 #pragma unroll
-  for (int i = 0; i < V; ++i) {
-    const int64_t c = int64_t(i * 32 + lane) * N;
-    raw[i] = c < a.cols ? __ldg(reinterpret_cast<const uint4*>(x + c)) : make_uint4(0u, 0u, 0u, 0u);
-  }
-  auto elem = [&](int i, int j) { return to_f(reinterpret_cast<const T*>(&raw[i])[j]); };
+  for (int i = 0; i < VPT; ++i) ok[i] = col(i) < a.cols;
   const float inv_n = 1.f / float(a.cols);
-  float mean = 0.f, var = 0.f;
-  if constexpr (LAYER && V > 16) {
-    // One pass, shifted by the row's first element k: var = E[(x-k)^2] - E[x-k]^2. The two-pass
-    // form keeps the row as floats (~270 registers: spills); this one fits the RMS kernel's ~160.
-    // The cancellation costs at most ~cols ulps of var, and only when k is an extreme outlier.
-    const float k = __shfl_sync(0xffffffffu, elem(0, 0), 0);
-    float s1 = 0.f, s2 = 0.f;
+  // Past 2^31-1 rows (the grid's x limit) the grid has a second dimension.
+  const int64_t row = int64_t(blockIdx.y) * gridDim.x + blockIdx.x;
+  if (row >= a.rows) return;
+  const T* x = static_cast<const T*>(a.x) + row * a.cols;
+  float v[VPT][N];
+  {
+    uint4 raw[VPT];
 #pragma unroll
-    for (int i = 0; i < V; ++i)
-      if (int64_t(i * 32 + lane) * N < a.cols)  // padding would add k and k^2
+    for (int i = 0; i < VPT; ++i) raw[i] = ok[i] ? *reinterpret_cast<const uint4*>(x + col(i)) : make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+    for (int i = 0; i < VPT; ++i)
+#pragma unroll
+      for (int j = 0; j < N; ++j) v[i][j] = to_f(reinterpret_cast<const T*>(&raw[i])[j]);
+  }
+  float mean = 0.f, rstd;
+  if constexpr (LAYER) {
+    const float shift = to_f(x[0]);
+    float2 acc = make_float2(0.f, 0.f);
+#pragma unroll
+    for (int i = 0; i < VPT; ++i)
+      if (ok[i])  // padding would add shift and shift^2
 #pragma unroll
         for (int j = 0; j < N; ++j) {
-          const float d = elem(i, j) - k;
-          s1 += d;
-          s2 += d * d;
+          const float d = v[i][j] - shift;
+          acc.x += d;
+          acc.y += d * d;
         }
-    s1 = warp_sum(s1) * inv_n;
-    mean = k + s1;
-    var = fmaxf(warp_sum(s2) * inv_n - s1 * s1, 0.f);
+    acc = block_sum2(acc, red2);
+    const float md = acc.x * inv_n;
+    mean = shift + md;
+    rstd = rsqrtf(fmaxf(acc.y * inv_n - md * md, 0.f) + a.epsilon);
   } else {
-    float acc = 0.f;
-    if constexpr (LAYER) {
+    float sq = 0.f;
 #pragma unroll
-      for (int i = 0; i < V; ++i)
+    for (int i = 0; i < VPT; ++i)
 #pragma unroll
-        for (int j = 0; j < N; ++j) acc += elem(i, j);  // padding is zero
-      mean = warp_sum(acc) * inv_n;
-      acc = 0.f;
-    }
-#pragma unroll
-    for (int i = 0; i < V; ++i)
-      if (int64_t(i * 32 + lane) * N < a.cols)  // padding would add mean^2
-#pragma unroll
-        for (int j = 0; j < N; ++j) acc += (elem(i, j) - mean) * (elem(i, j) - mean);
-    var = warp_sum(acc) * inv_n;
+      for (int j = 0; j < N; ++j) sq += v[i][j] * v[i][j];  // padding is zero
+    rstd = rsqrtf(block_sum(sq, red) * inv_n + a.epsilon);
   }
-  const float rstd = rsqrtf(var + a.epsilon);
-  if (lane == 0) {
+  if (threadIdx.x == 0) {
     if (a.inv_variance) a.inv_variance[row] = rstd;
     if (LAYER && a.mean) a.mean[row] = mean;
   }
   T* y = static_cast<T*>(a.y) + row * a.cols;
 #pragma unroll
-  for (int i = 0; i < V; ++i) {
-    const int64_t c = int64_t(i * 32 + lane) * N;
-    if (c >= a.cols) continue;
+  for (int i = 0; i < VPT; ++i) {
+    if (!ok[i]) continue;
     float w[N], b[N];
-    load_weights<W, N>(a.scale, c, w);
-    if (a.bias) load_weights<W, N>(a.bias, c, b);
+    load_weights<W, N>(a.scale, col(i), w);
+    if (a.bias) load_weights<W, N>(a.bias, col(i), b);
     uint4 out;
     T* o = reinterpret_cast<T*>(&out);
 #pragma unroll
     for (int j = 0; j < N; ++j) {
-      float r = (elem(i, j) - mean) * rstd * w[j];
+      float r = (v[i][j] - mean) * rstd * w[j];
       if (a.bias) r += b[j];
       o[j] = from_f<T>(r);
     }
-    *reinterpret_cast<uint4*>(y + c) = out;
+    *reinterpret_cast<uint4*>(y + col(i)) = out;
   }
 }
 
@@ -462,11 +390,12 @@ __global__ void __launch_bounds__(32 * kReduceWarps) reduce_partials(const float
 int vector_elems(DataType t) { return t == DataType::FLOAT ? 4 : 8; }
 
 // Vectors per thread (1, 2, 4 or 8) and threads per CTA (32..512) for a row of `cols` elements:
-// as few vectors per thread as 512 threads allow (kMaxCols fits 512 threads x 8 vectors).
-void shape_for(int64_t cols, DataType t, int& vpt, int& threads) {
+// as few vectors per thread as `target` threads allow (kMaxCols fits 512 threads x 8 vectors).
+// The forward aims at 256 threads (up to 8 vectors each in registers), the backward at 512.
+void shape_for(int64_t cols, DataType t, int target, int& vpt, int& threads) {
   const int64_t vecs = (cols + vector_elems(t) - 1) / vector_elems(t);
   for (vpt = 1; vpt < 8; vpt *= 2)
-    if ((vecs + vpt - 1) / vpt <= kThreads) break;
+    if ((vecs + vpt - 1) / vpt <= target) break;
   const int64_t th = (vecs + vpt - 1) / vpt;
   threads = int(std::min<int64_t>(kThreads, std::max<int64_t>(32, (th + 31) / 32 * 32)));
 }
@@ -496,19 +425,17 @@ void size_launch(Launch& l, size_t stage_bytes, int64_t rows, int sm_count) {
   l.grid = int(std::max<int64_t>(1, std::min<int64_t>(rows, int64_t(sm_count) * per_sm)));
 }
 
-using FwdKernel = void (*)(FwdArgs, int);
+using FwdKernel = void (*)(FwdArgs);
 using BwdKernel = void (*)(BwdArgs, float*, int);
 
-// The kernel for VPT vectors per thread (only fp32 rows need 8: kMaxCols / 512 threads / 4).
+// The kernel for VPT vectors per thread; Pick<>::get() is null where no kernel is instantiated.
 template <class T, template <class, class, int, bool> class Pick, class W>
 auto pick_kernel(int vpt, bool layer) -> decltype(Pick<T, W, 1, true>::get()) {
   switch (vpt) {
     case 1: return layer ? Pick<T, W, 1, true>::get() : Pick<T, W, 1, false>::get();
     case 2: return layer ? Pick<T, W, 2, true>::get() : Pick<T, W, 2, false>::get();
     case 4: return layer ? Pick<T, W, 4, true>::get() : Pick<T, W, 4, false>::get();
-    case 8:
-      if constexpr (sizeof(T) == 4) return layer ? Pick<T, W, 8, true>::get() : Pick<T, W, 8, false>::get();
-      return nullptr;
+    case 8: return layer ? Pick<T, W, 8, true>::get() : Pick<T, W, 8, false>::get();
   }
   return nullptr;
 }
@@ -518,7 +445,11 @@ struct PickFwd {
 };
 template <class T, class W, int V, bool L>
 struct PickBwd {
-  static BwdKernel get() { return bwd_kernel<T, W, V, L>; }
+  // 16-bit rows of kMaxCols take 4 vectors on 512 threads; only fp32 rows need 8.
+  static BwdKernel get() {
+    if constexpr (V == 8 && sizeof(T) != 4) return nullptr;
+    else return bwd_kernel<T, W, V, L>;
+  }
 };
 
 // Bytes of one ring stage: K row tensors and J statistics per thread.
@@ -526,38 +457,19 @@ size_t stage_bytes(int vpt, int threads, int k, int j) {
   return size_t(threads) * (size_t(k) * size_t(vpt) * sizeof(uint4) + size_t(j) * sizeof(float));
 }
 
-// OPENDNN_NORM_FWD_RING=1 sends every forward through the persistent ring (the path before the
-// one-warp-per-row kernel), for A/B timing and as a fallback. Read when a plan is built.
-bool force_ring() {
-  const char* v = std::getenv("OPENDNN_NORM_FWD_RING");
-  return v && v[0] == '1';
-}
-
+// One CTA per row (fwd_kernel); `grid` is the grid's x size, launch_forward adds rows of it.
 template <class T, class W>
 struct PlanFwd {
-  static cudaError_t run(const FwdArgs& a, int sm_count, Launch* l) {
-    const int64_t vecs = a.cols / (16 / int64_t(sizeof(T)));
-    const bool layer = a.kind == Kind::LAYER;
-    // Wide enough that a lane's vectors are mostly used, narrow enough for one warp's registers.
-    FwdKernel warp = nullptr;
-    if (vecs > 128 && vecs <= 512) warp = layer ? fwd_warp_kernel<T, W, 16, true> : fwd_warp_kernel<T, W, 16, false>;
-    if constexpr (sizeof(T) == 2)
-      if (vecs > 512 && vecs <= 1024) warp = layer ? fwd_warp_kernel<T, W, 32, true> : fwd_warp_kernel<T, W, 32, false>;
-    if (warp && a.rows / 4 < INT32_MAX && !force_ring()) {
-      l->kernel = reinterpret_cast<const void*>(warp);
-      l->threads = kWarpThreads;
-      l->grid = int((a.rows + kWarpThreads / 32 - 1) / (kWarpThreads / 32));
-      l->stages = 0;
-      l->smem = 0;
-      return cudaSuccess;
-    }
+  static cudaError_t run(const FwdArgs& a, Launch* l) {
     int vpt;
-    shape_for(a.cols, a.x_type, vpt, l->threads);
+    shape_for(a.cols, a.x_type, 256, vpt, l->threads);
     FwdKernel k = pick_kernel<T, PickFwd, W>(vpt, a.kind == Kind::LAYER);
     if (!k) return cudaErrorInvalidValue;
     l->kernel = reinterpret_cast<const void*>(k);
-    size_launch(*l, stage_bytes(vpt, l->threads, 1, 0), a.rows, sm_count);
-    return cudaSuccess;  // a failed occupancy query leaves a smaller, still valid grid
+    l->grid = int(std::clamp<int64_t>(a.rows, 1, INT32_MAX));
+    l->stages = 0;
+    l->smem = 0;
+    return cudaSuccess;
   }
 };
 
@@ -565,7 +477,7 @@ template <class T, class W>
 struct PlanBwd {
   static cudaError_t run(const BwdArgs& a, int sm_count, Launch* l) {
     int vpt;
-    shape_for(a.cols, a.x_type, vpt, l->threads);
+    shape_for(a.cols, a.x_type, kThreads, vpt, l->threads);
     BwdKernel k = pick_kernel<T, PickBwd, W>(vpt, a.kind == Kind::LAYER);
     if (!k) return cudaErrorInvalidValue;
     l->kernel = reinterpret_cast<const void*>(k);
@@ -615,9 +527,9 @@ cudaError_t dispatch(DataType xt, DataType wt, Args&&... args) {
 
 bool supported_type(DataType t) { return t == DataType::FLOAT || t == DataType::HALF || t == DataType::BFLOAT16; }
 
-Launch plan_forward(const FwdArgs& a, int sm_count) {
+Launch plan_forward(const FwdArgs& a) {
   Launch l;
-  if (dispatch<PlanFwd>(a.x_type, a.w_type, a, sm_count, &l) != cudaSuccess) l.kernel = nullptr;
+  if (dispatch<PlanFwd>(a.x_type, a.w_type, a, &l) != cudaSuccess) l.kernel = nullptr;
   return l;
 }
 
@@ -643,7 +555,8 @@ const char* launch_forward(const FwdArgs& a, const Launch& l, void* stream) {
   if (!aligned16({a.x, a.y, a.scale, a.bias})) return "X, Y, scale and bias must be 16-byte aligned";
   if (a.rows == 0) return nullptr;
   auto k = reinterpret_cast<FwdKernel>(const_cast<void*>(l.kernel));
-  k<<<l.grid, l.threads, l.smem, static_cast<cudaStream_t>(stream)>>>(a, l.stages);
+  const dim3 grid(unsigned(l.grid), unsigned((a.rows + l.grid - 1) / l.grid));
+  k<<<grid, l.threads, 0, static_cast<cudaStream_t>(stream)>>>(a);
   cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
 }

@@ -44,13 +44,14 @@ bool supported_type(DataType t);
 // Largest hidden size the kernels take.
 inline constexpr int64_t kMaxCols = 16384;
 
-// A launch chosen once, when a plan is built (it queries the device); execute only launches.
+// A launch chosen once, when a plan is built (the backward's queries the device); execute only
+// launches.
 struct Launch {
   const void* kernel = nullptr;  // null: no kernel for these types/shape
-  int threads = 0, stages = 0, grid = 0;
-  size_t smem = 0;
+  int threads = 0, stages = 0, grid = 0;  // stages: the backward's ring depth (0 for the forward)
+  size_t smem = 0;                        // the backward's ring (0 for the forward)
 };
-Launch plan_forward(const FwdArgs& a, int sm_count);
+Launch plan_forward(const FwdArgs& a);
 Launch plan_backward(const BwdArgs& a, int sm_count);
 
 // Workspace the backward pass needs for its deterministic column reduction.
