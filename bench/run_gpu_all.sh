@@ -5,7 +5,7 @@
 # test and the benchmarks named on the command line, and leaves at most 8 files in $OUT (log.txt,
 # tests.txt, results.tgz with bench/results, ...). Needs .carry/cudnn (nlohmann-json, GoogleTest, cuDNN
 # headers) and .carry/cutlass (CuTe headers); flash-linear-attention wheels in .whl if present.
-#   bash bench/run_gpu_all.sh [--no-tests] [--only-tests REGEX] [--quick] [bench args: gemm sdpa gdn norm pointwise cudnn_engine ...]
+#   bash bench/run_gpu_all.sh [--no-tests] [--only-tests REGEX] [--quick] [bench[:arg,arg] ...]  (gemm sdpa:--v2 gdn norm ...)
 # Each benchmark runs as `python3 bench/<name>.py $BENCH_FLAGS`; --quick adds --quick to BENCH_FLAGS (a few shapes,
 # each benchmark well under a minute) and lowers the per-benchmark timeout to 120 s.
 set -o pipefail
@@ -55,6 +55,12 @@ if [[ $run_tests == 1 ]]; then
       timeout $(( $(left) < 240 ? $(left) : 240 )) "$t" >"$OUT/.t.txt" 2>&1; rc=$?
     grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED|Failure|Expected|Which is|actual|error|rel_err|decline" "$OUT/.t.txt" | head -80 >>"$TESTS"
     cat "$OUT/.t.txt" >>"$LOG"; log "$t rc=$rc"
+    if [[ $t == */test_cuda_sdpa ]]; then  # the opt-in v2 forward, alone and time-boxed (a hang must not eat the call)
+      log "$t V2 (OPENDNN_SDPA_FWD_V2=1)"
+      OPENDNN_SDPA_FWD_V2=1 timeout 60 "$t" --gtest_filter='*V2*' >"$OUT/.t.txt" 2>&1; rc=$?
+      grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED|Failure|Expected|Which is|rel_err" "$OUT/.t.txt" | head -40 >>"$TESTS"
+      cat "$OUT/.t.txt" >>"$LOG"; log "$t V2 rc=$rc"
+    fi
   done
   rm -f "$OUT/.t.txt"
   if [[ -f $OUT/.cudnn_full.log ]]; then tail -c 300000 "$OUT/.cudnn_full.log" >"$OUT/cudnn.log"; rm -f "$OUT/.cudnn_full.log"; fi
@@ -68,11 +74,14 @@ if [[ $run_tests == 1 ]]; then
   fi
 fi
 
-for b in "$@"; do
+for spec in "$@"; do
+  # NAME or NAME:ARG,ARG (extra arguments for that benchmark only, e.g. sdpa:--v2)
+  b=${spec%%:*}; extra=""; [[ $spec == *:* ]] && extra=${spec#*:} && extra=${extra//,/ }
   (( $(left) > 40 )) || { log "SKIPPED bench/$b.py (time budget)"; continue; }
-  log "bench/$b.py $BENCH_FLAGS"
+  log "bench/$b.py $BENCH_FLAGS $extra"
   lim=${BENCH_TIMEOUT:-300}; (( $(left) < lim )) && lim=$(left)
-  timeout $lim python3 "bench/$b.py" $BENCH_FLAGS 2>&1 | tee -a "$LOG" | tail -25 >>"$TESTS"
+  # faulthandler: a crash inside the process still prints the Python stack
+  timeout $lim python3 -X faulthandler "bench/$b.py" $BENCH_FLAGS $extra 2>&1 | tee -a "$LOG" | tail -25 >>"$TESTS"
 done
 tar czf "$OUT/results.tgz" bench/results 2>/dev/null
 log "done"
