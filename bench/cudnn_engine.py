@@ -42,17 +42,23 @@ class OurPlan(Bound):
         except Exception as e:  # a config that fails at run time must not lose the row
             print("  autotune:", str(e)[:200], flush=True)
         self.candidates = self.cudnn_plans()
-        best, best_ms = None, float("inf")
-        for i in self.candidates[:8]:
+        # Every config once, then the three fastest again with more repetitions: one noisy sample must not
+        # pick a config a few percent slower than the one torch's cuDNN path uses.
+        timed = []
+        for i in self.candidates[:16]:
             try:
                 self.g.select_plan(i)
-                ms = time_cuda(self, warmup=2, reps=10)
+                timed.append((time_cuda(self, warmup=2, reps=10), i))
             except Exception:
                 continue
+        if not timed:
+            raise RuntimeError("no cudnn plan ran")
+        best, best_ms = None, float("inf")
+        for _, i in sorted(timed)[:3]:
+            self.g.select_plan(i)
+            ms = time_cuda(self, warmup=3, reps=40)
             if ms < best_ms:
                 best, best_ms = i, ms
-        if best is None:
-            raise RuntimeError("no cudnn plan ran")
         self.g.select_plan(best)
         return self
 

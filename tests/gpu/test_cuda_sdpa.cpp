@@ -333,7 +333,7 @@ TEST(CudaSdpaFwd, V2Kernel) {
   const char* on = std::getenv("OPENDNN_SDPA_FWD_V2");
   if (!on || std::string(on) != "1") GTEST_SKIP() << "set OPENDNN_SDPA_FWD_V2=1 to test sdpa_fwd_v2";
   auto v2 = [](Case c) {
-    c.plan = "sdpa_fwd_v2_d128";
+    c.plan = "cuda:sdpa_fwd_v2_d128";
     return c;
   };
   run_case(v2(shape("v2 d128", 1, 2, 2, 128, 128, 128, 128)));
