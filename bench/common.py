@@ -133,7 +133,29 @@ def time_cuda(fn, warmup=5, reps=30, flush=True):
         stop.record()
         stop.synchronize()
         times.append(start.elapsed_time(stop))
+    if os.environ.get("OPENDNN_BENCH_KERNELS") == "1":
+        print_kernel_split(fn)
     return statistics.median(times)
+
+
+def print_kernel_split(fn, top=8):
+    """One more run of fn under torch's profiler (CUPTI), printing each GPU kernel's time: where the time of
+    a multi-kernel op goes, on machines without nsys. Set OPENDNN_BENCH_KERNELS=1 to get it for every
+    time_cuda call."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    kernels = {}
+    for e in prof.events():
+        if e.device_type.name == "CUDA":
+            us, n = kernels.get(e.name, (0.0, 0))
+            kernels[e.name] = (us + e.device_time, n + 1)
+    total = sum(us for us, _ in kernels.values()) or 1.0
+    for name, (us, n) in sorted(kernels.items(), key=lambda kv: -kv[1][0])[:top]:
+        print(f"    kernel {us:10.1f} us {100 * us / total:5.1f}% x{n} {name[:110]}", flush=True)
 
 
 def copy_bandwidth_gbs(nbytes=2 * 1024**3):
