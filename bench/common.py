@@ -152,7 +152,7 @@ def print_kernel_split(fn, top=8):
     for e in prof.events():
         if e.device_type.name == "CUDA":
             us, n = kernels.get(e.name, (0.0, 0))
-            kernels[e.name] = (us + e.device_time, n + 1)
+            kernels[e.name] = (us + e.time_range.elapsed_us(), n + 1)
     total = sum(us for us, _ in kernels.values()) or 1.0
     for name, (us, n) in sorted(kernels.items(), key=lambda kv: -kv[1][0])[:top]:
         print(f"    kernel {us:10.1f} us {100 * us / total:5.1f}% x{n} {name[:110]}", flush=True)
