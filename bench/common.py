@@ -138,6 +138,16 @@ def time_cuda(fn, warmup=5, reps=30, flush=True):
     return statistics.median(times)
 
 
+def time_pair(ours, peer, rounds=5, reps=20):
+    """(ours ms, peer ms): medians over `rounds` alternating rounds of time_cuda, so clock and thermal
+    drift during the run falls on both sides alike instead of on whichever was timed second."""
+    a, b = [], []
+    for _ in range(rounds):
+        a.append(time_cuda(ours, warmup=2, reps=reps))
+        b.append(time_cuda(peer, warmup=2, reps=reps))
+    return statistics.median(a), statistics.median(b)
+
+
 def print_kernel_split(fn, top=8):
     """One more run of fn under torch's profiler (CUPTI), printing each GPU kernel's time: where the time of
     a multi-kernel op goes, on machines without nsys. Set OPENDNN_BENCH_KERNELS=1 to get it for every

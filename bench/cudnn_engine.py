@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 import opendnn
-from common import Bound, bind_output, failure, new_graph, time_cuda, write_results
+from common import Bound, bind_output, failure, new_graph, time_cuda, time_pair, write_results
 
 BF16 = opendnn.data_type.BFLOAT16
 FP32 = opendnn.data_type.FLOAT
@@ -147,8 +147,8 @@ def sdpa_cases(quick):
                 fwd()
                 bwd()
 
-            t_of, t_tf = time_cuda(fwd), time_cuda(torch_fwd)
-            t_ob, t_tb = time_cuda(ours_fwdbwd), time_cuda(torch_fwdbwd)
+            t_of, t_tf = time_pair(fwd, torch_fwd)
+            t_ob, t_tb = time_pair(ours_fwdbwd, torch_fwdbwd)
             for mode, ours, peer, fl, ok, plan in (
                     ("fwd", t_of, t_tf, flops_f, ok_o, fwd.name),
                     ("fwd+bwd", t_ob, t_tb, 3.5 * flops_f, ok_o and ok_q and ok_k and ok_v, fwd.name + " + " + bwd.name)):
@@ -184,8 +184,7 @@ def gemm_cases(quick):
             continue
         p()
         ok, err = close(c, torch.matmul(a, b), 2e-2)
-        t_o = time_cuda(p)
-        t_t = time_cuda(lambda: torch.matmul(a, b))
+        t_o, t_t = time_pair(p, lambda: torch.matmul(a, b))
         fl = 2.0 * M * N * K
         r = {"case": case, "shape": [M, N, K], "ours_ms": t_o, "torch_cublas_ms": t_t, "tflops": fl / (t_o * 1e-3) / 1e12,
              "peer_tflops": fl / (t_t * 1e-3) / 1e12, "speedup": t_t / t_o, "speedup_vs_torch_cublas": t_t / t_o, "plan": p.name,
@@ -218,8 +217,7 @@ def conv_cases(quick):
             continue
         p()
         ok, err = close(y, ref, 3e-2)
-        t_o = time_cuda(p)
-        t_t = time_cuda(lambda: F.conv2d(x, w, padding=pad, stride=stride))
+        t_o, t_t = time_pair(p, lambda: F.conv2d(x, w, padding=pad, stride=stride))
         fl = 2.0 * ref.numel() * C * R * R
         r = {"case": case, "shape": [N, C, H, W, K, R, pad, stride], "ours_ms": t_o, "torch_conv_ms": t_t,
              "tflops": fl / (t_o * 1e-3) / 1e12, "peer_tflops": fl / (t_t * 1e-3) / 1e12,
