@@ -6,11 +6,15 @@ Writes bench/results/gdn.json (+ PNG).
 
     python bench/gdn.py [--quick] [--bwd]
 
+Our forward runs twice in the same process: the default plan (opendnn_ms) and the register-state
+sequential pass, opt-in through OPENDNN_GDN_FWD_V2=1 until verified (mma_ms, mma_* columns).
+
 TFLOP/s use the customary minimal count 4*K*V FLOP per token and value head. Every case is also
 checked against a float64 token recurrence over the first 256 tokens of its first sequence, and
 against fla's output where fla runs.
 """
 import argparse
+import os
 import sys
 
 import torch
@@ -81,6 +85,18 @@ class Case:
             S += b[t][:, None, None] * k[t][:, :, None] * e[:, None, :]
             out[t] = self.scale * torch.einsum("hk,hkv->hv", q[t], S)
         return out, n
+
+    def ours_mma(self):
+        """ours() with the register-state pass (OPENDNN_GDN_FWD_V2=1 while the plan is built)."""
+        old = os.environ.get("OPENDNN_GDN_FWD_V2")
+        os.environ["OPENDNN_GDN_FWD_V2"] = "1"
+        try:
+            return self.ours()
+        finally:
+            if old is None:
+                del os.environ["OPENDNN_GDN_FWD_V2"]
+            else:
+                os.environ["OPENDNN_GDN_FWD_V2"] = old
 
     def ours(self):
         """(callable, o, final_state) on the cuda engine, or (None, reason, None)."""
@@ -200,6 +216,20 @@ def main():
             row["finite"] = bool(torch.isfinite(o).all().item() and torch.isfinite(fs).all().item())
             ms = time_cuda(fn)
             row.update({"opendnn_ms": ms, "tflops": c.flops() / (ms * 1e-3) / 1e12})
+        mfn, mo, mfs = c.ours_mma()
+        if mfn is None:
+            row["mma_declined"] = mo
+        else:
+            mfn()
+            torch.cuda.synchronize()
+            ref, n = c.reference_head()
+            row["mma_rel_err_vs_fp64_head"] = rel(mo[:n], ref)
+            row["mma_finite"] = bool(torch.isfinite(mo).all().item() and torch.isfinite(mfs).all().item())
+            if fn is not None:  # the two sequential passes against each other, over every token
+                row["mma_rel_err_vs_default_o"] = rel(mo, o)
+                row["mma_rel_err_vs_default_state"] = rel(mfs, fs)
+            ms = time_cuda(mfn)
+            row.update({"mma_ms": ms, "mma_tflops": c.flops() / (ms * 1e-3) / 1e12})
         if fla_gdn is not None:
             try:
                 run = c.fla()
@@ -211,6 +241,10 @@ def main():
                     row["rel_err_vs_fla_o"] = rel(o, fo[0])
                     row["rel_err_vs_fla_state"] = rel(fs, ffs)
                     add_speedups(row, ("fla",))
+                if mfn is not None:
+                    row["mma_rel_err_vs_fla_o"] = rel(mo, fo[0])
+                    row["mma_rel_err_vs_fla_state"] = rel(mfs, ffs)
+                    row["mma_speedup_vs_fla"] = row["fla_ms"] / row["mma_ms"]
             except Exception as e:  # a failing peer never loses our numbers
                 row["fla_error"] = failure(e, 200)
         if args.bwd:

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <string>
@@ -117,8 +118,11 @@ struct Problem {
                                        : std::vector<int64_t>{HO * V * K, V * K, K, 1}) {}
 };
 
-void check(const Case& c) {
-  SCOPED_TRACE(c.name);
+// mma_pass: the register-state sequential pass (OPENDNN_GDN_FWD_V2=1, read when the plan is built).
+void check_once(const Case& c, bool mma_pass) {
+  SCOPED_TRACE(c.name + (mma_pass ? " (mma pass)" : ""));
+  if (mma_pass) setenv("OPENDNN_GDN_FWD_V2", "1", 1);
+  else unsetenv("OPENDNN_GDN_FWD_V2");
   Problem pb(c, uint32_t(c.cu.back() * 7 + std::max(c.h, c.hv) * 131 + c.k));
   const int64_t T = pb.T, N = pb.N, HO = pb.HO, K = pb.K, V = pb.V;
   Input &q = pb.q, &k = pb.k, &v = pb.v, &g = pb.g, &beta = pb.beta, &cu = pb.cu, &h0 = pb.h0;
@@ -189,6 +193,10 @@ void check(const Case& c) {
   std::string engine;
   EXPECT_TRUE(gr.get_engine_name_at_index(gr.selected_plan(), engine).is_good());
   ASSERT_EQ(engine, "cuda");
+  std::string plan;
+  EXPECT_TRUE(gr.get_plan_name_at_index(gr.selected_plan(), plan).is_good());
+  const bool mma_applies = mma_pass && (K == 64 || K == 128);
+  EXPECT_EQ(plan.find("_mma") != std::string::npos, mma_applies) << plan;
 
   int64_t ws = 0;
   ASSERT_TRUE(gr.get_workspace_size(ws).is_good());
@@ -217,7 +225,16 @@ void check(const Case& c) {
   const double eo = rel_err(o, ro), ef = rel_err(fin, rfin);
   EXPECT_LT(eo, 2e-2) << "O";
   EXPECT_LT(ef, 2e-2) << "final_state";
-  std::printf("[ gdn fwd ] %-28s rms err O %.2e, final state %.2e\n", c.name.c_str(), eo, ef);
+  std::printf("[ gdn fwd%s ] %-28s rms err O %.2e, final state %.2e\n", mma_pass ? " mma" : "", c.name.c_str(), eo,
+              ef);
+}
+
+// Both sequential passes on the same case (the mma pass declines to the old one where it does not
+// apply, K = 256 for one).
+void check(const Case& c) {
+  check_once(c, false);
+  check_once(c, true);
+  unsetenv("OPENDNN_GDN_FWD_V2");
 }
 
 // Backward: the cuda plan against the reference engine (run on the CPU on the same rounded inputs,
@@ -355,6 +372,19 @@ TEST_F(CudaGdn, ManyHeadsWideSlices) {
 TEST_F(CudaGdn, MidHeadsSlices32) {
   // 96 CTAs with 64-column slices, 192 with 32 (on a 132-SM H200): the 32-column path.
   check({"HV=8H K=V=64 32-col slices", {0, 64, 100, 170}, 4, 32, 64, 64});
+}
+
+TEST_F(CudaGdn, BenchHeadsK128Slices64) {
+  // The benchmark's head dims and grouping (HV = 4H, K = V = 128): 64-column slices in the mma pass,
+  // a partial last chunk and a chunk-aligned sequence.
+  check({"HV=4H K=V=128 64-col slices", {0, 64, 64, 250}, 8, 32, 128, 128});
+}
+
+TEST_F(CudaGdn, FewHeadsLongSequence) {
+  // Few heads: 16-column slices (one warp per CTA in the mma pass), 10 chunks in sequence.
+  Case c{"H=1 HV=2 K=V=128 640 tokens", {0, 600, 640}, 1, 2, 128, 128};
+  c.g_lo = -0.05, c.g_hi = 0.0;  // weak decay: the state carries over many chunks
+  check(c);
 }
 
 TEST_F(CudaGdn, NoInitialStateMixedDims) {

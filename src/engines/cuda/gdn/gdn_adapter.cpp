@@ -2,6 +2,8 @@
 // Plans of the cuda engine for single-node gated delta net graphs, GDN and GDN_BWD.
 // What the kernels take is checked here, once, at propose/build time; execute() only fills pointers.
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "engines/cuda/cuda_engine.h"
@@ -55,6 +57,12 @@ void strides_of(const TensorPtr& t, int64_t (&out)[4]) {
   for (int i = 0; i < 4; ++i) out[i] = st[size_t(i)];
 }
 
+// The register-state forward pass is opt-in until a GPU run verifies it (read at propose/build time).
+bool mma_pass_enabled() {
+  const char* e = std::getenv("OPENDNN_GDN_FWD_V2");
+  return e && std::strcmp(e, "1") == 0;
+}
+
 std::string match_forward(const Node& n, const Target& target, gdn::FwdArgs& a) {
   if (std::string why = match_common(n, a); !why.empty()) return why;
   const TensorPtr& o = n.out("O");
@@ -67,7 +75,9 @@ std::string match_forward(const Node& n, const Target& target, gdn::FwdArgs& a) 
     a.final_type = fin->get_data_type();
     strides_of(fin, a.fin_stride);
   }
-  a.bv = gdn::choose_bv(a, target.sm_count > 0 ? target.sm_count : 132);
+  const int sms = target.sm_count > 0 ? target.sm_count : 132;
+  a.mma_pass = mma_pass_enabled() && gdn::mma_pass_supported(a.k, a.v);
+  a.bv = a.mma_pass ? gdn::choose_bv_mma(a, sms) : gdn::choose_bv(a, sms);
   if (a.bv == 0) return "no state slice width fits shared memory for V = " + std::to_string(a.v);
   return "";
 }
@@ -174,7 +184,7 @@ void propose(const Graph& g, const Target& t, Proposal& out) {
     return;
   }
   PlanCandidate c;
-  c.name = backward ? "gdn_bwd_token_exact" : "gdn_fwd_chunk64";
+  c.name = backward ? "gdn_bwd_token_exact" : f.mma_pass ? "gdn_fwd_chunk64_mma" : "gdn_fwd_chunk64";
   c.local_index = kBase + (backward ? 1 : 0);
   c.estimated_us = backward ? estimate_bwd_us(b) : estimate_us(f);
   c.workspace_bytes = backward ? gdn::backward_workspace_bytes(b) : gdn::forward_workspace_bytes(f);

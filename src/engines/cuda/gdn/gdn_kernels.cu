@@ -21,6 +21,8 @@
 #include <mma.h>
 
 #include <algorithm>
+#include <cstring>
+#include <type_traits>
 
 #include "engines/cuda/gdn/gdn_device.cuh"
 #include "engines/cuda/gdn/gdn_kernels.h"
@@ -454,6 +456,330 @@ __global__ void __launch_bounds__(kThreads) state_pass(PassParams p) {
   }
 }
 
+// ------------------------------------------------------------------------------------------------
+// state_pass_mma (OPENDNN_GDN_FWD_V2=1 until a GPU run verifies it): the same recurrence with the state
+// slice held transposed, S^T (bv x K), in fp32 mma.sync accumulators. Warp w owns the 16 state rows
+// v0 + 16w .. +15 over all of K, so every product a chunk needs reads the state and v' from its own
+// registers (an m16n8 accumulator pair is the m16n8k16 A operand) and only the chunk tiles W, Q, K,
+// Aqk and U come from shared memory, shared by the warps:
+//   X^T = S^T W^T, v'^T = U^T - X^T, O^T = (S^T Q^T) diag(scale e^gamma) + v'^T Aqk^T,
+//   S^T <- e^gamma_last S^T + (v'^T diag(e^(gamma_last - gamma))) K.
+// The gates scale fp32 accumulators instead of 16-bit tiles, so no pass over shared memory is needed
+// between a chunk's arrival and its products. Chunk t+1 streams in with cp.async while chunk t computes
+// (two stages): one barrier per chunk.
+namespace mma {
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
+// 16 bytes global -> shared; a row outside the chunk is zero-filled (src-size 0 reads nothing).
+__device__ __forceinline__ void cp16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp4(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 4 : 0));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
+__device__ __forceinline__ void ldsm4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldsm4t(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+// d += a b, m16n8k16, fp32 accumulators.
+template <class T>
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<T, __half>) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+// Two floats as one 16-bit pair, the lower column in the low half (the fragment order).
+template <class T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  uint32_t r;
+  if constexpr (std::is_same_v<T, __half>) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    memcpy(&r, &h, 4);
+  } else {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    memcpy(&r, &h, 4);
+  }
+  return r;
+}
+template <class T>
+__device__ __forceinline__ float2 unpack2(uint32_t x) {
+  if constexpr (std::is_same_v<T, __half>) {
+    __half2 h;
+    memcpy(&h, &x, 4);
+    return __half22float2(h);
+  } else {
+    __nv_bfloat162 h;
+    memcpy(&h, &x, 4);
+    return __bfloat1622float2(h);
+  }
+}
+
+// The A operand of k-slice ks (columns 16ks..16ks+15) of a 16-row strip held as m16n8 accumulators
+// acc[n-tile][4], each element times col_scale of its column (f[n-tile][0 or 1]).
+template <class T, int N>
+__device__ __forceinline__ void a_frag(uint32_t (&a)[4], const float (&acc)[N][4], int ks) {
+  a[0] = pack2<T>(acc[2 * ks][0], acc[2 * ks][1]);
+  a[1] = pack2<T>(acc[2 * ks][2], acc[2 * ks][3]);
+  a[2] = pack2<T>(acc[2 * ks + 1][0], acc[2 * ks + 1][1]);
+  a[3] = pack2<T>(acc[2 * ks + 1][2], acc[2 * ks + 1][3]);
+}
+
+// Shared-memory layout of one chunk stage; rows padded by 16 bytes so ldmatrix rows hit distinct banks.
+// W, Q, K [C][k + pad], Aqk [C][C + pad], U [C][bv + pad] (16-bit), then gamma [C] (fp32).
+__host__ __device__ constexpr size_t stage_bytes(int k, int bv) {
+  return size_t(3 * C * (k + kPad16) + C * (C + kPad16) + C * (bv + kPad16)) * 2 + C * sizeof(float);
+}
+constexpr int kLdo = 16 + kPad16;  // per-warp O staging rows
+size_t smem_bytes(int k, int bv) { return 2 * stage_bytes(k, bv) + size_t(bv / 16) * C * kLdo * 2; }
+
+}  // namespace mma
+
+// grid N * HO * (V / bv), bv / 16 warps, smem_bytes(K, bv).
+template <class T, int K>
+__global__ void __launch_bounds__(128) state_pass_mma(PassParams p) {
+  using namespace mma;
+  constexpr int ldk = K + kPad16, lda = C + kPad16;
+  constexpr int KT = K / 8;  // n-tiles of the state strip
+  // Row pairs (16 chunk rows each) per pass over the chunk. K = 256 would need fewer (its state strip
+  // alone takes 128 registers) and still spills at one pair, so it stays on state_pass.
+  static_assert(K <= 128, "the state strip and two 16 x 64 accumulators must fit the registers");
+  constexpr int NP = 4;
+  const FwdArgs& a = p.a;
+  const int V = int(a.v), BV = a.bv, ldu = BV + kPad16;
+  const int slices = V / BV;
+  const int64_t bid = blockIdx.x;
+  const int64_t s = bid / (a.ho * slices);
+  const int j = int((bid / slices) % a.ho), v0 = int(bid % slices) * BV;
+  const int hq = int(j / (a.ho / a.h));
+  const int nthreads = blockDim.x, tid = threadIdx.x;
+  const int warp = tid / 32, lane = tid % 32, g = lane / 4, c = lane % 4;
+  const int vw = warp * 16;  // this warp's strip inside the slice
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  const size_t sbytes = stage_bytes(K, BV);
+  T* ostage = reinterpret_cast<T*>(smem + 2 * sbytes) + warp * C * kLdo;
+  auto stage_ptrs = [&](int st, T*& w, T*& q, T*& k, T*& aq, T*& u, float*& gm) {
+    w = reinterpret_cast<T*>(smem + sbytes * size_t(st));
+    q = w + C * ldk;
+    k = q + C * ldk;
+    aq = k + C * ldk;
+    u = aq + C * lda;
+    gm = reinterpret_cast<float*>(u + C * ldu);
+  };
+
+  // S^T strip: element (v = vw + g + 8 * (e / 2), k = 8 kt + 2c + e % 2) in sacc[kt][e].
+  float sacc[KT][4];
+  {
+    const int64_t base = s * a.init_stride[0] + j * a.init_stride[1];
+#pragma unroll
+    for (int kt = 0; kt < KT; ++kt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int vv = v0 + vw + g + 8 * (e / 2), kk = 8 * kt + 2 * c + e % 2;
+        sacc[kt][e] =
+            a.init ? load_any(a.init_type, a.init, base + vv * a.init_stride[2] + kk * a.init_stride[3]) : 0.f;
+      }
+  }
+
+  const int64_t start = cu_at(a.cu, a.cu_int64, s), end = cu_at(a.cu, a.cu_int64, s + 1);
+  const T* qg = static_cast<const T*>(p.q);
+  const T* kg = static_cast<const T*>(p.k);
+  const T* wg = static_cast<const T*>(p.w.w);
+  const T* ug = static_cast<const T*>(p.w.u);
+  const T* ag = static_cast<const T*>(p.w.aqk);
+
+  // Queues chunk t0's tiles into stage st (rows past the sequence end are zero-filled).
+  auto issue = [&](int64_t t0, int st) {
+    T *w, *q, *k, *aq, *u;
+    float* gm;
+    stage_ptrs(st, w, q, k, aq, u, gm);
+    const int L = int(imin(C, end - t0));
+    constexpr int per_k = K / 8;
+    for (int e = tid; e < C * per_k; e += nthreads) {
+      const int r = e / per_k, col = (e % per_k) * 8;
+      const bool ok = r < L;
+      const int64_t rq = ok ? (t0 + r) * a.h + hq : 0, rw = ok ? (t0 + r) * a.ho + j : 0;
+      cp16(w + r * ldk + col, wg + rw * K + col, ok);
+      cp16(q + r * ldk + col, qg + rq * K + col, ok);
+      cp16(k + r * ldk + col, kg + rq * K + col, ok);
+    }
+    for (int e = tid; e < C * (C / 8); e += nthreads) {
+      const int r = e / (C / 8), col = (e % (C / 8)) * 8;
+      const bool ok = r < L;
+      cp16(aq + r * lda + col, ag + (ok ? (t0 + r) * a.ho + j : 0) * C + col, ok);
+    }
+    const int per_u = BV / 8;
+    for (int e = tid; e < C * per_u; e += nthreads) {
+      const int r = e / per_u, col = (e % per_u) * 8;
+      const bool ok = r < L;
+      cp16(u + r * ldu + col, ug + (ok ? (t0 + r) * a.ho + j : 0) * V + v0 + col, ok);
+    }
+    for (int r = tid; r < C; r += nthreads) cp4(gm + r, p.w.gam + (r < L ? (t0 + r) * a.ho + j : 0), r < L);
+    cp_commit();
+  };
+
+  // ldmatrix lane offsets: B from rows of a row-major [n][k] tile (x4 = two n-tiles of one k-slice),
+  // B from a row-major [k][n] tile (.trans), and U^T as accumulators from the row-major [r][v] tile.
+  const int rb_row = (lane >> 4) * 8 + (lane & 7), rb_col = ((lane >> 3) & 1) * 8;
+  const int tb_row = ((lane >> 3) & 1) * 8 + (lane & 7), tb_col = (lane >> 4) * 8;
+
+  if (start < end) issue(start, 0);
+  int it = 0;
+  for (int64_t t0 = start; t0 < end; t0 += C, ++it) {
+    const int L = int(imin(C, end - t0));
+    const int st = it & 1;
+    cp_wait_all();
+    __syncthreads();  // chunk t0 is visible to every warp, and every warp is done with the other stage
+    if (t0 + C < end) issue(t0 + C, st ^ 1);
+    T *ws, *qs, *ks, *as, *us;
+    float* gs;
+    stage_ptrs(st, ws, qs, ks, as, us, gs);
+    const float glast = gs[L - 1];
+
+    // The chunk's 64 rows in passes of NP row pairs (16 rows each). Per pass: X^T and S^T Q^T share
+    // each A fragment of the state; v'^T = U^T - X^T gives va (its A operand for the output) and vk
+    // (decayed, for the state update); then O^T = (S^T Q^T) diag(scale e^gamma) + v'^T Aqk^T, where
+    // Aqk is lower triangular so pair np only needs the k-slices <= np, all from this or earlier passes.
+    uint32_t va[4][4], vk[4][4];
+#pragma unroll
+    for (int p0 = 0; p0 < 4; p0 += NP) {
+      float x[2 * NP][4], o[2 * NP][4];
+#pragma unroll
+      for (int n = 0; n < 2 * NP; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) x[n][e] = 0.f, o[n][e] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < K / 16; ++kk) {
+        uint32_t af[4];
+        a_frag<T>(af, sacc, kk);
+#pragma unroll
+        for (int np = 0; np < NP; ++np) {
+          uint32_t b[4], bq[4];
+          ldsm4(b, ws + (16 * (p0 + np) + rb_row) * ldk + 16 * kk + rb_col);
+          ldsm4(bq, qs + (16 * (p0 + np) + rb_row) * ldk + 16 * kk + rb_col);
+          mma16816<T>(x[2 * np], af, b[0], b[1]);
+          mma16816<T>(x[2 * np + 1], af, b[2], b[3]);
+          mma16816<T>(o[2 * np], af, bq[0], bq[1]);
+          mma16816<T>(o[2 * np + 1], af, bq[2], bq[3]);
+        }
+      }
+#pragma unroll
+      for (int np = 0; np < NP; ++np) {
+        uint32_t u[4];
+        ldsm4t(u, us + (16 * (p0 + np) + rb_row) * ldu + vw + rb_col);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int n = 2 * np + h;
+          const float2 lo = unpack2<T>(u[2 * h]), hi = unpack2<T>(u[2 * h + 1]);
+          x[n][0] = lo.x - x[n][0];
+          x[n][1] = lo.y - x[n][1];
+          x[n][2] = hi.x - x[n][2];
+          x[n][3] = hi.y - x[n][3];
+        }
+        a_frag<T>(va[p0 + np], x, np);
+      }
+#pragma unroll
+      for (int n = 0; n < 2 * NP; ++n) {
+        const int r = 8 * (2 * p0 + n) + 2 * c;
+        const float d0 = __expf(glast - gs[r]), d1 = __expf(glast - gs[r + 1]);
+        x[n][0] *= d0, x[n][1] *= d1, x[n][2] *= d0, x[n][3] *= d1;
+        const float f0 = a.scale * __expf(gs[r]), f1 = a.scale * __expf(gs[r + 1]);
+        o[n][0] *= f0, o[n][1] *= f1, o[n][2] *= f0, o[n][3] *= f1;
+      }
+#pragma unroll
+      for (int np = 0; np < NP; ++np) {
+        a_frag<T>(vk[p0 + np], x, np);
+#pragma unroll
+        for (int kk = 0; kk <= p0 + np; ++kk) {
+          uint32_t b[4];
+          ldsm4(b, as + (16 * (p0 + np) + rb_row) * lda + 16 * kk + rb_col);
+          mma16816<T>(o[2 * np], va[kk], b[0], b[1]);
+          mma16816<T>(o[2 * np + 1], va[kk], b[2], b[3]);
+        }
+      }
+      // Through the warp's staging tile to 16-byte stores of whole 32-byte row pieces.
+#pragma unroll
+      for (int n = 0; n < 2 * NP; ++n) {
+        const int r = 8 * (2 * p0 + n) + 2 * c;
+        ostage[r * kLdo + g] = from_f<T>(o[n][0]);
+        ostage[(r + 1) * kLdo + g] = from_f<T>(o[n][1]);
+        ostage[r * kLdo + g + 8] = from_f<T>(o[n][2]);
+        ostage[(r + 1) * kLdo + g + 8] = from_f<T>(o[n][3]);
+      }
+    }
+    __syncwarp();
+    T* og = static_cast<T*>(a.o) + (t0 * a.ho + j) * V + v0 + vw;
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      const int e = lane + 32 * m, r = e / 2, half = e % 2;
+      if (r < L)
+        *reinterpret_cast<uint4*>(og + r * a.ho * V + 8 * half) =
+            *reinterpret_cast<const uint4*>(ostage + r * kLdo + 8 * half);
+    }
+
+    // S^T <- e^glast S^T + vk K (B = K rows through ldmatrix.trans).
+    const float decay = __expf(glast);
+#pragma unroll
+    for (int kt = 0; kt < KT; ++kt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) sacc[kt][e] *= decay;
+#pragma unroll
+    for (int qp = 0; qp < K / 16; ++qp)
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        uint32_t b[4];
+        ldsm4t(b, ks + (16 * kk + tb_row) * ldk + 16 * qp + tb_col);
+        mma16816<T>(sacc[2 * qp], vk[kk], b[0], b[1]);
+        mma16816<T>(sacc[2 * qp + 1], vk[kk], b[2], b[3]);
+      }
+    __syncwarp();  // the staging tile is rewritten next chunk
+  }
+
+  if (a.fin) {
+    const int64_t base = s * a.fin_stride[0] + j * a.fin_stride[1];
+#pragma unroll
+    for (int kt = 0; kt < KT; ++kt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int vv = v0 + vw + g + 8 * (e / 2), kk = 8 * kt + 2 * c + e % 2;
+        store_any(a.final_type, a.fin, base + vv * a.fin_stride[2] + kk * a.fin_stride[3], sacc[kt][e]);
+      }
+  }
+}
+
+constexpr size_t kMaxSmem = 227 * 1024;
+
+template <class T, int K>
+void launch_mma_k(const PassParams& pp, unsigned ctas, cudaStream_t st) {
+  const size_t bytes = mma::smem_bytes(K, pp.a.bv);
+  cudaFuncSetAttribute(state_pass_mma<T, K>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+  state_pass_mma<T, K><<<ctas, unsigned(pp.a.bv / 16 * 32), bytes, st>>>(pp);
+}
+template <class T>
+void launch_mma_pass(const PassParams& pp, unsigned ctas, cudaStream_t st) {
+  switch (pp.a.k) {
+    case 64: launch_mma_k<T, 64>(pp, ctas, st); break;
+    default: launch_mma_k<T, 128>(pp, ctas, st); break;
+  }
+}
+
 template <class T>
 const char* launch_typed(const FwdArgs& a, void* workspace, cudaStream_t st) {
   Work w = carve(a, static_cast<char*>(workspace));
@@ -471,15 +797,17 @@ const char* launch_typed(const FwdArgs& a, void* workspace, cudaStream_t st) {
   const size_t ps = prep_smem(int(a.k), int(a.v));
   cudaFuncSetAttribute(chunk_prep<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(ps));
   if (bound > 0) chunk_prep<T><<<dim3(unsigned(bound), unsigned(a.ho)), kThreads, ps, st>>>(PrepParams{a, w, q, k});
-  const size_t ss = pass_smem(int(a.k), a.bv);
-  cudaFuncSetAttribute(state_pass<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(ss));
   const int64_t ctas = a.n * a.ho * (a.v / a.bv);
-  state_pass<T><<<unsigned(ctas), kThreads, ss, st>>>(PassParams{a, w, q, k});
+  if (a.mma_pass) {
+    launch_mma_pass<T>(PassParams{a, w, q, k}, unsigned(ctas), st);
+  } else {
+    const size_t ss = pass_smem(int(a.k), a.bv);
+    cudaFuncSetAttribute(state_pass<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(ss));
+    state_pass<T><<<unsigned(ctas), kThreads, ss, st>>>(PassParams{a, w, q, k});
+  }
   cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
 }
-
-constexpr size_t kMaxSmem = 227 * 1024;
 
 }  // namespace
 
@@ -495,6 +823,24 @@ int choose_bv(const FwdArgs& a, int sm_count) {
     if (best == 0) best = bv;  // the widest that fits
     if (a.n * a.ho * (a.v / bv) >= sm_count) return bv;
     best = bv;  // narrower slices: more CTAs for long sequences with few heads
+  }
+  return best;
+}
+
+bool mma_pass_supported(int64_t k, int64_t v) {
+  return (k == 64 || k == 128) && v % 16 == 0 && v >= 16 && v <= 256 &&
+         mma::smem_bytes(int(k), 64) <= kMaxSmem;
+}
+
+int choose_bv_mma(const FwdArgs& a, int sm_count) {
+  // Every warp owns 16 state columns whatever bv is, so bv only trades CTAs (spread over the SMs)
+  // against duplicated chunk-tile loads: take the widest slice that still gives ~3/4 of the SMs
+  // a CTA (one CTA per SM fits at two stages), else the narrowest for the most parallel warps.
+  int best = 0;
+  for (int bv : {64, 32, 16}) {
+    if (a.v % bv != 0) continue;
+    best = bv;
+    if (a.n * a.ho * (a.v / bv) * 4 >= int64_t(sm_count) * 3) return bv;
   }
   return best;
 }

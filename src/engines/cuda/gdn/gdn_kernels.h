@@ -22,6 +22,9 @@ struct FwdArgs {
   float scale = 1.f;
   bool l2norm = false;
   int bv = 64;  // V columns of the state per CTA of the sequential pass (chosen by choose_bv)
+  // The sequential pass with the state in mma.sync registers (choose_bv_mma picks bv); opt-in via
+  // OPENDNN_GDN_FWD_V2=1 until a GPU run verifies it.
+  bool mma_pass = false;
   const void *q = nullptr, *kk = nullptr, *vv = nullptr, *g = nullptr, *beta = nullptr, *cu = nullptr;
   const void* init = nullptr;  // may be null (zero initial state)
   void* o = nullptr;
@@ -33,6 +36,9 @@ struct FwdArgs {
 bool supported_dims(int64_t k, int64_t v);
 // Picks the state slice width so that N*HO*(V/bv) CTAs fill the GPU where they can.
 int choose_bv(const FwdArgs& a, int sm_count);
+// The register-state pass: K in {64, 128}, V a multiple of 16 up to 256.
+bool mma_pass_supported(int64_t k, int64_t v);
+int choose_bv_mma(const FwdArgs& a, int sm_count);
 int64_t forward_workspace_bytes(const FwdArgs& a);
 // Launch on `stream` (a cudaStream_t); workspace holds forward_workspace_bytes. Returns a CUDA
 // error string or nullptr.
