@@ -272,13 +272,21 @@ __global__ void __launch_bounds__(kThreads) chunk_prep(PrepParams p) {
   // (I + A)^-1, blocked: the four diagonal 16x16 blocks by substitution (one thread per block column;
   // a column depends only on itself), then block rows i = 1..3 as T_ij = -T_ii sum_{k=j}^{i-1} A_ik T_kj.
   // Blocks above the diagonal are never read (the W/U products stop at the diagonal block).
+  // The column lives in registers: a chain through shared memory costs a load latency per step. Its
+  // entries above row c are exact zeros, so starting every sum at m = 0 adds nothing (the A entries
+  // are finite) and keeps the loops fully unrolled.
   if (threadIdx.x < C) {
     const int o = (threadIdx.x / 16) * 16, c = threadIdx.x % 16;
+    float col[16];
+#pragma unroll
     for (int r = 0; r < 16; ++r) {
       float x = r == c ? 1.f : 0.f;
-      for (int m = c; m < r; ++m) x -= gs[(o + r) * ldf + o + m] * tm[(o + m) * ldf + o + c];
-      tm[(o + r) * ldf + o + c] = x;
+#pragma unroll
+      for (int m = 0; m < r; ++m) x -= gs[(o + r) * ldf + o + m] * col[m];
+      col[r] = x;
     }
+#pragma unroll
+    for (int r = 0; r < 16; ++r) tm[(o + r) * ldf + o + c] = col[r];
   }
   // Meanwhile: beta e^gamma k (over q's tile, no longer needed) and beta v.
   for (int i = threadIdx.x; i < C * K; i += blockDim.x) {
@@ -321,11 +329,16 @@ __global__ void __launch_bounds__(kThreads) chunk_prep(PrepParams p) {
     mma_rows(acc, tb + mt * 16 * ldc, ldc, rhs + nt * 16, ldr, mt + 1);  // T is lower triangular
     wm::store_matrix_sync(sc, acc, 16, wm::mem_row_major);
     __syncwarp();
+    // One 16-byte store per lane: half a row of the tile.
     const int width = is_w ? K : V;
     T* dst = static_cast<T*>(is_w ? p.w.w : p.w.u) + (t0 * a.ho + j) * width + nt * 16;
-    for (int e = lane; e < 256; e += 32) {
-      const int r = mt * 16 + e / 16;
-      if (r < L) dst[r * a.ho * width + e % 16] = from_f<T>(sc[e]);
+    const int r = mt * 16 + lane / 2, half = lane % 2;
+    if (r < L) {
+      uint4 pk;
+      T* e = reinterpret_cast<T*>(&pk);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) e[i] = from_f<T>(sc[lane * 8 + i]);
+      *reinterpret_cast<uint4*>(dst + r * a.ho * width + 8 * half) = pk;
     }
     __syncwarp();
   }
