@@ -172,6 +172,14 @@ Status Graph::create_execution_plans(const std::vector<HeurMode>& modes_in) {
       st->declines.push_back(name + ": does not run on target " + device);
       continue;
     }
+    // An engine no requested mode admits is not asked (its proposal, e.g. cuDNN's heuristics queries,
+    // would be thrown away).
+    if (std::none_of(modes.begin(), modes.end(), [&](HeurMode m) { return admits(m, *e); })) {
+      std::string ms;
+      for (HeurMode m : modes) ms += (ms.empty() ? "" : ", ") + std::string(to_string(m));
+      st->declines.push_back(name + ": excluded by heuristic mode(s) " + ms);
+      continue;
+    }
     Proposal p = e->propose_plans(*this, st->target);
     for (const auto& d : p.declines) st->declines.push_back(name + ": " + d);
     if (p.plans.empty()) {
@@ -193,8 +201,7 @@ Status Graph::create_execution_plans(const std::vector<HeurMode>& modes_in) {
 
   // Rank per mode, appending plans not listed yet.
   std::set<std::pair<int64_t, int64_t>> listed;
-  std::vector<bool> admitted(offers.size(), false);
-  for (HeurMode m : modes) {
+    for (HeurMode m : modes) {
     struct Item {
       size_t offer;
       size_t pos;  // position in the engine's proposal
@@ -203,7 +210,6 @@ Status Graph::create_execution_plans(const std::vector<HeurMode>& modes_in) {
     std::vector<Item> items;
     for (size_t oi = 0; oi < offers.size(); ++oi) {
       if (!admits(m, *offers[oi].engine)) continue;
-      admitted[oi] = true;
       double best = 1e300;
       for (const auto& c : offers[oi].plans) best = std::min(best, c.estimated_us);
       for (size_t pi = 0; pi < offers[oi].plans.size(); ++pi) items.push_back({oi, pi, best});
@@ -234,14 +240,6 @@ Status Graph::create_execution_plans(const std::vector<HeurMode>& modes_in) {
       st->plans.push_back(std::move(e));
     }
   }
-  for (size_t oi = 0; oi < offers.size(); ++oi) {
-    if (admitted[oi]) continue;
-    std::string ms;
-    for (HeurMode m : modes) ms += (ms.empty() ? "" : ", ") + std::string(to_string(m));
-    st->declines.push_back(offers[oi].name + ": " + std::to_string(offers[oi].plans.size()) +
-                           " plan(s) excluded by heuristic mode(s) " + ms);
-  }
-
   // An autotuned order from the plan cache takes precedence over the estimates.
   st->cache_path = plan_cache::cache_path(*this, st->target);
   std::vector<plan_cache::Entry> cached;
