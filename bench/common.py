@@ -24,23 +24,25 @@ def new_graph():
 def plan_on(g, engine="cuda", heur_modes=None, all_plans=False):
     """Validates `g` and plans it on `engine` alone: (plan name, workspace tensor). When `engine`
     proposes nothing, check_support raises with every engine's decline reasons. `all_plans` builds
-    every plan of the engine and sizes the workspace for the largest, for autotuning."""
+    every plan of the engine and sizes the workspace for the largest, for autotuning. engine=None keeps
+    every engine: the plan is the router's own first choice (what a user gets by default)."""
     import opendnn
 
     g.validate()
     g.build_operation_graph()
     g.create_execution_plans(heur_modes or [opendnn.heur_mode.A])
-    others = {g.get_engine_name_at_index(i) for i in range(g.get_execution_plan_count())} - {engine}
-    g.deselect_engines(sorted(others))
+    if engine is not None:
+        others = {g.get_engine_name_at_index(i) for i in range(g.get_execution_plan_count())} - {engine}
+        g.deselect_engines(sorted(others))
     g.check_support()
     g.build_plans(opendnn.build_plan_policy.ALL if all_plans else opendnn.build_plan_policy.HEURISTICS_CHOICE)
     idx = g.selected_plan()
     chosen = g.get_engine_name_at_index(idx)
-    if chosen != engine:
+    if engine is not None and chosen != engine:
         raise RuntimeError(f"planned on {chosen}, not {engine}")
     sizes = [g.get_workspace_size()]
     for i in range(g.get_execution_plan_count()) if all_plans else ():
-        if g.get_engine_name_at_index(i) != engine:
+        if engine is not None and g.get_engine_name_at_index(i) != engine:
             continue
         try:
             sizes.append(g.get_workspace_size_plan_at_index(i))
