@@ -81,9 +81,14 @@ std::string match(const Graph& g, NormShape& s) {
   return "";
 }
 
+// Fixed cost + bytes / achieved bandwidth, both fitted to bench/results/norm.json (H200, bf16,
+// 8192x4096 and 32768x8192). The router compares these with the cudnn engine's estimates, so they
+// must rank the faster engine first: cuDNN's RMSNorm backward wins at 8k tokens, ours elsewhere.
 double estimate_us(const NormShape& s, DataType xt) {
-  double bytes = double(s.rows) * double(s.cols) * (bits_of(xt) / 8) * (s.backward ? 3 : 2);
-  return 3.0 + bytes / 3.6e6;  // ~3.6 TB/s achieved, plus launch
+  const double bytes = double(s.rows) * double(s.cols) * (bits_of(xt) / 8) * (s.backward ? 3 : 2);
+  const bool ln = s.kind == norm::Kind::LAYER;
+  if (s.backward) return ln ? 39.0 + bytes / 3.86e6 : 20.0 + bytes / 4.17e6;
+  return ln ? 8.0 + bytes / 4.02e6 : 6.0 + bytes / 4.24e6;
 }
 
 class NormFwdPlan : public Plan {
