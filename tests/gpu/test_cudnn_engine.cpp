@@ -1108,7 +1108,7 @@ struct SdpaOpts {
   int64_t left = 0;      // sliding window (left_bound) when > 0
   bool bias = false;
   bool padding = false;  // seq_len_q = {S, 77}, seq_len_kv = {S, 50}
-  bool ragged = false;   // THD: Q/K/V/O packed by ragged offsets (needs padding)
+  bool ragged = false;   // THD: Q/K/V/O (dO/dQ/dK/dV) packed, one ragged-offset tensor each (needs padding)
   bool paged = false;    // K/V in 32-row pages (forward, unified)
   bool dropout = false;  // user mask (dropout_mask, 0/1) times dropout_scale = 4/3
   const char* impl = "COMPOSITE";
@@ -1119,8 +1119,9 @@ const int32_t kSeqQ[kB] = {kS, 77}, kSeqKv[kB] = {kS, 50};
 
 struct SdpaGraph {
   Graph g;
-  TensorPtr Q, K, V, O, dO, St, bias, sq, skv, ptk, ptv, roff_q, roff_kv, dmask, dscale;
+  TensorPtr Q, K, V, O, dO, St, bias, sq, skv, ptk, ptv, dmask, dscale;
   std::vector<TensorPtr> outs;
+  std::vector<std::pair<TensorPtr, bool>> roffs;  // ragged offsets, true: of a K/V-side tensor
 };
 
 // Builds the forward (or backward, when `bwd`) SDPA graph of `o` in bf16 [B,H,S,D].
@@ -1130,20 +1131,23 @@ void build_sdpa(SdpaGraph& s, const SdpaOpts& o, bool bwd) {
   std::vector<int64_t> qd = {kB, kH, kS, kD};
   // BSHD strides (THD packing needs tokens outermost within a batch).
   std::vector<int64_t> bshd = {kS * kH * kD, kD, kH * kD, 1};
-  auto attn = [&](const char* name, std::vector<int64_t> dims, const TensorPtr& roff) {
+  // Each packed tensor gets its own offset tensor "ragged_<name>", as cuDNN Frontend's THD samples do.
+  auto pack = [&](const TensorPtr& t, const std::string& name, bool kv_side) {
+    if (!o.ragged) return;
+    TensorPtr r = input(g, ("ragged_" + name).c_str(), {kB + 1, 1, 1, 1}, DataType::INT32);
+    t->set_ragged_offset(r);
+    s.roffs.push_back({r, kv_side});
+  };
+  auto attn = [&](const char* name, std::vector<int64_t> dims, bool kv_side) {
     auto t = input(g, name, dims, DataType::BFLOAT16, dims[2] == kS && dims[0] == kB ? bshd : row_major_strides(dims));
-    if (roff) t->set_ragged_offset(roff);
+    pack(t, name, kv_side);
     return t;
   };
-  if (o.ragged) {
-    s.roff_q = input(g, "ragged_q", {kB + 1, 1, 1, 1}, DataType::INT32);
-    s.roff_kv = input(g, "ragged_kv", {kB + 1, 1, 1, 1}, DataType::INT32);
-  }
   int64_t blocks = kB * kS / 32;
   std::vector<int64_t> kvd = o.paged ? std::vector<int64_t>{blocks, kH, 32, kD} : qd;
-  s.Q = attn("Q", qd, s.roff_q);
-  s.K = attn("K", kvd, s.roff_kv);
-  s.V = attn("V", kvd, s.roff_kv);
+  s.Q = attn("Q", qd, false);
+  s.K = attn("K", kvd, true);
+  s.V = attn("V", kvd, true);
   if (o.bias) s.bias = input(g, "bias", {1, kH, kS, kS}, DataType::BFLOAT16);
   if (o.padding) {
     s.sq = input(g, "seq_len_q", {kB, 1, 1, 1}, DataType::INT32);
@@ -1165,8 +1169,8 @@ void build_sdpa(SdpaGraph& s, const SdpaOpts& o, bool bwd) {
   if (o.paged) at.set("max_seq_len_kv", kS);
   std::vector<TensorPtr> in = {s.Q, s.K, s.V};
   if (bwd) {
-    s.O = attn("O", qd, s.roff_q);
-    s.dO = attn("dO", qd, s.roff_q);
+    s.O = attn("O", qd, false);
+    s.dO = attn("dO", qd, false);
     s.St = input(g, "Stats", {kB, kH, kS, 1}, DataType::FLOAT);
     in.insert(in.end(), {s.O, s.dO, s.St});
   } else {
@@ -1179,13 +1183,14 @@ void build_sdpa(SdpaGraph& s, const SdpaOpts& o, bool bwd) {
   if (!bwd && o.paged) in.insert(in.end(), {s.ptk, s.ptv});
   s.outs = g.add_node(bwd ? OpKind::SDPA_BACKWARD : OpKind::SDPA, in, at);
   if (bwd) {
+    const char* names[] = {"dQ", "dK", "dV"};
     for (size_t i = 0; i < 3; ++i) {
       as_output(s.outs[i], i == 0 ? qd : kvd, DataType::BFLOAT16, bshd);
-      if (o.ragged) s.outs[i]->set_ragged_offset(i == 0 ? s.roff_q : s.roff_kv);
+      pack(s.outs[i], names[i], i != 0);
     }
   } else {
     as_output(s.outs[0], qd, DataType::BFLOAT16, bshd);
-    if (o.ragged) s.outs[0]->set_ragged_offset(s.roff_q);
+    pack(s.outs[0], "O", false);
     as_output(s.outs[1], {kB, kH, kS, 1}, DataType::FLOAT);
   }
   prepare(g);
@@ -1200,9 +1205,11 @@ void sdpa_inputs(SdpaGraph& s, const SdpaOpts& o, std::map<std::string, Host>& n
     put(s.sq, "seq_len_q", {double(kSeqQ[0]), double(kSeqQ[1])});
     put(s.skv, "seq_len_kv", {double(kSeqKv[0]), double(kSeqKv[1])});
   }
-  if (o.ragged) {  // packed tokens, in elements
-    put(s.roff_q, "ragged_q", {0.0, double(kSeqQ[0] * kH * kD), double((kSeqQ[0] + kSeqQ[1]) * kH * kD)});
-    put(s.roff_kv, "ragged_kv", {0.0, double(kSeqKv[0] * kH * kD), double((kSeqKv[0] + kSeqKv[1]) * kH * kD)});
+  // Packed tokens, offsets in elements. Batch 0 is full length, so the packed start of batch 1 is its
+  // padded start too: the BSHD host data serves both layouts.
+  for (const auto& [r, kv_side] : s.roffs) {
+    const int32_t* len = kv_side ? kSeqKv : kSeqQ;
+    put(r, r->get_name().c_str(), {0.0, double(len[0] * kH * kD), double((len[0] + len[1]) * kH * kD)});
   }
   if (o.dropout) {
     Host m = random(size_t(kB * kH * kS * kS), 650, DataType::FLOAT, 0, 1);
@@ -1265,6 +1272,7 @@ void sdpa_opts_case(const SdpaOpts& o, bool bwd) {
   named["Stats"] = st_ref;
   SdpaGraph b;
   build_sdpa(b, o, true);
+  sdpa_inputs(b, o, named);  // the backward's own ragged offsets
   named["dO"] = random(size_t(b.dO->volume()), 700, DataType::BFLOAT16);
   Data bd = bind_named(b, named);
   SKIP_IF_DECLINED(b.g);
@@ -1275,8 +1283,8 @@ void sdpa_opts_case(const SdpaOpts& o, bool bwd) {
   });
 }
 
-// Padding through the composite graph declines (batch 1 came out with batch 0's lengths on the H200);
-// AUTO routes it to the unified op.
+// Padding through the composite graph declines by default (batch 1 came out with batch 0's lengths on
+// the H200; the fixed lowering is opt-in, see the end of the file); AUTO routes it to the unified op.
 TEST(CudnnEngine, SdpaPaddingMaskForward) {
   SKIP_WITHOUT_CUDNN();
   SdpaOpts o;
@@ -1298,12 +1306,6 @@ TEST(CudnnEngine, SdpaPaddingMaskForwardUnified) {
   o.padding = true;
   o.impl = "UNIFIED";
   sdpa_opts_case(o, false);
-}
-TEST(CudnnEngine, SdpaPaddingCausalBackward) {
-  SKIP_WITHOUT_CUDNN();
-  SdpaOpts o;
-  o.padding = o.causal = true;
-  sdpa_opts_case(o, true);
 }
 TEST(CudnnEngine, SdpaSlidingWindowForward) {
   SKIP_WITHOUT_CUDNN();
@@ -1430,20 +1432,76 @@ TEST(CudnnEngine, DeclinesUnloweredOpsByName) {
   std::printf("  decline: %s\n", p.declines[0].c_str());
 }
 
-// Last in the file (gtest runs a suite in definition order): a kernel fault here (CUDA error 700 on the
-// first H200 run) poisons the process's CUDA context and fails every later test. Ragged THD declines
-// now, so these skip with the reason unless the lowering is re-enabled.
-TEST(CudnnEngine, SdpaRaggedThdForward) {
-  SKIP_WITHOUT_CUDNN();
-  SdpaOpts o;
-  o.padding = o.ragged = true;
-  sdpa_opts_case(o, false);
+// ---- Opt-in lowerings (unverified on a GPU), last in the file: gtest runs a suite in definition order,
+// and a kernel fault (CUDA error 700 on the first H200 run of ragged THD) poisons the process's CUDA
+// context for every later test. Each test first checks that, without its switch, the graph declines
+// naming the switch; then, with the switch set for the test's scope (the engine reads it when it lowers
+// a graph, i.e. when planning), the plan must exist and match the reference engine.
+constexpr const char* kTryPadding = "OPENDNN_CUDNN_TRY_COMPOSITE_PADDING";
+constexpr const char* kTryRagged = "OPENDNN_CUDNN_TRY_RAGGED";
+
+struct ScopedEnv {
+  std::vector<std::string> names;
+  explicit ScopedEnv(std::vector<std::string> n, bool on) : names(std::move(n)) {
+    for (const auto& v : names) on ? setenv(v.c_str(), "1", 1) : unsetenv(v.c_str());
+  }
+  ~ScopedEnv() {
+    for (const auto& v : names) unsetenv(v.c_str());
+  }
+};
+
+void opt_in_case(const SdpaOpts& o, bool bwd, const char* env) {
+  {
+    ScopedEnv off({kTryPadding, kTryRagged}, false);
+    SdpaGraph g;
+    build_sdpa(g, o, bwd);
+    Proposal p = make_cudnn_engine()->propose_plans(g.g, cuda_target());
+    EXPECT_TRUE(p.plans.empty());
+    ASSERT_FALSE(p.declines.empty());
+    EXPECT_NE(p.declines[0].find(env), std::string::npos) << p.declines[0];
+    std::printf("  without %s: %s\n", env, p.declines[0].c_str());
+  }
+  ScopedEnv on({env}, true);
+  {
+    SdpaGraph g;
+    build_sdpa(g, o, bwd);
+    Proposal p = make_cudnn_engine()->propose_plans(g.g, cuda_target());
+    std::string why;
+    for (const auto& d : p.declines) why += d + "\n";
+    ASSERT_FALSE(p.plans.empty()) << "with " << env << "=1 still declined:\n" << why;
+  }
+  sdpa_opts_case(o, bwd);
 }
-TEST(CudnnEngine, SdpaRaggedThdBackward) {
+
+TEST(CudnnEngine, SdpaPaddingMaskForwardCompositeOptIn) {
+  SKIP_WITHOUT_CUDNN();
+  SdpaOpts o;
+  o.padding = true;
+  opt_in_case(o, false, kTryPadding);
+}
+TEST(CudnnEngine, SdpaPaddingCausalForwardCompositeOptIn) {
+  SKIP_WITHOUT_CUDNN();
+  SdpaOpts o;
+  o.padding = o.causal = true;
+  opt_in_case(o, false, kTryPadding);
+}
+TEST(CudnnEngine, SdpaPaddingCausalBackwardOptIn) {
+  SKIP_WITHOUT_CUDNN();
+  SdpaOpts o;
+  o.padding = o.causal = true;
+  opt_in_case(o, true, kTryPadding);
+}
+TEST(CudnnEngine, SdpaRaggedThdForwardOptIn) {
   SKIP_WITHOUT_CUDNN();
   SdpaOpts o;
   o.padding = o.ragged = true;
-  sdpa_opts_case(o, true);
+  opt_in_case(o, false, kTryRagged);
+}
+TEST(CudnnEngine, SdpaRaggedThdBackwardOptIn) {
+  SKIP_WITHOUT_CUDNN();
+  SdpaOpts o;
+  o.padding = o.ragged = true;
+  opt_in_case(o, true, kTryRagged);
 }
 
 }  // namespace

@@ -73,9 +73,9 @@ struct LowerCtx {
     out.keep.push_back(op);
     ops.push_back(op);
   }
-  // A new backend tensor. uid < 0 takes a fresh uid.
+  // A new backend tensor. uid < 0 takes a fresh uid; `ragged` (optional) is its ragged-offset tensor.
   DescPtr make_tensor(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides, DataType dt, bool is_virtual,
-                      int64_t uid = -1, bool by_value = false);
+                      int64_t uid = -1, bool by_value = false, const DescPtr& ragged = nullptr);
   DescPtr virt(const std::vector<int64_t>& dims, DataType dt = DataType::FLOAT);
   DescPtr scalar_f32(float v);
   DescPtr scalar_i32(int32_t v);
@@ -87,7 +87,11 @@ struct LowerCtx {
   // Ops
   DescPtr pointwise(cudnnPointwiseMode_t mode, const DescPtr& x, const DescPtr& b, const DescPtr& y,
                     const DescPtr& t = nullptr, DataType prec = DataType::FLOAT, int64_t axis = -1);
-  DescPtr matmul(const DescPtr& a, const DescPtr& bm, const DescPtr& c, DataType prec = DataType::FLOAT);
+  // Per-batch GEMM extents read from [B,1,1,1] INT32 tensors (null: the static extent); cuDNN's fused
+  // attention engines take the actual sequence lengths of a padded/ragged batch from these.
+  struct GemmOverride { DescPtr m, n, k; };
+  DescPtr matmul(const DescPtr& a, const DescPtr& bm, const DescPtr& c, DataType prec = DataType::FLOAT,
+                 const GemmOverride& ovr = {});
   DescPtr reduction(cudnnReduceTensorOp_t op, const DescPtr& x, const DescPtr& y, DataType prec = DataType::FLOAT,
                     bool deterministic = false);
   DescPtr reshape(const DescPtr& x, const DescPtr& y);

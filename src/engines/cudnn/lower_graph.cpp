@@ -25,7 +25,7 @@ std::vector<int64_t> LowerCtx::padded_strides(const TensorAttr& t) const {
 }
 
 DescPtr LowerCtx::make_tensor(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides, DataType dt,
-                              bool is_virtual, int64_t uid, bool by_value) {
+                              bool is_virtual, int64_t uid, bool by_value, const DescPtr& ragged) {
   bool ok = true;
   cudnnDataType_t cdt = to_cudnn(dt, &ok);
   if (!ok) {
@@ -41,6 +41,7 @@ DescPtr LowerCtx::make_tensor(const std::vector<int64_t>& dims, const std::vecto
   b.set_i64(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, 16);
   b.set_bool(d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, is_virtual);
   if (by_value) b.set_bool(d, CUDNN_ATTR_TENSOR_IS_BY_VALUE, true);
+  if (ragged) b.set_desc(d, CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC, ragged);
   b.finalize(d, "tensor uid " + std::to_string(uid));
   if (d) out.keep.push_back(d);
   return b.ok() ? d : nullptr;
@@ -56,27 +57,11 @@ DescPtr LowerCtx::user_tensor(const TensorPtr& t, const std::vector<int64_t>& di
            "opendnn stores one byte per element); only virtual BOOLEAN intermediates are lowered");
     return nullptr;
   }
-  if (!t->get_ragged_offset())
-    return make_tensor(dims, strides, t->get_data_type(), t->get_is_virtual(), t->get_uid(), t->get_is_pass_by_value());
   // Ragged (THD) tensors: the offset tensor is an ordinary int tensor, referenced by the data tensor.
-  DescPtr r = tensor(t->get_ragged_offset());
-  bool ok = true;
-  cudnnDataType_t cdt = to_cudnn(t->get_data_type(), &ok);
-  if (!ok) {
-    b.fail("data type " + std::string(to_string(t->get_data_type())) + " has no cuDNN equivalent");
-    return nullptr;
-  }
-  DescPtr d = b.make(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-  b.set_dtype(d, CUDNN_ATTR_TENSOR_DATA_TYPE, cdt);
-  b.set_i64s(d, CUDNN_ATTR_TENSOR_DIMENSIONS, dims);
-  b.set_i64s(d, CUDNN_ATTR_TENSOR_STRIDES, strides);
-  b.set_i64(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, t->get_uid());
-  b.set_i64(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, 16);
-  b.set_bool(d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, t->get_is_virtual());
-  b.set_desc(d, CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC, r);
-  b.finalize(d, "tensor " + t->get_name());
-  if (d) out.keep.push_back(d);
-  return b.ok() ? d : nullptr;
+  DescPtr ragged = t->get_ragged_offset() ? tensor(t->get_ragged_offset()) : nullptr;
+  if (t->get_ragged_offset() && !ragged) return nullptr;
+  return make_tensor(dims, strides, t->get_data_type(), t->get_is_virtual(), t->get_uid(), t->get_is_pass_by_value(),
+                     ragged);
 }
 
 DescPtr LowerCtx::tensor(const TensorPtr& t) {
@@ -188,7 +173,7 @@ DescPtr LowerCtx::pointwise(cudnnPointwiseMode_t mode, const DescPtr& x, const D
   return op;
 }
 
-DescPtr LowerCtx::matmul(const DescPtr& a, const DescPtr& bm, const DescPtr& cm, DataType prec) {
+DescPtr LowerCtx::matmul(const DescPtr& a, const DescPtr& bm, const DescPtr& cm, DataType prec, const GemmOverride& ovr) {
   bool ok = true;
   DescPtr md = b.make(CUDNN_BACKEND_MATMUL_DESCRIPTOR);
   b.set_dtype(md, CUDNN_ATTR_MATMUL_COMP_TYPE, to_cudnn(prec, &ok));
@@ -199,6 +184,9 @@ DescPtr LowerCtx::matmul(const DescPtr& a, const DescPtr& bm, const DescPtr& cm,
   b.set_desc(op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, bm);
   b.set_desc(op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, cm);
   b.set_desc(op, CUDNN_ATTR_OPERATION_MATMUL_DESC, md);
+  if (ovr.m) b.set_desc(op, CUDNN_ATTR_OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC, ovr.m);
+  if (ovr.n) b.set_desc(op, CUDNN_ATTR_OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC, ovr.n);
+  if (ovr.k) b.set_desc(op, CUDNN_ATTR_OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC, ovr.k);
   b.finalize(op, "matmul operation");
   add_op(op);
   return op;

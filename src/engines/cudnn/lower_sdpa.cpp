@@ -2,8 +2,9 @@
 // SDPA forward and backward, as cuDNN's fused flash-attention operation graphs ("composite") or, for the
 // forward when the loaded cuDNN has it, as the single SDPA_FWD backend op ("unified"; SDPA_BWD declines).
 //
-// Options: padding (use_padding_mask + seq_len_q/kv [B,1,1,1] INT32) unified only (the composite mask
-// chain was wrong past batch 0 on the H200); ragged THD declines (cuDNN faulted on it); causal/right and
+// Options: padding (use_padding_mask + seq_len_q/kv [B,1,1,1] INT32) unified, and composite only under
+// OPENDNN_CUDNN_TRY_COMPOSITE_PADDING=1; ragged THD composite only under OPENDNN_CUDNN_TRY_RAGGED=1 (both
+// unverified, see composite_ok and ragged_ok); causal/right and
 // left (sliding window) bounds and bias composite only (9.19's unified op has no band or bias
 // attributes); paged K/V and block_mask unified only (9.15+/9.14+); user-mask dropout (dropout_mask * dropout_scale) composite only. Generated (Philox)
 // dropout, ALiBi, sink tokens and cu_seq_len decline. sdpa_fp8 forward: composite,
@@ -18,19 +19,25 @@
 // Forward (logical [B, H, S, D] tensors):
 //   S = Q·Kᵀ; S = S * scale
 //   [S = S + bias]
-//   masks (apply_mask): gen_index rows/columns (INT32), comparisons (BOOLEAN), S = select(S, -inf, m) per mask
+//   masks (padding_mask, band_masks): gen_index rows/columns (INT32), comparisons (BOOLEAN),
+//   S = select(S, -inf, m) per mask
 //   M = max_k S; E = exp(S - M); Z = sum_k E; [Stats = M + log Z]; P = E / Z, P in the io data type
 //   O = P·V
 // Backward:
 //   softmax_sum = sum_d(dO * O) * 1      (FLOAT, non-virtual: a workspace tensor)
-//   S = Q·Kᵀ * scale; P = exp(mask(S - Stats))                      (FLOAT)
+//   S = Q·Kᵀ * scale; P = exp(bands(padding(S) - Stats))            (FLOAT)
 //   dV = Pᵀ·dO                                                       (Pᵀ: reshape of P, io data type)
 //   dS = (dO·Vᵀ - softmax_sum) * P * scale                           (FLOAT)
 //   dK = dSᵀ·Q                                                       (dSᵀ: reshape of dS, io data type)
 //   dQ = dS·K (K: reshape of Kᵀ), accumulated in an FP32 workspace tensor (zeroed before each run) then
 //   copied to dQ, unless use_deterministic_algorithm, where dQ is written directly.
 //   Grouped-query (H_k or H_v < H_q): dK/dV are computed per query head and summed over each group.
+// Padded/ragged batches (use_padding_mask): every matmul also gets the per-batch GEMM extents
+// (seq_len_q/kv as M/N/K overrides, seq_overrides) besides the padding mask, as cuDNN Frontend's
+// composite SDPA graphs carry them.
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <utility>
 
@@ -49,6 +56,75 @@ bool has_in(const Node& n, const char* port) { return n.spec().input_index(port)
 bool padded(const Node& n) { return n.attr_bool("use_padding_mask") && has_in(n, "seq_len_q") && has_in(n, "seq_len_kv"); }
 
 bool paged(const Node& n) { return has_in(n, "page_table_k") || has_in(n, "page_table_v"); }
+
+// Opt-in switches for lowerings no GPU run has verified yet ("1" enables).
+constexpr const char* kTryPadding = "OPENDNN_CUDNN_TRY_COMPOSITE_PADDING";
+constexpr const char* kTryRagged = "OPENDNN_CUDNN_TRY_RAGGED";
+bool env_on(const char* name) {
+  const char* v = std::getenv(name);
+  return v && std::strcmp(v, "1") == 0;
+}
+
+bool dims_are(const TensorAttr& t, int64_t n0) {
+  const auto& d = t.get_dim();
+  return d.size() == 4 && d[0] == n0 && d[1] == 1 && d[2] == 1 && d[3] == 1 && t.get_stride()[0] == 1;
+}
+
+// seq_len_q/kv as cuDNN reads them: INT32 [B,1,1,1] with unit batch stride.
+bool seq_lens_ok(const Node& n, std::string& why) {
+  int64_t B = n.in("Q")->get_dim()[0];
+  for (const char* p : {"seq_len_q", "seq_len_kv"}) {
+    const auto& t = n.in(p);
+    if (t->get_data_type() != DataType::INT32 || !dims_are(*t, B) || t->get_is_pass_by_value()) {
+      why = std::string(p) + " must be an INT32 tensor in memory of dims [B,1,1,1] and strides [1,1,1,1]";
+      return false;
+    }
+  }
+  return true;
+}
+
+// Ragged (THD) layouts, composite only. The first H200 run of the composite forward (BSHD strides, INT32
+// element offsets) faulted with an illegal address. That lowering gave the matmuls no per-batch extents
+// (seq_len_q/kv as GEMM M/N/K overrides), which is how cuDNN Frontend's composite graphs tell the fused
+// attention engine how many rows each packed sequence has (and ragged offsets are served only with the
+// padding mask); the backward also described K (the reshape of Kᵀ feeding dQ = dS·K) without K's ragged
+// offset. Both are fixed, but unverified: tried only under OPENDNN_CUDNN_TRY_RAGGED=1. What the GPU test
+// does not cover declines: every Q/K/V/O (dO/dQ/dK/dV) must be ragged, no ragged Stats, no bias or
+// dropout mask, no grouped-query backward.
+bool ragged_ok(const Node& n, bool bwd, std::string& why) {
+  if (!env_on(kTryRagged)) {
+    why = "not supported: ragged (THD) offsets are declined until a GPU run verifies the lowering (cuDNN 9.19's "
+          "kernel faulted on an earlier one); OPENDNN_CUDNN_TRY_RAGGED=1 tries it";
+    return false;
+  }
+  if (!padded(n)) { why = "ragged (THD) offsets need use_padding_mask with seq_len_q/kv (cuDNN serves THD only then)"; return false; }
+  int64_t B = n.in("Q")->get_dim()[0];
+  std::vector<TensorPtr> packed = {n.in("Q"), n.in("K"), n.in("V")};
+  if (bwd) packed.insert(packed.end(), {n.in("O"), n.in("dO"), n.out("dQ"), n.out("dK"), n.out("dV")});
+  else packed.push_back(n.out("O"));
+  for (const TensorPtr& t : packed) {
+    const TensorPtr& r = t->get_ragged_offset();
+    if (!r) {
+      why = "not supported: ragged offsets on some but not all of Q/K/V/O" + std::string(bwd ? "/dO/dQ/dK/dV" : "") +
+            " (" + t->get_name() + " has none)";
+      return false;
+    }
+    DataType dt = r->get_data_type();
+    if ((dt != DataType::INT32 && dt != DataType::INT64) || !dims_are(*r, B + 1) || r->get_is_pass_by_value()) {
+      why = "ragged offset " + r->get_name() + " must be an INT32/INT64 tensor in memory of dims [B+1,1,1,1] and strides [1,1,1,1]";
+      return false;
+    }
+  }
+  const TensorPtr& st = bwd ? n.in("Stats") : n.out("Stats");
+  if (st && st->get_ragged_offset()) { why = "not supported: ragged Stats are not lowered"; return false; }
+  if (has_in(n, "bias") || has_in(n, "dropout_mask")) { why = "not supported: ragged offsets with bias or dropout_mask are not lowered"; return false; }
+  const auto& q = n.in("Q")->get_dim();
+  if (bwd && (n.in("K")->get_dim()[1] != q[1] || n.in("V")->get_dim()[1] != q[1])) {
+    why = "not supported: grouped-query backward with ragged offsets is not lowered";
+    return false;
+  }
+  return true;
+}
 
 // Rejects what neither implementation lowers, naming the option.
 bool common_checks(const Node& n, std::string& why, bool fp8 = false) {
@@ -74,17 +150,6 @@ bool common_checks(const Node& n, std::string& why, bool fp8 = false) {
   }
   if (n.has("right_bound") && n.attr_int("right_bound") < 0) { why = "right_bound must be >= 0"; return false; }
   if (n.has("left_bound") && n.attr_int("left_bound") < 1) { why = "left_bound must be >= 1"; return false; }
-  // Ragged (THD) offsets: the first H200 run of the composite forward (BSHD strides, padded [B,H,S,D]
-  // dims, INT32 offsets in elements) died with an illegal address inside cuDNN's kernel, which poisons
-  // the CUDA context for the whole process. Until a THD description is verified on the device, no
-  // tensor with a ragged offset is handed to cuDNN (a crash is worse than a decline).
-  for (const auto* list : {&n.inputs(), &n.outputs()})
-    for (const auto& t : *list)
-      if (t && t->get_ragged_offset()) {
-        why = "not supported: ragged (THD) offset on " + t->get_name() +
-              ": cuDNN 9.19's attention kernel faulted (illegal address) on this lowering; declined until verified";
-        return false;
-      }
   for (const char* p : {"Q", "K", "V"}) {
     const auto& t = n.in(p);
     if (t->get_dim().size() != 4) { why = std::string(p) + " must have rank 4 [B,H,S,D]"; return false; }
@@ -111,18 +176,56 @@ bool common_checks(const Node& n, std::string& why, bool fp8 = false) {
     why = "H_q (" + std::to_string(q[1]) + ") must be a multiple of H_k and H_v";
     return false;
   }
+  if (padded(n) && !seq_lens_ok(n, why)) return false;
+  // A ragged offset anywhere on the node: a crash in cuDNN's kernel poisons the process's CUDA context,
+  // so nothing ragged reaches cuDNN unless ragged_ok (opt-in) accepts the whole node.
+  bool ragged = false;
+  for (const auto* list : {&n.inputs(), &n.outputs()})
+    for (const auto& t : *list) ragged |= t && t->get_ragged_offset();
+  if (ragged && (fp8 || !ragged_ok(n, n.kind() == OpKind::SDPA_BACKWARD, why))) {
+    if (fp8) why = "not supported: ragged (THD) FP8 attention is not lowered";
+    return false;
+  }
   return true;
 }
 
-bool needs_mask(const Node& n) { return n.has("right_bound") || n.has("left_bound") || padded(n); }
+bool is_ragged(const Node& n) { return n.in("Q")->get_ragged_offset() != nullptr; }
 
-// The visibility mask of the reference engine on x (virtual FLOAT [B,Hq,Sq,Skv]), as pointwise ops
-// cuDNN's fused attention engines fuse: with r = row index, c = column index and r_a = r (TOP_LEFT) or
-// r + s_kv - s_q (BOTTOM_RIGHT; per batch from seq_len tensors when padded), key c is kept iff
-// c <= r_a + right_bound, c > r_a - left_bound, r < seq_len_q and c < seq_len_kv (each when set).
-// Returns the masked tensor. The seq_len branches are unreachable while composite_ok declines padding
-// (kept: they are the pattern to re-check when a cuDNN computes it right).
-DescPtr apply_mask(LowerCtx& c, const Node& n, DescPtr x, const std::vector<int64_t>& sdims) {
+bool has_bands(const Node& n) { return n.has("right_bound") || n.has("left_bound"); }
+
+DescPtr select_minus_inf(LowerCtx& c, const DescPtr& x, const DescPtr& keep, const std::vector<int64_t>& sdims) {
+  DescPtr y = c.virt(sdims);
+  c.pointwise(CUDNN_POINTWISE_BINARY_SELECT, x, c.scalar_f32(-std::numeric_limits<float>::infinity()), y, keep);
+  return y;
+}
+
+// The padding mask on x (virtual FLOAT [B,Hq,Sq,Skv]): key c of row r is kept iff r < seq_len_q[b] and
+// c < seq_len_kv[b], the [B,1,1,1] lengths broadcast over H and the two sequence axes. Written the way
+// cuDNN Frontend's composite graphs write it (their padding score modifier): its own row/column
+// GEN_INDEX ops (INT32), two CMP_LT and a LOGICAL_AND in BOOLEAN, one select with -inf (the mask value
+// Frontend uses from cuDNN 9.10 on). Frontend also hands the lengths to every matmul as M/N/K overrides
+// (seq_overrides); the H200 run of a lowering without them computed every batch with batch 0's lengths
+// (batch 1's Stats were the log-sum-exp over all 128 keys instead of 50), the likely cause (unverified).
+DescPtr padding_mask(LowerCtx& c, const Node& n, const DescPtr& x, const std::vector<int64_t>& sdims) {
+  auto index = [&](int64_t axis) {
+    DescPtr i = c.virt(sdims, DataType::INT32);
+    c.pointwise(CUDNN_POINTWISE_GEN_INDEX, x, nullptr, i, nullptr, DataType::INT32, axis);
+    return i;
+  };
+  auto boolean = [&](cudnnPointwiseMode_t mode, const DescPtr& a, const DescPtr& b) {
+    DescPtr y = c.virt(sdims, DataType::BOOLEAN);
+    c.pointwise(mode, a, b, y, nullptr, DataType::BOOLEAN);
+    return y;
+  };
+  DescPtr rows = boolean(CUDNN_POINTWISE_CMP_LT, index(2), c.tensor(n.in("seq_len_q")));
+  DescPtr cols = boolean(CUDNN_POINTWISE_CMP_LT, index(3), c.tensor(n.in("seq_len_kv")));
+  return select_minus_inf(c, x, boolean(CUDNN_POINTWISE_LOGICAL_AND, rows, cols), sdims);
+}
+
+// The diagonal-band masks of the reference engine on x: with r = row index, c = column index and r_a = r
+// (TOP_LEFT) or r + s_kv - s_q (BOTTOM_RIGHT; per batch from the seq_len tensors when padded), key c is
+// kept iff c <= r_a + right_bound and c > r_a - left_bound (each when set), one select per bound.
+DescPtr band_masks(LowerCtx& c, const Node& n, DescPtr x, const std::vector<int64_t>& sdims) {
   const auto& qd = n.in("Q")->get_dim();
   const auto& kd = n.in("K")->get_dim();
   auto index = [&](int64_t axis) {
@@ -139,34 +242,33 @@ DescPtr apply_mask(LowerCtx& c, const Node& n, DescPtr x, const std::vector<int6
     return v == 0 ? a : binary(CUDNN_POINTWISE_ADD, a, c.scalar_i32(int32_t(v)), DataType::INT32, DataType::INT32);
   };
   DescPtr row = index(2), col = index(3);
-  DescPtr seq_q = padded(n) ? c.tensor(n.in("seq_len_q")) : nullptr;
-  DescPtr seq_kv = padded(n) ? c.tensor(n.in("seq_len_kv")) : nullptr;
   DescPtr row_a = row;
   if (n.attr_str("diagonal_alignment") == "BOTTOM_RIGHT") {
     if (padded(n)) {
-      row_a = binary(CUDNN_POINTWISE_ADD, row_a, seq_kv, DataType::INT32, DataType::INT32);
-      row_a = binary(CUDNN_POINTWISE_SUB, row_a, seq_q, DataType::INT32, DataType::INT32);
+      row_a = binary(CUDNN_POINTWISE_ADD, row_a, c.tensor(n.in("seq_len_kv")), DataType::INT32, DataType::INT32);
+      row_a = binary(CUDNN_POINTWISE_SUB, row_a, c.tensor(n.in("seq_len_q")), DataType::INT32, DataType::INT32);
     } else {
       row_a = shift(row_a, kd[2] - qd[2]);
     }
   }
-  // One select per mask, in the order padding, right bound, left bound (the chain of selects cuDNN's
-  // fused attention patterns are written in), each hiding scores with -inf.
-  auto hide_unless = [&](const DescPtr& keep) {
-    DescPtr y = c.virt(sdims);
-    c.pointwise(CUDNN_POINTWISE_BINARY_SELECT, x, c.scalar_f32(-std::numeric_limits<float>::infinity()), y, keep);
-    x = y;
-  };
-  if (padded(n)) {
-    DescPtr rows = binary(CUDNN_POINTWISE_CMP_LT, row, seq_q, DataType::BOOLEAN, DataType::BOOLEAN);
-    DescPtr cols = binary(CUDNN_POINTWISE_CMP_LT, col, seq_kv, DataType::BOOLEAN, DataType::BOOLEAN);
-    hide_unless(binary(CUDNN_POINTWISE_LOGICAL_AND, rows, cols, DataType::BOOLEAN, DataType::BOOLEAN));
-  }
   if (n.has("right_bound"))
-    hide_unless(binary(CUDNN_POINTWISE_CMP_GE, shift(row_a, n.attr_int("right_bound")), col, DataType::BOOLEAN, DataType::BOOLEAN));
+    x = select_minus_inf(c, x, binary(CUDNN_POINTWISE_CMP_GE, shift(row_a, n.attr_int("right_bound")), col, DataType::BOOLEAN, DataType::BOOLEAN), sdims);
   if (n.has("left_bound"))
-    hide_unless(binary(CUDNN_POINTWISE_CMP_LT, shift(row_a, -n.attr_int("left_bound")), col, DataType::BOOLEAN, DataType::BOOLEAN));
+    x = select_minus_inf(c, x, binary(CUDNN_POINTWISE_CMP_LT, shift(row_a, -n.attr_int("left_bound")), col, DataType::BOOLEAN, DataType::BOOLEAN), sdims);
   return x;
+}
+
+// The GEMM extents of one attention matmul on a padded batch: `m`/`n`/`k` each name which length
+// ('q' = seq_len_q, 'k' = seq_len_kv, 0 = static) bounds that extent. Empty when not padded, so unpadded
+// graphs stay exactly as verified.
+LowerCtx::GemmOverride seq_overrides(LowerCtx& c, const Node& n, char m, char nn, char k) {
+  if (!padded(n)) return {};
+  auto pick = [&](char which) -> DescPtr {
+    if (which == 'q') return c.tensor(n.in("seq_len_q"));
+    if (which == 'k') return c.tensor(n.in("seq_len_kv"));
+    return nullptr;
+  };
+  return {pick(m), pick(nn), pick(k)};
 }
 
 // Scale tensor (nullptr: no scaling).
@@ -215,6 +317,7 @@ double attn_flops(const Node& n) {
 
 bool unified_ok(LowerCtx& c, const Node& n, std::string& why) {
   if (c.version < 91301) { why = "not supported: the unified SDPA op needs cuDNN 9.13.1+"; return false; }
+  if (is_ragged(n)) { why = "not supported: ragged (THD) offsets are lowered only to the composite graph"; return false; }
   if (n.has("right_bound") || n.has("left_bound"))
     { why = "not supported: the unified SDPA op of this cuDNN has no diagonal-band (causal/sliding window) attributes"; return false; }
   if (has_in(n, "bias")) { why = "not supported: bias on the unified SDPA op needs cuDNN 9.21+"; return false; }
@@ -241,13 +344,15 @@ bool composite_ok(const Node& n, std::string& why) {
   if (has_dropout_mask(n) && !has_in(n, "dropout_scale")) { why = "dropout_mask needs dropout_scale"; return false; }
   if (paged(n)) { why = "not supported: paged K/V is lowered only to the unified SDPA op (implementation UNIFIED or AUTO)"; return false; }
   if (has_in(n, "block_mask")) { why = "not supported: block_mask is lowered only to the unified SDPA op"; return false; }
-  // The padding mask as pointwise ops (seq_len_q/kv compared with the row/column indices) built and ran,
-  // but on the H200 (cuDNN 9.19) every batch after the first was computed with the first batch's
-  // lengths (Stats of batch 1 = log-sum-exp over all 128 keys instead of 50). The unified op reads
-  // seq_len per batch correctly, so padding goes there only.
-  if (padded(n)) {
-    why = "not supported: the padding mask (seq_len_q/kv) in cuDNN 9.19's composite attention graph applied batch 0's "
-          "lengths to every batch; padding is lowered only to the unified SDPA op (implementation UNIFIED or AUTO)";
+  // The padding mask as pointwise ops alone built and ran, but on the H200 (cuDNN 9.19) every batch
+  // after the first was computed with the first batch's lengths (Stats of batch 1 = log-sum-exp over all
+  // 128 keys instead of 50); its matmuls lacked the seq_len M/N/K overrides (see padding_mask). With
+  // them the composite padding is unverified, so it runs only when asked for (ragged graphs, which need
+  // the padding mask, come with OPENDNN_CUDNN_TRY_RAGGED=1).
+  if (padded(n) && !env_on(kTryPadding) && !is_ragged(n)) {
+    why = "not supported: the padding mask (seq_len_q/kv) in the composite attention graph is declined until a GPU run "
+          "verifies it (an earlier lowering applied batch 0's lengths to every batch); padding is lowered to the unified "
+          "SDPA op (implementation UNIFIED or AUTO), OPENDNN_CUDNN_TRY_COMPOSITE_PADDING=1 tries the composite one";
     return false;
   }
   return true;
@@ -304,20 +409,21 @@ bool lower_sdpa_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string& why
   std::vector<int64_t> rdims = {qd[0], qd[1], qd[2], 1};
   // S = mask(scale * Q·Kᵀ)
   DescPtr s = c.virt(sdims);
-  c.matmul(c.tensor(Q), transposed(c, n.in("K")), s);
+  c.matmul(c.tensor(Q), transposed(c, n.in("K")), s, DataType::FLOAT, seq_overrides(c, n, 'q', 'k', 0));
   if (scale) {
     DescPtr s2 = c.virt(sdims);
     c.pointwise(CUDNN_POINTWISE_MUL, s, scale, s2);
     s = s2;
   }
   s = add_bias(c, n, s, sdims);
-  if (needs_mask(n)) s = apply_mask(c, n, s, sdims);
+  if (padded(n)) s = padding_mask(c, n, s, sdims);
+  if (has_bands(n)) s = band_masks(c, n, s, sdims);
   // softmax with stats: max, sub, exp, sum, [log, add -> Stats], div -> P (io type, bmm2's A operand)
   auto [e, z] = exp_and_sum(c, s, sdims, rdims, stats ? St : nullptr);
   DescPtr p = c.virt(sdims, has_dropout_mask(n) ? DataType::FLOAT : io);
   c.pointwise(CUDNN_POINTWISE_DIV, e, z, p);
   if (has_dropout_mask(n)) p = dropped(c, n, p, sdims, io);
-  c.matmul(p, c.tensor(n.in("V")), c.tensor(O));
+  c.matmul(p, c.tensor(n.in("V")), c.tensor(O), DataType::FLOAT, seq_overrides(c, n, 'q', 0, 'k'));
   return c.b.ok();
 }
 
@@ -362,31 +468,34 @@ bool lower_sdpa_backward_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::st
   c.pointwise(CUDNN_POINTWISE_MUL, rs, c.scalar_f32(1.0f), ssum);
   // P = exp(mask(scale * Q·Kᵀ - Stats))
   DescPtr s = c.virt(sdims);
-  c.matmul(c.tensor(Q), kt, s);
+  c.matmul(c.tensor(Q), kt, s, DataType::FLOAT, seq_overrides(c, n, 'q', 'k', 0));
   if (scale) {
     DescPtr s2 = c.virt(sdims);
     c.pointwise(CUDNN_POINTWISE_MUL, s, scale, s2);
     s = s2;
   }
   s = add_bias(c, n, s, sdims);
+  // The padding mask comes before the Stats subtraction, the bands after (Frontend's order for 9.10+).
+  if (padded(n)) s = padding_mask(c, n, s, sdims);
   DescPtr sub = c.virt(sdims);
   c.pointwise(CUDNN_POINTWISE_SUB, s, c.tensor(n.in("Stats")), sub);
-  if (needs_mask(n)) sub = apply_mask(c, n, sub, sdims);
+  if (has_bands(n)) sub = band_masks(c, n, sub, sdims);
   DescPtr p = c.virt(sdims);
   c.pointwise(CUDNN_POINTWISE_EXP, sub, nullptr, p);
   // dV = Pᵀ·dO (summed over each query-head group for GQA)
   DescPtr pt = c.make_tensor(tdims, tstr, io, true);
   c.reshape(has_dropout_mask(n) ? dropped(c, n, p, sdims, DataType::FLOAT) : p, pt);
+  auto kv_rows = seq_overrides(c, n, 'k', 0, 'q');  // [Skv x Sq]·[Sq x D] products (dV, dK)
   if (Hv == Hq) {
-    c.matmul(pt, c.tensor(dO), c.tensor(n.out("dV")));
+    c.matmul(pt, c.tensor(dO), c.tensor(n.out("dV")), DataType::FLOAT, kv_rows);
   } else {
     DescPtr full = c.make_tensor({B, Hq, Skv, Dv}, row_major_strides({B, Hq, Skv, Dv}), io, true);
-    c.matmul(pt, c.tensor(dO), full);
+    c.matmul(pt, c.tensor(dO), full, DataType::FLOAT, kv_rows);
     c.reduction(CUDNN_REDUCE_TENSOR_ADD, full, c.tensor(n.out("dV")));
   }
   // dS = (dO·Vᵀ - softmax_sum) * P * scale
   DescPtr dp = c.virt(sdims);
-  c.matmul(c.tensor(dO), vt, dp);
+  c.matmul(c.tensor(dO), vt, dp, DataType::FLOAT, seq_overrides(c, n, 'q', 'k', 0));
   if (has_dropout_mask(n)) dp = dropped(c, n, dp, sdims, DataType::FLOAT);
   DescPtr t = c.virt(sdims);
   c.pointwise(CUDNN_POINTWISE_SUB, dp, ssum, t);
@@ -401,21 +510,24 @@ bool lower_sdpa_backward_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::st
   DescPtr dst = c.make_tensor(tdims, tstr, io, true);
   c.reshape(ds, dst);
   if (Hk == Hq) {
-    c.matmul(dst, c.tensor(Q), c.tensor(n.out("dK")));
+    c.matmul(dst, c.tensor(Q), c.tensor(n.out("dK")), DataType::FLOAT, kv_rows);
   } else {
     DescPtr full = c.make_tensor({B, Hq, Skv, Dqk}, row_major_strides({B, Hq, Skv, Dqk}), io, true);
-    c.matmul(dst, c.tensor(Q), full);
+    c.matmul(dst, c.tensor(Q), full, DataType::FLOAT, kv_rows);
     c.reduction(CUDNN_REDUCE_TENSOR_ADD, full, c.tensor(n.out("dK")));
   }
-  // dQ = dS·K, K the reshape of Kᵀ back to [B,Hk,Skv,D]
-  DescPtr kv = c.make_tensor(kd, K->get_stride(), K->get_data_type(), true);
+  // dQ = dS·K, K the reshape of Kᵀ back to [B,Hk,Skv,D] (a view of K's memory: with K's ragged offset)
+  DescPtr k_ragged = K->get_ragged_offset() ? c.tensor(K->get_ragged_offset()) : nullptr;
+  DescPtr kv = c.make_tensor(kd, K->get_stride(), K->get_data_type(), true, -1, false, k_ragged);
   c.reshape(kt, kv);
+  auto q_rows = seq_overrides(c, n, 'q', 0, 'k');
   if (n.attr_bool("use_deterministic_algorithm")) {
-    c.matmul(ds, kv, c.tensor(n.out("dQ")));
+    c.matmul(ds, kv, c.tensor(n.out("dQ")), DataType::FLOAT, q_rows);
   } else {
+    // Padded BHSD accumulator also for ragged dQ (Frontend's layout when max_total_seq_len_q is not given).
     std::vector<int64_t> qdims = {B, Hq, Sq, Dqk};
     DescPtr acc = c.ws_tensor(qdims, DataType::FLOAT, true);
-    c.matmul(ds, kv, acc);
+    c.matmul(ds, kv, acc, DataType::FLOAT, q_rows);
     c.pointwise(CUDNN_POINTWISE_IDENTITY, acc, nullptr, c.tensor(n.out("dQ")));
   }
   return c.b.ok();
@@ -429,10 +541,10 @@ bool lower_sdpa_fp8_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string&
   if (impl == SdpaImpl::UNIFIED) { why = "not supported: this cuDNN has no unified FP8 SDPA op"; return false; }
   if (c.version < 90100) { why = "not supported: FP8 attention needs cuDNN 9.1+"; return false; }
   if (!common_checks(n, why, true)) return false;
+  if (padded(n)) { why = "not supported: the padding mask on FP8 attention is not lowered"; return false; }
   if (!composite_ok(n, why)) return false;
   if (c.rank != 4) { why = "every tensor of an SDPA graph must have rank <= 4"; return false; }
   if (n.has("left_bound")) { why = "not supported: sliding window on FP8 attention is not lowered"; return false; }
-  if (n.in("Q")->get_ragged_offset()) { why = "not supported: ragged (THD) FP8 attention is not lowered"; return false; }
   bool stats = n.attr_bool("generate_stats");
   const TensorPtr& St = n.out("Stats");
   if (stats && St->get_is_virtual()) { why = "generate_stats is set but Stats is virtual"; return false; }
@@ -454,7 +566,7 @@ bool lower_sdpa_fp8_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string&
   s = mul(s, c.tensor(n.in("descale_q")), sdims);
   s = mul(s, c.tensor(n.in("descale_k")), sdims);
   if (DescPtr scale = scale_tensor(c, n)) s = mul(s, scale, sdims);
-  if (needs_mask(n)) s = apply_mask(c, n, s, sdims);
+  if (has_bands(n)) s = band_masks(c, n, s, sdims);
   auto [e, z] = exp_and_sum(c, s, sdims, rdims, stats ? St : nullptr);
   DescPtr p = c.virt(sdims);
   c.pointwise(CUDNN_POINTWISE_DIV, e, z, p);
