@@ -18,7 +18,7 @@ import opendnn  # noqa: E402
 import opendnn.ops  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-from torch_refs import gdn_reference, sdpa_reference  # noqa: E402
+from torch_refs import check_gdn_forward_backward, gdn_inputs, gdn_reference, sdpa_reference  # noqa: E402
 
 NotSupported = opendnn.cudnnGraphNotSupportedError
 DEV = "cuda"
@@ -131,32 +131,16 @@ def _gdn(*args, **kwargs):
         pytest.skip(f"no CUDA engine runs GDN here yet: {e}")
 
 
-def _gdn_inputs(b=1, t=96, h=2, hv=4, dk=64, dv=64, dtype=torch.bfloat16, seed=0):
-    gen = torch.Generator(device=DEV).manual_seed(seed)
-    q = torch.randn(b, t, h, dk, device=DEV, generator=gen).to(dtype)
-    k = torch.randn(b, t, h, dk, device=DEV, generator=gen).to(dtype)
-    v = torch.randn(b, t, hv, dv, device=DEV, generator=gen).to(dtype)
-    g = torch.nn.functional.logsigmoid(torch.randn(b, t, hv, device=DEV, generator=gen))
-    beta = torch.rand(b, t, hv, device=DEV, generator=gen)
-    return q, k, v, g, beta
+def _gdn_inputs(b=1, t=96, h=2, hv=4, dk=64, dv=64):
+    return gdn_inputs(b, t, h, hv, dk, dv, device=DEV, dtype=torch.bfloat16)
 
 
 @pytest.mark.parametrize("varlen", [False, True])
 def test_gdn_forward_backward(varlen):
-    q, k, v, g, beta = _gdn_inputs(b=1 if varlen else 2)
     cu = torch.tensor([0, 30, 96], dtype=torch.int32, device=DEV) if varlen else None
     h0 = torch.randn(2, 4, 64, 64, device=DEV) * 0.1
-    ins = [x.clone().requires_grad_() for x in (q, k, v, g, beta, h0)]
-    o, fs = _gdn(*ins[:5], cu_seqlens=cu, initial_state=ins[5], output_final_state=True, use_qk_l2norm=True)
-    refs = [x.detach().double().requires_grad_() for x in (q, k, v, g, beta, h0)]
-    ro, rfs = gdn_reference(*refs[:5], cu_seqlens=cu, initial_state=refs[5], use_qk_l2norm=True)
-    torch.testing.assert_close(o.double(), ro, atol=3e-2, rtol=3e-2)
-    torch.testing.assert_close(fs.double(), rfs, atol=3e-2, rtol=3e-2)
-    do, dfs = torch.randn_like(o), torch.randn_like(fs)
-    torch.autograd.backward([o, fs], [do, dfs])
-    torch.autograd.backward([ro, rfs], [do.double(), dfs.double()])
-    for name, got, want in zip(["q", "k", "v", "g", "beta", "h0"], ins, refs):
-        torch.testing.assert_close(got.grad.double(), want.grad, atol=1e-1, rtol=5e-2, msg=lambda m: f"d{name}: {m}")
+    check_gdn_forward_backward(_gdn, _gdn_inputs(b=1 if varlen else 2), h0, cu, fwd_tol=3e-2, grad_atol=1e-1,
+                               grad_rtol=5e-2)
 
 
 def test_gdn_compile_and_cuda_graph():

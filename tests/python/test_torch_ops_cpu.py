@@ -17,7 +17,7 @@ NotSupported = opendnn.cudnnGraphNotSupportedError
 
 # ---- float64 references ------------------------------------------------------------------------
 
-from torch_refs import gdn_reference, sdpa_reference  # noqa: E402
+from torch_refs import check_gdn_forward_backward, gdn_inputs, sdpa_reference  # noqa: E402
 
 
 # ---- import hygiene ------------------------------------------------------------------------------
@@ -117,33 +117,15 @@ def test_sdpa_cpu_forward_backward(causal):
         torch.testing.assert_close(got.double(), want, atol=5e-2, rtol=5e-2)
 
 
-def _gdn_inputs(b=1, t=20, h=2, hv=4, dk=8, dv=8, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    q, k = torch.randn(b, t, h, dk, generator=gen), torch.randn(b, t, h, dk, generator=gen)
-    v = torch.randn(b, t, hv, dv, generator=gen)
-    g = -torch.rand(b, t, hv, generator=gen)
-    beta = torch.rand(b, t, hv, generator=gen)
-    return q, k, v, g, beta
+def _gdn_inputs(b=1, t=20, h=2, hv=4, dk=8, dv=8):
+    return gdn_inputs(b, t, h, hv, dk, dv)
 
 
 @pytest.mark.parametrize("varlen", [False, True])
 def test_gdn_cpu_forward_backward(varlen):
-    q, k, v, g, beta = _gdn_inputs(b=1 if varlen else 2)
     cu = torch.tensor([0, 7, 20], dtype=torch.int32) if varlen else None
-    n = 2
-    h0 = torch.randn(n, 4, 8, 8)
-    ins = [x.clone().requires_grad_() for x in (q, k, v, g, beta, h0)]
-    o, fs = opendnn.ops.gated_delta_net(*ins[:5], cu_seqlens=cu, initial_state=ins[5], output_final_state=True,
-                                        use_qk_l2norm=True)
-    refs = [x.detach().double().requires_grad_() for x in (q, k, v, g, beta, h0)]
-    ro, rfs = gdn_reference(*refs[:5], cu_seqlens=cu, initial_state=refs[5], use_qk_l2norm=True)
-    torch.testing.assert_close(o.double(), ro, atol=1e-4, rtol=1e-4)
-    torch.testing.assert_close(fs.double(), rfs, atol=1e-4, rtol=1e-4)
-    do, dfs = torch.randn_like(o), torch.randn_like(fs)
-    torch.autograd.backward([o, fs], [do, dfs])
-    torch.autograd.backward([ro, rfs], [do.double(), dfs.double()])
-    for name, got, want in zip(["q", "k", "v", "g", "beta", "h0"], ins, refs):
-        torch.testing.assert_close(got.grad.double(), want.grad, atol=1e-3, rtol=1e-3, msg=lambda m: f"d{name}: {m}")
+    check_gdn_forward_backward(opendnn.ops.gated_delta_net, _gdn_inputs(b=1 if varlen else 2), torch.randn(2, 4, 8, 8),
+                               cu, fwd_tol=1e-4, grad_atol=1e-3, grad_rtol=1e-3)
 
 
 def test_graph_cache_reuses_plans():

@@ -43,3 +43,32 @@ def gdn_reference(q, k, v, g, beta, cu_seqlens=None, initial_state=None, scale=N
         finals.append(s)
     o = torch.stack([torch.stack([out[bi, j] for j in range(t)]) for bi in range(b)])
     return o, torch.stack(finals)
+
+
+def gdn_inputs(b, t, h, hv, dk, dv, device="cpu", dtype=torch.float32, seed=0):
+    """q, k [b, t, h, dk], v [b, t, hv, dv], log-space gates g and beta [b, t, hv]."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    q = torch.randn(b, t, h, dk, device=device, generator=gen).to(dtype)
+    k = torch.randn(b, t, h, dk, device=device, generator=gen).to(dtype)
+    v = torch.randn(b, t, hv, dv, device=device, generator=gen).to(dtype)
+    g = torch.nn.functional.logsigmoid(torch.randn(b, t, hv, device=device, generator=gen))
+    beta = torch.rand(b, t, hv, device=device, generator=gen)
+    return q, k, v, g, beta
+
+
+def check_gdn_forward_backward(gdn, inputs, initial_state, cu_seqlens, fwd_tol, grad_atol, grad_rtol):
+    """Runs gdn (opendnn.ops.gated_delta_net or a wrapper) with l2-normalised q/k, an initial state and the
+    final state out, then backward; output, final state and the six gradients must match gdn_reference in
+    float64 under the same upstream gradients."""
+    ins = [x.clone().requires_grad_() for x in (*inputs, initial_state)]
+    o, fs = gdn(*ins[:5], cu_seqlens=cu_seqlens, initial_state=ins[5], output_final_state=True, use_qk_l2norm=True)
+    refs = [x.detach().double().requires_grad_() for x in (*inputs, initial_state)]
+    ro, rfs = gdn_reference(*refs[:5], cu_seqlens=cu_seqlens, initial_state=refs[5], use_qk_l2norm=True)
+    torch.testing.assert_close(o.double(), ro, atol=fwd_tol, rtol=fwd_tol)
+    torch.testing.assert_close(fs.double(), rfs, atol=fwd_tol, rtol=fwd_tol)
+    do, dfs = torch.randn_like(o), torch.randn_like(fs)
+    torch.autograd.backward([o, fs], [do, dfs])
+    torch.autograd.backward([ro, rfs], [do.double(), dfs.double()])
+    for name, got, want in zip(["q", "k", "v", "g", "beta", "h0"], ins, refs):
+        torch.testing.assert_close(got.grad.double(), want.grad, atol=grad_atol, rtol=grad_rtol,
+                                   msg=lambda m, name=name: f"d{name}: {m}")
