@@ -6,8 +6,9 @@ Writes bench/results/gdn.json (+ PNG).
 
     python bench/gdn.py [--quick] [--bwd]
 
-Our forward runs twice in the same process: the default plan (opendnn_ms) and the register-state
-sequential pass, opt-in through OPENDNN_GDN_FWD_V2=1 until verified (mma_ms, mma_* columns).
+Our forward runs in several variants in the same process: the default plan (opendnn_ms), and the
+opt-in kernels until verified: the register-state sequential pass, OPENDNN_GDN_FWD_V2=1 (mma_*
+columns), the tensor-core chunk_prep, OPENDNN_GDN_PREP_V2=1 (prep2_*), and both (v2_*).
 
 TFLOP/s use the customary minimal count 4*K*V FLOP per token and value head. Every case is also
 checked against a float64 token recurrence over the first 256 tokens of its first sequence, and
@@ -86,17 +87,18 @@ class Case:
             out[t] = self.scale * torch.einsum("hk,hkv->hv", q[t], S)
         return out, n
 
-    def ours_mma(self):
-        """ours() with the register-state pass (OPENDNN_GDN_FWD_V2=1 while the plan is built)."""
-        old = os.environ.get("OPENDNN_GDN_FWD_V2")
-        os.environ["OPENDNN_GDN_FWD_V2"] = "1"
+    def ours_env(self, env):
+        """ours() with the variables of env set while the plan is built (the opt-in kernels)."""
+        old = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
         try:
             return self.ours()
         finally:
-            if old is None:
-                del os.environ["OPENDNN_GDN_FWD_V2"]
-            else:
-                os.environ["OPENDNN_GDN_FWD_V2"] = old
+            for k, x in old.items():
+                if x is None:
+                    del os.environ[k]
+                else:
+                    os.environ[k] = x
 
     def ours(self):
         """(callable, o, final_state) on the cuda engine, or (None, reason, None)."""
@@ -169,6 +171,39 @@ def rel(a, ref):
     return rel_err(a, ref, torch.float64)
 
 
+VARIANTS = [  # column prefix, environment while the plan is built
+    ("mma", {"OPENDNN_GDN_FWD_V2": "1"}),
+    ("prep2", {"OPENDNN_GDN_PREP_V2": "1"}),
+    ("v2", {"OPENDNN_GDN_FWD_V2": "1", "OPENDNN_GDN_PREP_V2": "1"}),
+]
+
+
+def opt_in(c, row, p, env, o, fs, fla_out):
+    """Checks and times one opt-in variant into the p_* columns; o, fs: the default plan's outputs."""
+    try:
+        mfn, mo, mfs = c.ours_env(env)
+        if mfn is None:
+            row[f"{p}_declined"] = mo
+            return
+        mfn()
+        torch.cuda.synchronize()
+        ref, n = c.reference_head()
+        row[f"{p}_rel_err_vs_fp64_head"] = rel(mo[:n], ref)
+        row[f"{p}_finite"] = bool(torch.isfinite(mo).all().item() and torch.isfinite(mfs).all().item())
+        if o is not None:  # against the default plan, over every token
+            row[f"{p}_rel_err_vs_default_o"] = rel(mo, o)
+            row[f"{p}_rel_err_vs_default_state"] = rel(mfs, fs)
+        if fla_out is not None:
+            row[f"{p}_rel_err_vs_fla_o"] = rel(mo, fla_out[0][0])
+            row[f"{p}_rel_err_vs_fla_state"] = rel(mfs, fla_out[1])
+        ms = time_cuda(mfn)
+        row.update({f"{p}_ms": ms, f"{p}_tflops": c.flops() / (ms * 1e-3) / 1e12})
+        if "fla_ms" in row:
+            row[f"{p}_speedup_vs_fla"] = row["fla_ms"] / ms
+    except Exception as e:  # an unverified kernel's fault is recorded in the row
+        row[f"{p}_error"] = failure(e, 200)
+
+
 def backward(c, row):
     """Times the backward (few repetitions: the exact backward is slow) and checks it against fla."""
     fn, grads = c.ours_bwd()
@@ -231,29 +266,9 @@ def main():
                     add_speedups(row, ("fla",))
             except Exception as e:  # a failing peer never loses our numbers
                 row["fla_error"] = failure(e, 200)
-        # The opt-in pass last, so that a fault in it cannot lose the numbers above.
-        try:
-            mfn, mo, mfs = c.ours_mma()
-            if mfn is None:
-                row["mma_declined"] = mo
-            else:
-                mfn()
-                torch.cuda.synchronize()
-                ref, n = c.reference_head()
-                row["mma_rel_err_vs_fp64_head"] = rel(mo[:n], ref)
-                row["mma_finite"] = bool(torch.isfinite(mo).all().item() and torch.isfinite(mfs).all().item())
-                if fn is not None:  # the two sequential passes against each other, over every token
-                    row["mma_rel_err_vs_default_o"] = rel(mo, o)
-                    row["mma_rel_err_vs_default_state"] = rel(mfs, fs)
-                if fla_out is not None:
-                    row["mma_rel_err_vs_fla_o"] = rel(mo, fla_out[0][0])
-                    row["mma_rel_err_vs_fla_state"] = rel(mfs, fla_out[1])
-                ms = time_cuda(mfn)
-                row.update({"mma_ms": ms, "mma_tflops": c.flops() / (ms * 1e-3) / 1e12})
-                if "fla_ms" in row:
-                    row["mma_speedup_vs_fla"] = row["fla_ms"] / ms
-        except Exception as e:  # an unverified kernel's fault is recorded in the row
-            row["mma_error"] = failure(e, 200)
+        # The opt-in kernels last, so that a fault in one cannot lose the numbers above.
+        for p, env in VARIANTS:
+            opt_in(c, row, p, env, o if fn is not None else None, fs, fla_out)
         if args.bwd:
             backward(c, row)
         rows.append(row)

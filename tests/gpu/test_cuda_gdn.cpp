@@ -118,11 +118,14 @@ struct Problem {
                                        : std::vector<int64_t>{HO * V * K, V * K, K, 1}) {}
 };
 
-// mma_pass: the register-state sequential pass (OPENDNN_GDN_FWD_V2=1, read when the plan is built).
-void check_once(const Case& c, bool mma_pass) {
-  SCOPED_TRACE(c.name + (mma_pass ? " (mma pass)" : ""));
+// mma_pass: the register-state sequential pass (OPENDNN_GDN_FWD_V2=1); prep2: the tensor-core
+// chunk_prep (OPENDNN_GDN_PREP_V2=1). Both read when the plan is built.
+void check_once(const Case& c, bool mma_pass, bool prep2) {
+  SCOPED_TRACE(c.name + (mma_pass ? " (mma pass)" : "") + (prep2 ? " (prep2)" : ""));
   if (mma_pass) setenv("OPENDNN_GDN_FWD_V2", "1", 1);
   else unsetenv("OPENDNN_GDN_FWD_V2");
+  if (prep2) setenv("OPENDNN_GDN_PREP_V2", "1", 1);
+  else unsetenv("OPENDNN_GDN_PREP_V2");
   Problem pb(c, uint32_t(c.cu.back() * 7 + std::max(c.h, c.hv) * 131 + c.k));
   const int64_t T = pb.T, N = pb.N, HO = pb.HO, K = pb.K, V = pb.V;
   Input &q = pb.q, &k = pb.k, &v = pb.v, &g = pb.g, &beta = pb.beta, &cu = pb.cu, &h0 = pb.h0;
@@ -197,6 +200,8 @@ void check_once(const Case& c, bool mma_pass) {
   EXPECT_TRUE(gr.get_plan_name_at_index(gr.selected_plan(), plan).is_good());
   const bool mma_applies = mma_pass && (K == 64 || K == 128);
   EXPECT_EQ(plan.find("_mma") != std::string::npos, mma_applies) << plan;
+  const bool prep2_applies = prep2 && (K == 64 || K == 128) && (V == 64 || V == 128);
+  EXPECT_EQ(plan.find("_prep2") != std::string::npos, prep2_applies) << plan;
 
   int64_t ws = 0;
   ASSERT_TRUE(gr.get_workspace_size(ws).is_good());
@@ -225,16 +230,17 @@ void check_once(const Case& c, bool mma_pass) {
   const double eo = rel_err(o, ro), ef = rel_err(fin, rfin);
   EXPECT_LT(eo, 2e-2) << "O";
   EXPECT_LT(ef, 2e-2) << "final_state";
-  std::printf("[ gdn fwd%s ] %-28s rms err O %.2e, final state %.2e\n", mma_pass ? " mma" : "", c.name.c_str(), eo,
-              ef);
+  std::printf("[ gdn fwd%s%s ] %-28s rms err O %.2e, final state %.2e\n", mma_pass ? " mma" : "",
+              prep2 ? " prep2" : "", c.name.c_str(), eo, ef);
 }
 
-// Both sequential passes on the same case (the mma pass declines to the old one where it does not
-// apply, K = 256 for one).
+// Both sequential passes with both chunk_preps on the same case (the opt-in kernels decline to the
+// old ones where they do not apply, K = 256 for one).
 void check(const Case& c) {
-  check_once(c, false);
-  check_once(c, true);
+  for (bool prep2 : {false, true})
+    for (bool mma_pass : {false, true}) check_once(c, mma_pass, prep2);
   unsetenv("OPENDNN_GDN_FWD_V2");
+  unsetenv("OPENDNN_GDN_PREP_V2");
 }
 
 // Backward: the cuda plan against the reference engine (run on the CPU on the same rounded inputs,

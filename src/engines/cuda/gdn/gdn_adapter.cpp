@@ -57,9 +57,10 @@ void strides_of(const TensorPtr& t, int64_t (&out)[4]) {
   for (int i = 0; i < 4; ++i) out[i] = st[size_t(i)];
 }
 
-// The register-state forward pass is opt-in until a GPU run verifies it (read at propose/build time).
-bool mma_pass_enabled() {
-  const char* e = std::getenv("OPENDNN_GDN_FWD_V2");
+// The register-state forward pass (OPENDNN_GDN_FWD_V2) and the tensor-core chunk_prep
+// (OPENDNN_GDN_PREP_V2) are opt-in until a GPU run verifies them (read at propose/build time).
+bool env_on(const char* name) {
+  const char* e = std::getenv(name);
   return e && std::strcmp(e, "1") == 0;
 }
 
@@ -76,7 +77,8 @@ std::string match_forward(const Node& n, const Target& target, gdn::FwdArgs& a) 
     strides_of(fin, a.fin_stride);
   }
   const int sms = target.sm_count > 0 ? target.sm_count : 132;
-  a.mma_pass = mma_pass_enabled() && gdn::mma_pass_supported(a.k, a.v);
+  a.mma_pass = env_on("OPENDNN_GDN_FWD_V2") && gdn::mma_pass_supported(a.k, a.v);
+  a.mma_prep = env_on("OPENDNN_GDN_PREP_V2") && gdn::mma_prep_supported(a.k, a.v);
   a.bv = a.mma_pass ? gdn::choose_bv_mma(a, sms) : gdn::choose_bv(a, sms);
   if (a.bv == 0) return "no state slice width fits shared memory for V = " + std::to_string(a.v);
   return "";
@@ -184,7 +186,8 @@ void propose(const Graph& g, const Target& t, Proposal& out) {
     return;
   }
   PlanCandidate c;
-  c.name = backward ? "gdn_bwd_token_exact" : f.mma_pass ? "gdn_fwd_chunk64_mma" : "gdn_fwd_chunk64";
+  c.name = backward ? "gdn_bwd_token_exact"
+                    : std::string("gdn_fwd_chunk64") + (f.mma_pass ? "_mma" : "") + (f.mma_prep ? "_prep2" : "");
   c.local_index = kBase + (backward ? 1 : 0);
   c.estimated_us = backward ? estimate_bwd_us(b) : estimate_us(f);
   c.workspace_bytes = backward ? gdn::backward_workspace_bytes(b) : gdn::forward_workspace_bytes(f);

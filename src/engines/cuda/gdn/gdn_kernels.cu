@@ -8,6 +8,8 @@
 //   chunk_prep    per (chunk, output head): gamma = within-chunk cumsum of g, the UT transform
 //                 T = (I + StrictLower(beta K K^T * decay))^-1 by forward substitution, W = T (beta e^gamma K),
 //                 U = T (beta V), and the masked, decayed, scaled Q K^T of the output.
+//                 chunk_prep_mma (opt-in, OPENDNN_GDN_PREP_V2=1) does the same per (chunk, q/k head)
+//                 with mma.sync, sharing K K^T and Q K^T over the output heads of a group.
 //   state_pass    per (sequence, output head, V slice): walks the chunks in order with the state slice in
 //                 fp32 shared memory: v' = U - W S, O = (scale e^gamma Q) S + Aqk v',
 //                 S <- e^gamma_last S + (e^(gamma_last - gamma) K)^T v'. Fusing the output here means the
@@ -777,6 +779,319 @@ __global__ void __launch_bounds__(128) state_pass_mma(PassParams p) {
   }
 }
 
+// ------------------------------------------------------------------------------------------------
+// chunk_prep_mma (OPENDNN_GDN_PREP_V2=1 until a GPU run verifies it): the same workspace as chunk_prep,
+// one CTA per (chunk, q/k head) for the G = HO / H output heads that read that head. What depends on
+// what: K K^T and Q K^T depend only on the q/k head, so they are formed once per CTA (mma.sync) and kept
+// in fp32; the gates, beta, the inverse, W, U and Aqk depend on the output head and are redone per head
+// from those products. The gate scalings are folded into the inverse's columns,
+//   W = (T diag(beta e^gamma)) K,  U = (T diag(beta)) V,
+// so the raw K and V tiles are the B operands and no scaled copy of them is built.
+// The inverse T = (I + A)^-1 is blocked: the four 16x16 diagonal blocks by substitution (fp32, one
+// thread per column), then T_10 and T_32 = -T_ii A_ij T_jj, then the 32x32 bottom-left block the same
+// way, both with tf32 mma.sync (fp32 range, 10-bit mantissa: the result is rounded to 16 bits anyway).
+// A and T share one fp32 matrix M: A in the strict lower triangle, T transposed in the upper one
+// (T(r, c) at M[c][r], c <= r), so every block product reads finished inputs and writes a free block.
+namespace prep2 {
+
+constexpr int kLdm = C + 4;        // fp32 rows of M and of the K K^T / Q K^T tiles
+constexpr int kLdt = C + kPad16;   // 16-bit rows of the scaled inverses
+constexpr int kLdst = 16 + kPad16;  // per-warp output staging rows (16 columns)
+
+template <int K, int V>
+struct Layout {
+  static constexpr int ldk = K + kPad16, ldv = V + kPad16;
+  static constexpr size_t ks = 0;                                    // [C][ldk] k rows
+  static constexpr size_t vs = ks + size_t(C) * ldk * 2;             // [C][ldv] v rows of one head
+  static constexpr size_t kk = vs + size_t(C) * ldv * 2;             // [C][kLdm] fp32 K K^T
+  static constexpr size_t qk = kk + size_t(C) * kLdm * 4;            // [C][kLdm] fp32 Q K^T
+  static constexpr size_t m = qk + size_t(C) * kLdm * 4;             // q rows, then M, then output staging
+  static constexpr size_t m_bytes = std::max(size_t(C) * ldk * 2, size_t(C) * kLdm * 4);
+  static constexpr size_t tw = m + m_bytes;                          // [C][kLdt] T diag(beta e^gamma)
+  static constexpr size_t tu = tw + size_t(C) * kLdt * 2;            // [C][kLdt] T diag(beta)
+  static constexpr size_t gates = tu + size_t(C) * kLdt * 2;         // gamma, beta, beta e^gamma [C] each
+  static constexpr size_t bytes = gates + 3 * C * sizeof(float);
+  static_assert(kWarps * 16 * kLdst * 2 <= m_bytes, "the output staging lives in M's space");
+};
+
+__device__ __forceinline__ uint32_t tf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ void mma_tf32(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// One warp: the S x S block T_RC = -T_R A_RC T_C below the diagonal (rows r0.., columns c0..), where
+// T_R and T_C are the finished diagonal parts. Computed transposed, 16 rows ms.. of
+//   Y^T = T_C^T A_RC^T,   T_RC^T = -Y^T T_R^T,
+// so that Y^T's accumulators are directly the A operand of the second product: an m16n8 accumulator
+// holds columns 2c, 2c+1 where the tf32 A operand wants c, c+4, and the k order inside each 8-slice is
+// free as long as the B rows follow it.
+template <int S>
+__device__ __forceinline__ void offdiag(float* M, int r0, int c0, int ms, int lane) {
+  constexpr int NT = S / 8;
+  const int g = lane / 4, c = lane % 4;
+  float y[NT][4] = {};
+  auto tc_t = [&](int m, int k) { return k >= m ? M[(c0 + m) * kLdm + c0 + k] : 0.f; };  // T_C^T(m, k)
+#pragma unroll
+  for (int k0 = 0; k0 < S; k0 += 8) {
+    const int m = ms + g, k = k0 + c;
+    const uint32_t a0 = tf32(tc_t(m, k)), a1 = tf32(tc_t(m + 8, k)), a2 = tf32(tc_t(m, k + 4)),
+                   a3 = tf32(tc_t(m + 8, k + 4));
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      const float* arow = M + (r0 + 8 * n + g) * kLdm + c0;  // A_RC^T(k, n) = A_RC(n, k)
+      mma_tf32(y[n], a0, a1, a2, a3, tf32(arow[k]), tf32(arow[k + 4]));
+    }
+  }
+  float t[NT][4] = {};
+  auto tr_t = [&](int k, int n) { return n >= k ? M[(r0 + k) * kLdm + r0 + n] : 0.f; };  // T_R^T(k, n)
+#pragma unroll
+  for (int s = 0; s < NT; ++s) {
+    const int k = 8 * s + 2 * c;  // the physical rows behind logical k = c and c + 4
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+      mma_tf32(t[n], tf32(y[s][0]), tf32(y[s][2]), tf32(y[s][1]), tf32(y[s][3]), tf32(tr_t(k, 8 * n + g)),
+               tf32(tr_t(k + 1, 8 * n + g)));
+  }
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {  // T_RC(n', m') goes to M[c0 + m'][r0 + n']
+    float* d = M + (c0 + ms + g) * kLdm + r0 + 8 * n + 2 * c;
+    d[0] = -t[n][0], d[1] = -t[n][1];
+    d[8 * kLdm] = -t[n][2], d[8 * kLdm + 1] = -t[n][3];
+  }
+}
+
+}  // namespace prep2
+
+// grid (bound, H), kThreads threads, prep2::Layout<K, V>::bytes of shared memory.
+template <class T, int K, int V>
+__global__ void __launch_bounds__(kThreads, 2) chunk_prep_mma(PrepParams p) {
+  using namespace mma;
+  using namespace prep2;
+  using Lay = Layout<K, V>;
+  constexpr int ldk = Lay::ldk, ldv = Lay::ldv;
+  const FwdArgs& a = p.a;
+  const int2 ent = p.w.table[blockIdx.x];
+  if (ent.x < 0) return;
+  const int hq = blockIdx.y;
+  const int G = int(a.ho / a.h);
+  const int64_t t0 = ent.y;
+  const int L = int(imin(C, cu_at(a.cu, a.cu_int64, ent.x + 1) - t0));
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, c = lane % 4;
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  T* ks = reinterpret_cast<T*>(smem + Lay::ks);
+  T* vs = reinterpret_cast<T*>(smem + Lay::vs);
+  float* kkt = reinterpret_cast<float*>(smem + Lay::kk);
+  float* qkt = reinterpret_cast<float*>(smem + Lay::qk);
+  T* qs = reinterpret_cast<T*>(smem + Lay::m);
+  float* M = reinterpret_cast<float*>(smem + Lay::m);
+  T* tw = reinterpret_cast<T*>(smem + Lay::tw);
+  T* tu = reinterpret_cast<T*>(smem + Lay::tu);
+  float* gam = reinterpret_cast<float*>(smem + Lay::gates);
+  float* bet = gam + C;
+  float* beg = bet + C;  // beta e^gamma
+
+  const T* qg = static_cast<const T*>(p.q);
+  const T* kg = static_cast<const T*>(p.k);
+  const T* vg = static_cast<const T*>(a.vv);
+  auto issue_v = [&](int j) {
+    const int64_t hvv = j / (a.ho / a.hv);
+    for (int e = tid; e < C * (V / 8); e += kThreads) {
+      const int r = e / (V / 8), col = (e % (V / 8)) * 8;
+      cp16(vs + r * ldv + col, vg + ((r < L ? t0 + r : t0) * a.hv + hvv) * V + col, r < L);
+    }
+    cp_commit();
+  };
+  for (int e = tid; e < C * (K / 8); e += kThreads) {
+    const int r = e / (K / 8), col = (e % (K / 8)) * 8;
+    const int64_t row = ((r < L ? t0 + r : t0) * a.h + hq) * K + col;
+    cp16(ks + r * ldk + col, kg + row, r < L);
+    cp16(qs + r * ldk + col, qg + row, r < L);
+  }
+  issue_v(hq * G);
+  cp_wait_all();
+  __syncthreads();
+
+  // ldmatrix lane offsets: A (and B from [n][k] rows) 16x16 row-major, and B from [k][n] rows (.trans).
+  const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8, a_col = (lane >> 4) * 8;
+  const int rb_row = (lane & 7) + (lane >> 4) * 8, rb_col = ((lane >> 3) & 1) * 8;
+
+  // K K^T and Q K^T: the 10 lower 16x16 blocks of each, blocks over the warps.
+  for (int b = warp; b < 20; b += kWarps) {
+    int mt = 0, nt = b % 10;
+    while (nt > mt) nt -= ++mt;
+    const T* lhs = b < 10 ? ks : qs;
+    float acc[2][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < K / 16; ++kk) {
+      uint32_t af[4], bf[4];
+      ldsm4(af, lhs + (16 * mt + a_row) * ldk + 16 * kk + a_col);
+      ldsm4(bf, ks + (16 * nt + rb_row) * ldk + 16 * kk + rb_col);
+      mma16816<T>(acc[0], af, bf[0], bf[1]);
+      mma16816<T>(acc[1], af, bf[2], bf[3]);
+    }
+    float* dst = (b < 10 ? kkt : qkt) + (16 * mt + g) * kLdm + 16 * nt + 2 * c;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      *reinterpret_cast<float2*>(dst + 8 * h) = make_float2(acc[h][0], acc[h][1]);
+      *reinterpret_cast<float2*>(dst + 8 * h + 8 * kLdm) = make_float2(acc[h][2], acc[h][3]);
+    }
+  }
+
+  for (int i = 0; i < G; ++i) {
+    const int j = hq * G + i;
+    __syncthreads();  // q rows (first head) or the previous head's staging in M are done with
+    if (warp == 0) {
+      // Cumulative log gate over the chunk: each lane owns two consecutive rows.
+      const int r0 = 2 * lane;
+      const float g0 = r0 < L ? load_any(a.g_type, a.g, (t0 + r0) * a.ho + j) : 0.f;
+      const float g1 = r0 + 1 < L ? load_any(a.g_type, a.g, (t0 + r0 + 1) * a.ho + j) : 0.f;
+      float s = g0 + g1;
+      for (int o = 1; o < 32; o <<= 1) {
+        const float y = __shfl_up_sync(0xffffffffu, s, o);
+        if (lane >= o) s += y;
+      }
+      const float gm[2] = {s - g1, s};
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int r = r0 + e;
+        const float b = r < L ? load_any(a.beta_type, a.beta, (t0 + r) * a.ho + j) : 0.f;
+        gam[r] = gm[e];
+        bet[r] = b;
+        beg[r] = b * __expf(gm[e]);
+        if (r < L) p.w.gam[(t0 + r) * a.ho + j] = gm[e];
+      }
+    }
+    __syncthreads();
+
+    // Gates and masks, eight columns of one row a step: A into M's lower triangle, Aqk to global.
+    T* aqk = static_cast<T*>(p.w.aqk) + (t0 * a.ho + j) * C;
+    for (int u = tid; u < C * C / 8; u += kThreads) {
+      const int r = u / 8, c0 = (u % 8) * 8;
+      const float gr = gam[r], br = bet[r];
+      float av[8];
+      uint4 pk;
+      T* pe = reinterpret_cast<T*>(&pk);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const int cc = c0 + e;
+        const float d = __expf(gr - gam[cc]);  // only kept under the mask (cc <= r): never inf * 0
+        av[e] = cc < r ? br * kkt[r * kLdm + cc] * d : 0.f;
+        pe[e] = from_f<T>(cc <= r ? a.scale * qkt[r * kLdm + cc] * d : 0.f);
+      }
+      *reinterpret_cast<float4*>(M + r * kLdm + c0) = make_float4(av[0], av[1], av[2], av[3]);
+      *reinterpret_cast<float4*>(M + r * kLdm + c0 + 4) = make_float4(av[4], av[5], av[6], av[7]);
+      if (r < L) *reinterpret_cast<uint4*>(aqk + r * a.ho * C + c0) = pk;
+    }
+    __syncthreads();
+
+    // Diagonal blocks: thread (block o, column cl) substitutes its column in registers. Reads A below
+    // the diagonal, writes T_oo^T on and above it.
+    if (tid < C) {
+      const int o = (tid / 16) * 16, cl = tid % 16;
+      float col[16];
+#pragma unroll
+      for (int r = 0; r < 16; ++r) {
+        float x = r == cl ? 1.f : 0.f;
+#pragma unroll
+        for (int m = 0; m < r; ++m) x -= M[(o + r) * kLdm + o + m] * col[m];
+        col[r] = x;
+      }
+#pragma unroll
+      for (int r = 0; r < 16; ++r)
+        if (r >= cl) M[(o + cl) * kLdm + o + r] = col[r];
+    }
+    __syncthreads();
+    if (warp < 2) offdiag<16>(M, 16 + 32 * warp, 32 * warp, 0, lane);  // T_10, T_32
+    __syncthreads();
+    if (warp < 2) offdiag<32>(M, 32, 0, 16 * warp, lane);  // T_{2:4, 0:2}
+    __syncthreads();
+
+    // The scaled inverses in the io type (lanes walk rows: conflict-free column reads of M).
+    for (int u = tid; u < C * C / 8; u += kThreads) {
+      const int r = u % C, c0 = (u / C) * 8;
+      uint4 pw, pu;
+      T* ew = reinterpret_cast<T*>(&pw);
+      T* eu = reinterpret_cast<T*>(&pu);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const int cc = c0 + e;
+        const float t = cc <= r ? M[cc * kLdm + r] : 0.f;
+        ew[e] = from_f<T>(t * beg[cc]);
+        eu[e] = from_f<T>(t * bet[cc]);
+      }
+      *reinterpret_cast<uint4*>(tw + r * kLdt + c0) = pw;
+      *reinterpret_cast<uint4*>(tu + r * kLdt + c0) = pu;
+    }
+    cp_wait_all();  // this head's v rows
+    __syncthreads();
+
+    // W and U in units of 16 columns of one of them; 16-row strips through the warp's staging tile
+    // (in M's space, free now) to 16-byte stores.
+    T* st = reinterpret_cast<T*>(M) + warp * 16 * kLdst;
+    for (int unit = warp; unit < (K + V) / 16; unit += kWarps) {
+      const bool is_w = unit < K / 16;
+      const int col0 = (is_w ? unit : unit - K / 16) * 16;
+      const T* bsrc = is_w ? ks : vs;
+      const int ldb = is_w ? ldk : ldv;
+      const T* asrc = is_w ? tw : tu;
+      uint32_t bf[4][4];
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) ldsm4t(bf[kk], bsrc + (16 * kk + a_row) * ldb + col0 + a_col);
+      const int width = is_w ? K : V;
+      T* dst = static_cast<T*>(is_w ? p.w.w : p.w.u) + (t0 * a.ho + j) * width + col0;
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        float acc[2][4] = {};
+#pragma unroll
+        for (int kk = 0; kk <= s; ++kk) {  // T is lower triangular
+          uint32_t af[4];
+          ldsm4(af, asrc + (16 * s + a_row) * kLdt + 16 * kk + a_col);
+          mma16816<T>(acc[0], af, bf[kk][0], bf[kk][1]);
+          mma16816<T>(acc[1], af, bf[kk][2], bf[kk][3]);
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          *reinterpret_cast<uint32_t*>(st + g * kLdst + 8 * h + 2 * c) = pack2<T>(acc[h][0], acc[h][1]);
+          *reinterpret_cast<uint32_t*>(st + (g + 8) * kLdst + 8 * h + 2 * c) = pack2<T>(acc[h][2], acc[h][3]);
+        }
+        __syncwarp();
+        const int r = lane / 2, half = lane % 2;
+        if (16 * s + r < L)
+          *reinterpret_cast<uint4*>(dst + (16 * s + r) * a.ho * width + 8 * half) =
+              *reinterpret_cast<const uint4*>(st + r * kLdst + 8 * half);
+        __syncwarp();
+      }
+    }
+    if (i + 1 < G) {
+      __syncthreads();  // every warp is done with this head's v rows
+      issue_v(j + 1);
+    }
+  }
+}
+
+template <class T, int K, int V>
+void launch_prep_kv(const PrepParams& pp, int64_t bound, cudaStream_t st) {
+  const size_t bytes = prep2::Layout<K, V>::bytes;
+  cudaFuncSetAttribute(chunk_prep_mma<T, K, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+  chunk_prep_mma<T, K, V><<<dim3(unsigned(bound), unsigned(pp.a.h)), kThreads, bytes, st>>>(pp);
+}
+template <class T>
+void launch_prep_mma(const PrepParams& pp, int64_t bound, cudaStream_t st) {
+  const int64_t k = pp.a.k, v = pp.a.v;
+  if (k == 64 && v == 64) launch_prep_kv<T, 64, 64>(pp, bound, st);
+  else if (k == 64) launch_prep_kv<T, 64, 128>(pp, bound, st);
+  else if (v == 64) launch_prep_kv<T, 128, 64>(pp, bound, st);
+  else launch_prep_kv<T, 128, 128>(pp, bound, st);
+}
+
 constexpr size_t kMaxSmem = 227 * 1024;
 
 template <class T, int K>
@@ -808,8 +1123,12 @@ const char* launch_typed(const FwdArgs& a, void* workspace, cudaStream_t st) {
     q = w.qn, k = w.kn;
   }
   const size_t ps = prep_smem(int(a.k), int(a.v));
-  cudaFuncSetAttribute(chunk_prep<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(ps));
-  if (bound > 0) chunk_prep<T><<<dim3(unsigned(bound), unsigned(a.ho)), kThreads, ps, st>>>(PrepParams{a, w, q, k});
+  if (bound > 0 && a.mma_prep) {
+    launch_prep_mma<T>(PrepParams{a, w, q, k}, bound, st);
+  } else if (bound > 0) {
+    cudaFuncSetAttribute(chunk_prep<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(ps));
+    chunk_prep<T><<<dim3(unsigned(bound), unsigned(a.ho)), kThreads, ps, st>>>(PrepParams{a, w, q, k});
+  }
   const int64_t ctas = a.n * a.ho * (a.v / a.bv);
   if (a.mma_pass) {
     launch_mma_pass<T>(PassParams{a, w, q, k}, unsigned(ctas), st);
@@ -857,6 +1176,8 @@ int choose_bv_mma(const FwdArgs& a, int sm_count) {
   }
   return best;
 }
+
+bool mma_prep_supported(int64_t k, int64_t v) { return (k == 64 || k == 128) && (v == 64 || v == 128); }
 
 int64_t forward_workspace_bytes(const FwdArgs& a) { return int64_t(carve(a, nullptr).bytes); }
 

@@ -25,6 +25,9 @@ struct FwdArgs {
   // The sequential pass with the state in mma.sync registers (choose_bv_mma picks bv); opt-in via
   // OPENDNN_GDN_FWD_V2=1 until a GPU run verifies it.
   bool mma_pass = false;
+  // chunk_prep_mma instead of chunk_prep (tensor-core products, K K^T / Q K^T shared by the output
+  // heads of a q/k head); opt-in via OPENDNN_GDN_PREP_V2=1 until a GPU run verifies it.
+  bool mma_prep = false;
   const void *q = nullptr, *kk = nullptr, *vv = nullptr, *g = nullptr, *beta = nullptr, *cu = nullptr;
   const void* init = nullptr;  // may be null (zero initial state)
   void* o = nullptr;
@@ -39,6 +42,8 @@ int choose_bv(const FwdArgs& a, int sm_count);
 // The register-state pass: K in {64, 128}, V a multiple of 16 up to 256.
 bool mma_pass_supported(int64_t k, int64_t v);
 int choose_bv_mma(const FwdArgs& a, int sm_count);
+// chunk_prep_mma: K and V in {64, 128}.
+bool mma_prep_supported(int64_t k, int64_t v);
 int64_t forward_workspace_bytes(const FwdArgs& a);
 // Launch on `stream` (a cudaStream_t); workspace holds forward_workspace_bytes. Returns a CUDA
 // error string or nullptr.
