@@ -976,15 +976,20 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_prep_mma(PrepParams p) {
     for (int u = tid; u < C * C / 8; u += kThreads) {
       const int r = u / 8, c0 = (u % 8) * 8;
       const float gr = gam[r], br = bet[r];
-      float av[8];
+      float kv[8], qv[8], av[8];
+      // 16-byte loads: 8 lanes of a row read 256 contiguous bytes (2-way), scalar ones would be 4-way.
+      *reinterpret_cast<float4*>(kv) = *reinterpret_cast<const float4*>(kkt + r * kLdm + c0);
+      *reinterpret_cast<float4*>(kv + 4) = *reinterpret_cast<const float4*>(kkt + r * kLdm + c0 + 4);
+      *reinterpret_cast<float4*>(qv) = *reinterpret_cast<const float4*>(qkt + r * kLdm + c0);
+      *reinterpret_cast<float4*>(qv + 4) = *reinterpret_cast<const float4*>(qkt + r * kLdm + c0 + 4);
       uint4 pk;
       T* pe = reinterpret_cast<T*>(&pk);
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
         const int cc = c0 + e;
         const float d = __expf(gr - gam[cc]);  // only kept under the mask (cc <= r): never inf * 0
-        av[e] = cc < r ? br * kkt[r * kLdm + cc] * d : 0.f;
-        pe[e] = from_f<T>(cc <= r ? a.scale * qkt[r * kLdm + cc] * d : 0.f);
+        av[e] = cc < r ? br * kv[e] * d : 0.f;
+        pe[e] = from_f<T>(cc <= r ? a.scale * qv[e] * d : 0.f);
       }
       *reinterpret_cast<float4*>(M + r * kLdm + c0) = make_float4(av[0], av[1], av[2], av[3]);
       *reinterpret_cast<float4*>(M + r * kLdm + c0 + 4) = make_float4(av[4], av[5], av[6], av[7]);
