@@ -9,8 +9,10 @@ same inputs, every result checked. Writes bench/results/sdpa.json (+ sdpa.png).
 Modes: `fwd` times the forward pass (O and Stats). `bwd` is the backward pass (its columns come
 from run_bwd below, which the backward kernel's owner fills in; until then it records why not).
 Q/K/V are [B,H,S,D] views of BSHD storage, the layout models use.
-`--v2` opts in to the second forward kernel (OPENDNN_SDPA_FWD_V2=1 before any plan is made; it
-covers d128 only, other head dims keep the first kernel) and writes bench/results/sdpa_v2.json.
+`--v2` opts in to the second forward kernel (OPENDNN_SDPA_FWD_V2=1 while our plan is made; it
+covers head dims 64/128/256 without masks other than causal) and writes
+bench/results/sdpa_v2.json; those rows also time the first kernel (planned without the variable)
+on the same inputs, as the A/B columns opendnn_v1_ms / v2_speedup_vs_v1.
 """
 import argparse
 import math
@@ -92,7 +94,20 @@ class OurFwd(Bound):
         self.pack = {t["q"]: c.q, t["k"]: c.k, t["v"]: c.v, o: self.o, stats: self.stats}
 
 
-def run_fwd(c, row):
+def plan_with_v2(c, on):
+    """OurFwd(c) planned with OPENDNN_SDPA_FWD_V2 set to 1 or unset (read when the plan is made)."""
+    old = os.environ.pop("OPENDNN_SDPA_FWD_V2", None)
+    if on:
+        os.environ["OPENDNN_SDPA_FWD_V2"] = "1"
+    try:
+        return OurFwd(c)
+    finally:
+        os.environ.pop("OPENDNN_SDPA_FWD_V2", None)
+        if old is not None:
+            os.environ["OPENDNN_SDPA_FWD_V2"] = old
+
+
+def run_fwd(c, row, v2=False):
     fl = flops(c.B, c.H, c.S, c.D, c.causal)
     for peer, backend in PEERS.items():
         try:
@@ -103,7 +118,7 @@ def run_fwd(c, row):
             row[f"{peer}_tflops"] = fl / (row[f"{peer}_ms"] * 1e-3) / 1e12
         except Exception as e:  # a backend that cannot run this shape: recorded, never fatal
             row[f"{peer}_error"] = failure(e, 200)
-    ours = first_run(row, lambda: OurFwd(c))
+    ours = first_run(row, lambda: plan_with_v2(c, v2) if v2 else OurFwd(c))
     if ours is None:
         return
     row["rel_err"] = c.rel(ours.o)
@@ -113,6 +128,13 @@ def run_fwd(c, row):
     row["opendnn_tflops"] = fl / (row["opendnn_ms"] * 1e-3) / 1e12
     row["correct"] = row["rel_err"] < 2e-2 and row["lse_max_abs_err"] < 2e-2
     add_speedups(row, PEERS)
+    if v2:  # the first kernel on the same inputs, same run
+        v1 = {}
+        old = first_run(v1, lambda: plan_with_v2(c, False))
+        if old is not None:
+            row["plan_v1"] = v1["plan"]
+            row["opendnn_v1_ms"] = time_cuda(old)
+            row["v2_speedup_vs_v1"] = row["opendnn_v1_ms"] / row["opendnn_ms"]
 
 
 def run_bwd(c, row):
@@ -123,15 +145,15 @@ def run_bwd(c, row):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="four shapes")
+    ap.add_argument("--quick", action="store_true", help="four shapes (eight with --v2)")
     ap.add_argument("--mode", choices=("fwd", "bwd", "all"), default="fwd")
     ap.add_argument("--v2", action="store_true", help="opt in to the v2 forward kernel (writes sdpa_v2.json)")
     args = ap.parse_args()
-    if args.v2:
-        os.environ["OPENDNN_SDPA_FWD_V2"] = "1"  # read by the cuda engine when each plan is made
     out_name = "sdpa_v2" if args.v2 else "sdpa"
     if args.quick:
         shapes = [(S, 128, causal) for S in (1024, 4096) for causal in (False, True)]
+        if args.v2:  # v2 instantiates every head dim: one long sequence of each of the others
+            shapes += [(4096, D, causal) for D in (64, 256) for causal in (False, True)]
     else:
         shapes = [(S, D, causal) for D in (64, 128, 256) for causal in (False, True)
                   for S in (512, 1024, 2048, 4096, 8192, 16384)]
@@ -142,7 +164,10 @@ def main():
             c = Case(S, D, causal)
             row = {"case": f"{mode}_{c.name()}", "pass": mode, "batch": c.B, "heads": c.H, "seq": S, "head_dim": D,
                    "causal": causal, "dtype": "bf16"}
-            (run_fwd if mode == "fwd" else run_bwd)(c, row)
+            if mode == "fwd":
+                run_fwd(c, row, args.v2)
+            else:
+                run_bwd(c, row)
             rows.append(row)
             show(row)
             write_results(out_name, rows)  # after every case: a fault later keeps what was measured

@@ -326,18 +326,23 @@ TEST(CudaSdpaFwd, PaddingThdSink) {
   run_case(sink);
 }
 
-// The TMA/producer-warp kernel (sdpa_fwd_v2.cu) is offered only with OPENDNN_SDPA_FWD_V2=1 set
-// when plans are made; these cases then require it to be the plan that runs.
+// The TMA/producer-warp kernel (sdpa_fwd_v2.cuh) is offered only with OPENDNN_SDPA_FWD_V2=1 set
+// when plans are made; these cases then require it to be the plan that runs. They cover what
+// fwd_v2_supports accepts: head dims 64/128/256, fp16/bf16, BHSD/BSHD, GQA/MQA, odd
+// lengths (partial tiles of both Q and K/V), no mask and causal in both alignments, runs of
+// key tiles that wrap the K/V ring several times.
 TEST(CudaSdpaFwd, V2Kernel) {
   GPU_OR_SKIP();
   const char* on = std::getenv("OPENDNN_SDPA_FWD_V2");
   if (!on || std::string(on) != "1") GTEST_SKIP() << "set OPENDNN_SDPA_FWD_V2=1 to test sdpa_fwd_v2";
   auto v2 = [](Case c) {
-    c.plan = "cuda:sdpa_fwd_v2_d128";
+    c.plan = "cuda:sdpa_fwd_v2_d" + std::to_string(c.d) + (c.dv != c.d ? "_" + std::to_string(c.dv) : "");
     return c;
   };
+  // d128
   run_case(v2(shape("v2 d128", 1, 2, 2, 128, 128, 128, 128)));
   run_case(v2(shape("v2 d128 multi-tile GQA", 2, 4, 2, 256, 512, 128, 128)));
+  run_case(v2(shape("v2 d128 ring wraps, MQA", 1, 4, 1, 128, 1152, 128, 128)));
   Case h = v2(shape("v2 d128 fp16", 1, 2, 2, 384, 256, 128, 128));
   h.fp16 = true;
   run_case(h);
@@ -351,8 +356,35 @@ TEST(CudaSdpaFwd, V2Kernel) {
   Case cb = v2(causal(shape("v2 bshd causal", 2, 4, 2, 512, 512, 128, 128)));
   cb.bshd = true;
   run_case(cb);
+  run_case(v2(causal(shape("v2 causal long", 1, 1, 1, 1024, 1024, 128, 128))));
+  // Odd lengths: partial Q tiles (rows past sq not written) and partial K/V tiles (zero-filled by
+  // TMA, masked).
+  run_case(v2(shape("v2 odd", 2, 4, 1, 77, 131, 128, 128)));
+  run_case(v2(causal(shape("v2 odd causal TL", 2, 4, 2, 77, 131, 128, 128))));
+  run_case(v2(causal(shape("v2 odd causal BR", 2, 4, 2, 77, 131, 128, 128), true)));
+  run_case(v2(causal(shape("v2 odd causal TL sq>skv", 1, 2, 1, 200, 70, 128, 128))));
+  run_case(v2(causal(shape("v2 odd causal BR sq>skv", 1, 2, 1, 200, 70, 128, 128), true)));
+  Case ob = v2(causal(shape("v2 odd bshd causal BR fp16", 2, 2, 1, 300, 333, 128, 128), true));
+  ob.bshd = true, ob.fp16 = true;
+  run_case(ob);
+  // d64 (3-stage ring of 128-key tiles).
+  run_case(v2(shape("v2 d64", 2, 4, 2, 256, 640, 64, 64)));
+  Case d64 = v2(causal(shape("v2 d64 bshd causal odd", 2, 4, 2, 300, 300, 64, 64)));
+  d64.bshd = true;
+  run_case(d64);
+  run_case(v2(causal(shape("v2 d64 causal BR sq>skv", 1, 2, 1, 200, 70, 64, 64), true)));
+  // d256 (64-key tiles, 2 stages).
+  run_case(v2(shape("v2 d256", 1, 2, 1, 128, 320, 256, 256)));
+  run_case(v2(causal(shape("v2 d256 causal odd", 1, 1, 1, 513, 513, 256, 256))));
+  run_case(v2(causal(shape("v2 d256 causal BR", 1, 2, 2, 100, 333, 256, 256), true)));
+  // d192/128 is not in v2: the first kernel runs it.
+  Case d192 = causal(shape("v1 d192/128 causal BR", 1, 2, 1, 100, 333, 192, 128), true);
+  d192.plan = "cuda:sdpa_fwd_d192_128";
+  run_case(d192);
   // Outside v2's cases the v1 plan still runs.
-  run_case(causal(shape("v1 fallback odd", 1, 2, 2, 77, 131, 128, 128)));
+  Case w = shape("v1 fallback window", 1, 2, 2, 200, 200, 128, 128);
+  w.left = 32, w.right = 0, w.plan = "cuda:sdpa_fwd_d128";
+  run_case(w);
 }
 
 TEST(CudaSdpaFwd, DeclinesOutOfScope) {

@@ -64,24 +64,24 @@ class SdpaFwdPlan : public Plan {
 // The v2 kernel needs TMA descriptors holding the tensor addresses. They are encoded on the first
 // execute and again only when a Q/K/V pointer differs from the last one (host work of a few
 // microseconds, no allocation and no device call, so execute stays graph-capturable; a plan is
-// not meant to be executed from two threads at once).
+// not meant to be executed from two threads at once). Pointers TMA cannot take (not 16-byte
+// aligned) and an O that is not 16-byte aligned run the first kernel instead, which the plan
+// keeps for that, as does a scale that is not positive (read at execute time).
 class SdpaFwdV2Plan : public Plan {
  public:
-  SdpaFwdV2Plan(const sdpa::Problem& p, const sdpa::Slots& s) : p_(p), s_(s) {}
+  SdpaFwdV2Plan(const sdpa::Problem& p, const sdpa::Slots& s, sdpa::FwdLauncher v1) : p_(p), s_(s), v1_(v1) {}
   Status execute(void* const* slots, void*, void* stream) override {
     sdpa::Problem p = p_;
     sdpa::bind(p, s_, slots);
     if (!p.q.ptr || !p.k.ptr || !p.v.ptr || !p.o.ptr)
       return {ErrorCode::GRAPH_EXECUTION_FAILED, "cuda sdpa v2: Q, K, V and O need device memory"};
-    if (reinterpret_cast<uintptr_t>(p.o.ptr) % 16)  // O leaves in 16-byte stores
-      return {ErrorCode::GRAPH_EXECUTION_FAILED, "cuda sdpa v2: O must be 16-byte aligned"};
     if (!encoded_ || p.q.ptr != q_ || p.k.ptr != k_ || p.v.ptr != v_) {
-      encoded_ = false;
-      if (const char* e = sdpa::fwd_v2_encode(p, descs_))
-        return {ErrorCode::CUDA_API_FAILED, std::string("cuda sdpa v2: ") + e};
+      tma_ok_ = sdpa::fwd_v2_encode(p, descs_) == nullptr;
       encoded_ = true, q_ = p.q.ptr, k_ = p.k.ptr, v_ = p.v.ptr;
     }
-    if (const char* e = sdpa::launch_fwd_v2(p, descs_, stream))
+    // O leaves in 16-byte stores; the kernel's softmax relies on a positive scale.
+    const bool v2 = tma_ok_ && reinterpret_cast<uintptr_t>(p.o.ptr) % 16 == 0 && p.scale > 0.0f;
+    if (const char* e = v2 ? sdpa::launch_fwd_v2(p, descs_, stream) : v1_(p, stream))
       return {ErrorCode::CUDA_API_FAILED, std::string("cuda sdpa v2: ") + e};
     return {};
   }
@@ -90,8 +90,9 @@ class SdpaFwdV2Plan : public Plan {
  private:
   sdpa::Problem p_;
   sdpa::Slots s_;
+  sdpa::FwdLauncher v1_;
   sdpa::FwdV2Descs descs_{};
-  bool encoded_ = false;
+  bool encoded_ = false, tma_ok_ = false;
   const void *q_ = nullptr, *k_ = nullptr, *v_ = nullptr;
 };
 
@@ -118,9 +119,9 @@ void propose(const Graph& g, const Target&, Proposal& out) {
   c.estimated_us = estimate_us(p);
   if (v2_enabled()) {
     // Cases v2 does not cover simply keep the v1 plan alone.
-    if (sdpa::fwd_v2_supports(p).empty()) {
+    if (sdpa::fwd_v2_supports(p, s).empty()) {
       PlanCandidate v2 = c;
-      v2.name = "sdpa_fwd_v2_d128";
+      v2.name = "sdpa_fwd_v2_" + c.name.substr(std::strlen("sdpa_fwd_"));
       v2.local_index = kV2Index;
       v2.estimated_us = 0.9 * c.estimated_us;  // ranked ahead of v1 while opted in
       out.plans.push_back(v2);
@@ -137,9 +138,9 @@ Status build(const Graph& g, const Target&, const PlanCandidate& c, std::unique_
   if (!why.empty()) return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cuda sdpa: " + why};
   if (c.local_index == kV2Index) {
     if (!v2_enabled()) why = "sdpa_fwd_v2 needs OPENDNN_SDPA_FWD_V2=1";
-    else why = sdpa::fwd_v2_supports(p);
+    else why = sdpa::fwd_v2_supports(p, s);
     if (!why.empty()) return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cuda sdpa: " + why};
-    out = std::make_unique<SdpaFwdV2Plan>(p, s);
+    out = std::make_unique<SdpaFwdV2Plan>(p, s, launch);
     return {};
   }
   out = std::make_unique<SdpaFwdPlan>(p, s, launch);

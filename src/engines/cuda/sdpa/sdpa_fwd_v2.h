@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Launch API of the second SDPA forward kernel (sdpa_fwd_v2.cu): TMA loads by a producer warp,
-// two consumer warpgroups. Common case only (see fwd_v2_supports); opt-in through the adapter.
+// Launch API of the second SDPA forward kernel (sdpa_fwd_v2.cuh): TMA loads by a producer warp,
+// two consumer warpgroups taking turns on the tensor cores. Common cases only (see
+// fwd_v2_supports); opt-in through the adapter.
 #pragma once
 
 #include <string>
@@ -14,12 +15,23 @@ struct alignas(64) FwdV2Descs {
   unsigned char bytes[3][128];
 };
 
+// TMA boxes are 64 columns (128 bytes, the swizzle span) wide; Q boxes are 128 rows, K/V boxes
+// one key tile: 64 rows at d_qk 256 (registers and shared memory), 128 rows otherwise.
+constexpr int kBoxCols = 64;
+constexpr int fwd_v2_kv_rows(int64_t d_qk) { return d_qk == 256 ? 64 : 128; }
+
 // "" when the v2 kernel runs this problem, else the reason it does not ("not supported: ...").
-std::string fwd_v2_supports(const Problem& p);
+std::string fwd_v2_supports(const Problem& p, const Slots& s);
 // Encodes the descriptors for the pointers and strides of `p` (host only, about a microsecond
-// each: no allocation, no device call). Returns an error string or nullptr.
+// each: no allocation, no device call). Returns an error string or nullptr (then the caller runs
+// the first kernel instead: the pointers are not 16-byte aligned).
 const char* fwd_v2_encode(const Problem& p, FwdV2Descs& d);
 // Launches on `stream` (a cudaStream_t) with descriptors encoded from the same pointers.
 const char* launch_fwd_v2(const Problem& p, const FwdV2Descs& d, void* stream);
+
+// One per head-dim configuration (sdpa_fwd_v2_d*.cu); launch_fwd_v2 picks.
+const char* launch_fwd_v2_d64(const Problem& p, const FwdV2Descs& d, void* stream);
+const char* launch_fwd_v2_d128(const Problem& p, const FwdV2Descs& d, void* stream);
+const char* launch_fwd_v2_d256(const Problem& p, const FwdV2Descs& d, void* stream);
 
 }  // namespace opendnn::cuda::sdpa

@@ -1,0 +1,9 @@
+// SPDX-License-Identifier: Apache-2.0
+// SDPA forward v2, d_qk=128, d_v=128: key/value tiles of 128 rows, a 3-stage K/V ring.
+#include "engines/cuda/sdpa/sdpa_fwd_v2.cuh"
+
+namespace opendnn::cuda::sdpa {
+const char* launch_fwd_v2_d128(const Problem& p, const FwdV2Descs& d, void* stream) {
+  return v2::launch_any<128, 128, 128, 3>(p, d, stream);
+}
+}  // namespace opendnn::cuda::sdpa
