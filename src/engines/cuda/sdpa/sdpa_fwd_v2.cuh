@@ -11,7 +11,11 @@
 //   registers), then wait only for S_j (wgmma.wait_group 1) and run the softmax of S_j while the
 //   tensor cores still work on P_{j-1} V_{j-1}; only then wait for that GEMM, rescale O and turn
 //   S_j into P_j. The softmax therefore never sits on the critical path of the warpgroup's own
-//   GEMMs.
+//   GEMMs. Known gap [code, SASS of the d128 instantiation]: ptxas hoists the wait_group 0
+//   (WARPGROUP.DEPBAR.LE 0) to just after the row max, because P_t is converted into the
+//   registers P_{t-1} V_{t-1} still reads and it interleaves those F2FP with the MUFU; so only the
+//   max overlaps the PV GEMM (the pingpong below still overlaps the whole softmax with the other
+//   warpgroup's GEMMs). Next step: two P fragments used alternately (loop unrolled by two).
 // - The two consumer warpgroups take turns issuing their GEMM sections (two named barriers: each
 //   waits on its own and, once its GEMMs are issued, arrives on the other's), so the tensor cores
 //   run one warpgroup's GEMMs while the other computes its softmax instead of both contending
