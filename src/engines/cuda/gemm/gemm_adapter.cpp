@@ -8,6 +8,7 @@
 // Intermediate tensors must be virtual. Batch dims collapse to one strided batch (CUTLASS's L).
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <string>
 #include <vector>
@@ -244,17 +245,69 @@ std::string match(const Graph& g, Fused& f) {
   return "";
 }
 
-// The tile shapes of the instantiations (gemm_sm90.cuh).
+// The tile shapes of the kernels (gemm_sm90.cuh).
 constexpr int64_t kTileM = 128;
-int64_t tile_n(const gemm::Args& a) { return a.type == gemm::Elem::FP8_E4M3 ? 128 : 256; }
+int64_t tile_n(const gemm::Args& a) {
+  if (a.config == gemm::Config::PINGPONG) return 128;
+  return a.type == gemm::Elem::FP8_E4M3 && a.config == gemm::Config::COOP ? 128 : 256;
+}
+
+int64_t ceil_to(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+// Achieved dense rates (flops per us). COOP: measured on the H200 (bench/results/gemm.json). The
+// others are not measured yet: PINGPONG is predicted a few percent faster than COOP (its epilogue
+// overlaps the other warpgroup's MMA), FAST_ACCUM about torch._scaled_mm's rate.
+double rate(const gemm::Args& a) {
+  if (a.type == gemm::Elem::FP8_E4M3) return a.config == gemm::Config::FAST_ACCUM ? 1450e6 : 1300e6;
+  return a.config == gemm::Config::PINGPONG ? 720e6 : 700e6;
+}
 
 double estimate_us(const gemm::Args& a) {
   const int64_t tn = tile_n(a);
-  const double mt = double((a.M + kTileM - 1) / kTileM * kTileM), nt = double((a.N + tn - 1) / tn * tn);
+  const double mt = double(ceil_to(a.M, kTileM)), nt = double(ceil_to(a.N, tn));
   const double flops = 2.0 * mt * nt * double(a.K) * double(a.L);
   const double bytes = 2.0 * double(a.L) * (double(a.M) * a.K + double(a.K) * a.N + double(a.M) * a.N * (a.residual_given ? 2 : 1));
-  const double flops_per_us = a.type == gemm::Elem::FP8_E4M3 ? 1300e6 : 700e6;  // dense fp8 / bf16 achieved
-  return 5.0 + std::max(flops / flops_per_us, bytes / 3.3e6);  // roofline with ~3.3 TB/s; launch
+  return 5.0 + std::max(flops / rate(a), bytes / 3.3e6);  // roofline with ~3.3 TB/s; launch
+}
+
+// The scheduler's swizzle (CUTLASS max_swizzle_size): groups of `s` tiles along the minor dimension,
+// so a wave of CTAs shares its A and B panels in L2. CUTLASS rounds both tile counts up to the
+// group size (x the 2x1 cluster) and runs the padding tiles as real work, so a swizzle is taken only
+// where that adds no wave, and only for problems of several waves (smaller ones fit in L2 anyway).
+// OPENDNN_GEMM_SWIZZLE=1|2|4|8 overrides it (for A/B runs in bench/gemm.py).
+int default_swizzle(const gemm::Args& a, int sm_count) {
+  const int64_t tm = ceil_to((a.M + kTileM - 1) / kTileM, 2), tn = (a.N + tile_n(a) - 1) / tile_n(a);
+  const int64_t tiles = tm * tn * a.L, waves = (tiles + sm_count - 1) / sm_count;
+  if (waves < 3) return 1;
+  for (int s : {8, 4, 2}) {
+    const int64_t padded = ceil_to(tm, 2 * s) * ceil_to(tn, s) * a.L;
+    if ((padded + sm_count - 1) / sm_count == waves) return s;
+  }
+  return 1;
+}
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atoi(v) : fallback;
+}
+
+// Knobs: ("swizzle", 1|2|4|8), ("raster", gemm::Raster). OPENDNN_GEMM_RASTER=m|n overrides the
+// raster order (along M or along N); the default is CUTLASS's heuristic (along M when N has more
+// tiles than M, else along N).
+void choose_knobs(gemm::Args& a, int sm_count) {
+  a.swizzle = env_int("OPENDNN_GEMM_SWIZZLE", default_swizzle(a, sm_count));
+  if (a.swizzle != 1 && a.swizzle != 2 && a.swizzle != 4 && a.swizzle != 8) a.swizzle = 1;
+  const char* r = std::getenv("OPENDNN_GEMM_RASTER");
+  a.raster = r && (*r == 'm' || *r == 'M')   ? gemm::Raster::ALONG_M
+             : r && (*r == 'n' || *r == 'N') ? gemm::Raster::ALONG_N
+                                             : gemm::Raster::HEURISTIC;
+}
+
+void apply_knobs(gemm::Args& a, const PlanCandidate& c) {
+  for (const auto& [k, v] : c.knobs) {
+    if (k == "swizzle") a.swizzle = int(v);
+    if (k == "raster") a.raster = gemm::Raster(v);
+  }
 }
 
 class GemmPlan : public Plan {
@@ -286,9 +339,26 @@ class GemmPlan : public Plan {
 int sm_count_of(const Target& t) { return t.sm_count > 0 ? t.sm_count : 132; }
 
 std::string plan_name(const gemm::Args& a) {
-  if (a.type == gemm::Elem::FP8_E4M3) return "gemm_128x128x128_c2x1_coop_e4m3_bk";
-  return std::string("gemm_128x256x64_c2x1_coop_") + (a.type == gemm::Elem::BF16 ? "bf16" : "fp16") +
-         (a.b_k_major ? "_bk" : "_bn");
+  const char* type = a.type == gemm::Elem::FP8_E4M3 ? "e4m3" : a.type == gemm::Elem::BF16 ? "bf16" : "fp16";
+  const char* kind = a.config == gemm::Config::PINGPONG ? "pingpong" : a.config == gemm::Config::FAST_ACCUM ? "coop_fastacc" : "coop";
+  // The scheduler knobs too (_sw<swizzle>_r<h|m|n>), so a benchmark row says what ran.
+  const char* raster = a.raster == gemm::Raster::ALONG_M ? "m" : a.raster == gemm::Raster::ALONG_N ? "n" : "h";
+  return "gemm_128x" + std::to_string(tile_n(a)) + "x" + (a.type == gemm::Elem::FP8_E4M3 ? "128" : "64") + "_c2x1_" +
+         kind + "_" + type + (a.b_k_major ? "_bk" : "_bn") + "_sw" + std::to_string(a.swizzle) + "_r" + raster;
+}
+
+// Local index: 16 per configuration, then type and B layout (COOP keeps the indices it always had).
+int64_t local_index(const gemm::Args& a) {
+  return kBase + 16 * int64_t(a.config) + 2 * int64_t(a.type) + (a.b_k_major ? 1 : 0);
+}
+
+// Configurations not yet run on a GPU are proposed only when opted in (they pass the edge-shape tests
+// of tests/gpu/test_cuda_gemm.cpp, which opt in, before the gate goes).
+bool offered(gemm::Config c) {
+  const char* var = c == gemm::Config::PINGPONG     ? "OPENDNN_GEMM_PINGPONG"
+                    : c == gemm::Config::FAST_ACCUM ? "OPENDNN_GEMM_FP8_FAST"
+                                                    : nullptr;
+  return !var || env_int(var, 0) == 1;
 }
 
 void propose(const Graph& g, const Target& t, Proposal& out) {
@@ -297,18 +367,30 @@ void propose(const Graph& g, const Target& t, Proposal& out) {
     out.declines.push_back(why);
     return;
   }
-  PlanCandidate c;
-  c.name = plan_name(f.args);
-  c.local_index = kBase + 2 * int64_t(f.args.type) + (f.args.b_k_major ? 1 : 0);
-  c.estimated_us = estimate_us(f.args);
-  c.workspace_bytes = gemm::workspace_bytes(f.args, sm_count_of(t));
-  out.plans.push_back(c);
+  for (gemm::Config cfg : {gemm::Config::COOP, gemm::Config::PINGPONG, gemm::Config::FAST_ACCUM}) {
+    gemm::Args a = f.args;
+    a.config = cfg;
+    if (!gemm::has_kernel(a) || !offered(cfg)) continue;
+    choose_knobs(a, sm_count_of(t));
+    PlanCandidate c;
+    c.name = plan_name(a);
+    c.local_index = local_index(a);
+    c.estimated_us = estimate_us(a);
+    c.knobs = {{"swizzle", a.swizzle}, {"raster", int64_t(a.raster)}};
+    c.workspace_bytes = gemm::workspace_bytes(a, sm_count_of(t));
+    out.plans.push_back(c);
+  }
+  if (out.plans.empty()) out.declines.push_back("no kernel is instantiated for this type, layout and activation");
 }
 
-Status build(const Graph& g, const Target& t, const PlanCandidate&, std::unique_ptr<Plan>& out) {
+Status build(const Graph& g, const Target& t, const PlanCandidate& c, std::unique_ptr<Plan>& out) {
   Fused f;
   if (std::string why = match(g, f); !why.empty())
     return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cuda gemm: " + why};
+  f.args.config = gemm::Config((c.local_index - kBase) / 16);
+  apply_knobs(f.args, c);
+  if (!gemm::has_kernel(f.args) || local_index(f.args) != c.local_index)
+    return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cuda gemm: the candidate does not fit this graph"};
   const int sm = sm_count_of(t);
   out = std::make_unique<GemmPlan>(f, sm, gemm::workspace_bytes(f.args, sm));
   return {};

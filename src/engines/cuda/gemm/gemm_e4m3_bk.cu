@@ -1,14 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// fp8 e4m3 GEMM, column-major (K-contiguous) B, bf16 output, per-tensor scales: one instantiation
-// of gemm_sm90.cuh.
+// fp8 e4m3 GEMM, column-major (K-contiguous) B, bf16 output, per-tensor scales; cooperative
+// 128x128x128 with fp32 promotion of the accumulator.
 #include "engines/cuda/gemm/gemm_sm90.cuh"
 
-namespace opendnn::cuda::gemm {
-
-const char* run_e4m3_bk(const Args& a, void* workspace, int sm_count, void* stream, LaunchCache* cache,
-                        int64_t* ws_query) {
-  using Gemm = Sm90Gemm<cutlass::float_e4m3_t, cutlass::bfloat16_t, true>;
-  return Gemm::run(a, workspace, sm_count, stream, cache, ws_query);
-}
-
-}  // namespace opendnn::cuda::gemm
+OPENDNN_GEMM_KERNEL(FP8_E4M3, true, NONE, COOP)

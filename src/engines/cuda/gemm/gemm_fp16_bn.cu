@@ -1,13 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// fp16 GEMM with row-major (N-contiguous) B: one instantiation of gemm_sm90.cuh.
+// fp16 GEMM, row-major (N-contiguous) B, cooperative 128x256x64: one kernel for every epilogue, the activation a
+// run-time switch (fp16 does not get a kernel per activation, to keep the build small).
 #include "engines/cuda/gemm/gemm_sm90.cuh"
 
-namespace opendnn::cuda::gemm {
-
-const char* run_fp16_bn(const Args& a, void* workspace, int sm_count, void* stream, LaunchCache* cache,
-                       int64_t* ws_query) {
-  using Gemm = Sm90Gemm<cutlass::half_t, cutlass::half_t, false>;
-  return Gemm::run(a, workspace, sm_count, stream, cache, ws_query);
-}
-
-}  // namespace opendnn::cuda::gemm
+OPENDNN_GEMM_KERNEL(FP16, false, RUNTIME, COOP)

@@ -10,10 +10,35 @@ namespace {
 
 using Runner = const char* (*)(const Args&, void*, int, void*, LaunchCache*, int64_t*);
 
+// bf16 COOP has one kernel per activation (gemm_bf16_<layout>_<act>.cu).
+template <bool BK>
+Runner bf16_coop(Act act) {
+  switch (act) {
+    case Act::NONE: return run<Elem::BF16, BK, Act::NONE, Config::COOP>;
+    case Act::RELU: return run<Elem::BF16, BK, Act::RELU, Config::COOP>;
+    case Act::GELU_ERF: return run<Elem::BF16, BK, Act::GELU_ERF, Config::COOP>;
+    case Act::GELU_TANH: return run<Elem::BF16, BK, Act::GELU_TANH, Config::COOP>;
+    case Act::SILU: return run<Elem::BF16, BK, Act::SILU, Config::COOP>;
+    default: return nullptr;
+  }
+}
+
+// The instantiated kernels, or null.
 Runner runner(const Args& a) {
-  if (a.type == Elem::FP8_E4M3) return run_e4m3_bk;
-  if (a.type == Elem::BF16) return a.b_k_major ? run_bf16_bk : run_bf16_bn;
-  return a.b_k_major ? run_fp16_bk : run_fp16_bn;
+  const bool none = a.act.act == Act::NONE;
+  switch (a.config) {
+    case Config::COOP:
+      if (a.type == Elem::FP8_E4M3) return none ? run<Elem::FP8_E4M3, true, Act::NONE, Config::COOP> : nullptr;
+      if (a.type == Elem::FP16)  // fewer kernels: one that switches on the activation
+        return a.b_k_major ? run<Elem::FP16, true, Act::RUNTIME, Config::COOP>
+                           : run<Elem::FP16, false, Act::RUNTIME, Config::COOP>;
+      return a.b_k_major ? bf16_coop<true>(a.act.act) : bf16_coop<false>(a.act.act);
+    case Config::PINGPONG:
+      return a.type == Elem::BF16 && a.b_k_major && none ? run<Elem::BF16, true, Act::NONE, Config::PINGPONG> : nullptr;
+    case Config::FAST_ACCUM:
+      return a.type == Elem::FP8_E4M3 && none ? run<Elem::FP8_E4M3, true, Act::NONE, Config::FAST_ACCUM> : nullptr;
+  }
+  return nullptr;
 }
 
 // TMA's stride and address rule: 16 bytes, 8 elements of D (16-bit) and of 16-bit A/B, 16 of fp8.
@@ -40,18 +65,22 @@ const char* check(const Args& a) {
   return "";
 }
 
+bool has_kernel(const Args& a) { return runner(a) != nullptr; }
+
 int64_t workspace_bytes(const Args& a, int sm_count) {
   int64_t bytes = 0;
-  runner(a)(a, nullptr, sm_count, nullptr, nullptr, &bytes);
+  if (Runner r = runner(a)) r(a, nullptr, sm_count, nullptr, nullptr, &bytes);
   return bytes;
 }
 
 const char* launch(const Args& a, void* workspace, int sm_count, void* stream, LaunchCache& cache) {
-  if (cache.matches(a, workspace)) return runner(a)(a, workspace, sm_count, stream, &cache, nullptr);
+  Runner r = runner(a);
+  if (!r) return "no kernel is instantiated for this configuration";
+  if (cache.matches(a, workspace)) return r(a, workspace, sm_count, stream, &cache, nullptr);
   if (!aligned_ptr(a.a) || !aligned_ptr(a.b) || !aligned_ptr(a.d) || (a.bias && !aligned_ptr(a.bias)) ||
       (a.residual && !aligned_ptr(a.residual)))
     return "A, B, C, bias and residual must be 16-byte aligned (TMA)";
-  return runner(a)(a, workspace, sm_count, stream, &cache, nullptr);
+  return r(a, workspace, sm_count, stream, &cache, nullptr);
 }
 
 }  // namespace opendnn::cuda::gemm

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Hopper GEMM kernels (CUTLASS 3.x sm90 TMA + wgmma, warp-specialized, persistent) behind a plain
-// launch API, so adapters never include CUTLASS. One instantiation per translation unit.
+// launch API, so adapters never include CUTLASS. One instantiation per translation unit (gemm_*.cu).
 //
 //   D[l, m, n] = act(alpha * sum_k A[l, m, k] B[l, k, n] + bias[n] + beta * R[l, m, n])
 // A is row-major (K contiguous), D and R are row-major (N contiguous); B is row-major (N contiguous)
@@ -15,9 +15,15 @@
 namespace opendnn::cuda::gemm {
 
 enum class Elem : int { BF16, FP16, FP8_E4M3 };
-enum class Act : int { NONE, RELU, GELU_ERF, GELU_TANH, SILU };
+// RUNTIME names a kernel, never an ActArgs value: one kernel that switches on ActArgs::act.
+enum class Act : int { NONE, RELU, GELU_ERF, GELU_TANH, SILU, RUNTIME };
+// The kernel configurations (gemm_sm90.cuh says what each is); COOP exists for every type and layout.
+enum class Config : int { COOP, PINGPONG, FAST_ACCUM };
+// The persistent tile scheduler's walk over the output tiles (CUTLASS's RasterOrderOptions).
+enum class Raster : int { HEURISTIC, ALONG_M, ALONG_N };
 
-// The kernels' run-time activation switch (also the CUTLASS epilogue argument).
+// The epilogue's run-time arguments (CUTLASS hands them to the activation functor): the activation,
+// which only Act::RUNTIME kernels read, and SiLU's beta.
 struct ActArgs {
   Act act = Act::NONE;
   float swish_beta = 1.0f;
@@ -40,6 +46,9 @@ struct Args {
   float alpha = 1.0f, beta = 0.0f;
   const float* scale[3] = {nullptr, nullptr, nullptr};  // FP8_E4M3 only: fp32 scalars in device memory
   ActArgs act;
+  Config config = Config::COOP;
+  int swizzle = 1;  // max_swizzle_size: 1, 2, 4 or 8 tiles
+  Raster raster = Raster::HEURISTIC;
 };
 
 // The kernel parameters of the last launch of a plan, reused while its pointers and alpha stay the
@@ -64,21 +73,15 @@ struct LaunchCache {
 
 // "" when the kernels take these shapes and strides, else why not (pointers are checked at launch).
 const char* check(const Args& a);
+// Whether a kernel of a.config is instantiated for a's type, layout and activation.
+bool has_kernel(const Args& a);
 int64_t workspace_bytes(const Args& a, int sm_count);
 // Launch on `stream` (a cudaStream_t). Returns an error string or nullptr.
 const char* launch(const Args& a, void* workspace, int sm_count, void* stream, LaunchCache& cache);
 
-// One entry point per instantiation (gemm_<type>_<b layout>.cu); with ws_query set, only reports
-// the workspace size.
-const char* run_bf16_bn(const Args& a, void* workspace, int sm_count, void* stream, LaunchCache* cache,
-                       int64_t* ws_query);
-const char* run_bf16_bk(const Args& a, void* workspace, int sm_count, void* stream, LaunchCache* cache,
-                       int64_t* ws_query);
-const char* run_fp16_bn(const Args& a, void* workspace, int sm_count, void* stream, LaunchCache* cache,
-                       int64_t* ws_query);
-const char* run_fp16_bk(const Args& a, void* workspace, int sm_count, void* stream, LaunchCache* cache,
-                       int64_t* ws_query);
-const char* run_e4m3_bk(const Args& a, void* workspace, int sm_count, void* stream, LaunchCache* cache,
-                        int64_t* ws_query);
+// One kernel; gemm_*.cu instantiate those gemm_kernels.cpp dispatches to. With ws_query set, only
+// reports the workspace size.
+template <Elem E, bool BKMajor, Act A, Config C>
+const char* run(const Args& a, void* workspace, int sm_count, void* stream, LaunchCache* cache, int64_t* ws_query);
 
 }  // namespace opendnn::cuda::gemm

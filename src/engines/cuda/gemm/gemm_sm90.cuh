@@ -1,9 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-// The one CUTLASS 3.x sm90 GEMM configuration every gemm_<type>_<layout>.cu instantiates once:
-// 128x256x64 tiles for 16-bit types (128x128x128 for fp8), 2x1 clusters, TMA loads, wgmma,
-// cooperative warp-specialized persistent kernel, and an epilogue
-// D = act(alpha * acc + bias[n] + beta * R) whose activation is picked at run time, so one
-// instantiation serves every fused epilogue.
+// The CUTLASS 3.x sm90 GEMM kernels; each gemm_*.cu instantiates one of them (OPENDNN_GEMM_KERNEL):
+//   COOP       128x256x64 tiles for 16-bit types (128x128x128 for fp8, fp32 promotion), cooperative
+//   PINGPONG   128x128x64, two consumer warpgroups on their own tiles (one's epilogue under the other's MMA)
+//   FAST_ACCUM fp8 only: 128x256x128, cooperative, no fp32 promotion of the wgmma accumulator
+// all with 2x1 clusters, TMA loads, wgmma, a persistent tile scheduler whose swizzle and raster order
+// are run-time arguments, and an epilogue D = act(alpha * acc + bias[n] + beta * R). The activation is
+// a template parameter: a run-time switch inside CUTLASS's unrolled per-element epilogue kept every
+// case's code for each accumulator element (128 BRX jumps and ~186 KB of SASS a tile loop) and made
+// fused bias+GELU 2.5x slower than the plain GEMM. Act::RUNTIME keeps the switch, hoisted out of the
+// per-fragment loop, for the types that do not get one kernel per activation (fp16).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -21,65 +26,110 @@
 
 namespace opendnn::cuda::gemm {
 
-__device__ __forceinline__ float act_one(float x, const ActArgs& p) {
-  switch (p.act) {
-    case Act::NONE: return x;
-    case Act::RELU: return fmaxf(x, 0.0f);
-    case Act::GELU_ERF: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-    case Act::GELU_TANH: {
-      float u = 0.79788456080286536f * (x + 0.044715f * x * x * x);
-      return 0.5f * x * (1.0f + tanhf(u));
-    }
-    case Act::SILU: return x / (1.0f + __expf(-p.swish_beta * x));
+template <Act A>
+__device__ __forceinline__ float act_fixed(float x, float swish_beta) {
+  if constexpr (A == Act::RELU) return fmaxf(x, 0.0f);
+  if constexpr (A == Act::GELU_ERF) return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+  if constexpr (A == Act::GELU_TANH) {
+    float u = 0.79788456080286536f * (x + 0.044715f * x * x * x);
+    return 0.5f * x * (1.0f + tanhf(u));
   }
+  if constexpr (A == Act::SILU) return x / (1.0f + __expf(-swish_beta * x));
   return x;
 }
 
-// CUTLASS's Sm90Compute hands a functor with an `Arguments` member its arguments at run time; the
-// activation stays a run-time switch (uniform across the grid) instead of one kernel per activation.
-template <class T>
-struct RuntimeAct {
-  using Arguments = ActArgs;
-  __device__ float operator()(float x, const ActArgs& p) const { return act_one(x, p); }
+template <Act A, int N>
+__device__ __forceinline__ void act_array(cutlass::Array<float, N>& y, const cutlass::Array<float, N>& x, float beta) {
+  CUTLASS_PRAGMA_UNROLL
+  for (int i = 0; i < N; ++i) y[i] = act_fixed<A>(x[i], beta);
+}
+
+// CUTLASS's Sm90Compute hands a functor with an `Arguments` member its arguments at run time (the
+// swish beta, and for Act::RUNTIME the activation itself).
+template <Act A>
+struct Activation {
+  template <class T>
+  struct Fn {
+    using Arguments = ActArgs;
+    __device__ float operator()(float x, const ActArgs& p) const {
+      cutlass::Array<float, 1> v;
+      v[0] = x;
+      return Fn<cutlass::Array<float, 1>>{}(v, p)[0];
+    }
+  };
+  template <int N>
+  struct Fn<cutlass::Array<float, N>> {
+    using Arguments = ActArgs;
+    __device__ cutlass::Array<float, N> operator()(const cutlass::Array<float, N>& x, const ActArgs& p) const {
+      if constexpr (A == Act::NONE) return x;
+      cutlass::Array<float, N> y;
+      if constexpr (A != Act::RUNTIME) {
+        act_array<A>(y, x, p.swish_beta);
+      } else {
+        if (p.act == Act::NONE) return x;  // a uniform branch: the plain GEMM skips the jump table
+        switch (p.act) {  // once a fragment, outside the element loop
+          case Act::RELU: act_array<Act::RELU>(y, x, p.swish_beta); break;
+          case Act::GELU_ERF: act_array<Act::GELU_ERF>(y, x, p.swish_beta); break;
+          case Act::GELU_TANH: act_array<Act::GELU_TANH>(y, x, p.swish_beta); break;
+          case Act::SILU: act_array<Act::SILU>(y, x, p.swish_beta); break;
+          default: y = x;
+        }
+      }
+      return y;
+    }
+  };
 };
 
-template <int N>
-struct RuntimeAct<cutlass::Array<float, N>> {
-  using Arguments = ActArgs;
-  __device__ cutlass::Array<float, N> operator()(const cutlass::Array<float, N>& x, const ActArgs& p) const {
-    cutlass::Array<float, N> y;
-    if (p.act == Act::NONE) return x;
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < N; ++i) y[i] = act_one(x[i], p);
-    return y;
-  }
+template <Elem E>
+struct Types {  // A and B; D, the residual and the bias
+  using AB = std::conditional_t<E == Elem::FP16, cutlass::half_t,
+                                std::conditional_t<E == Elem::BF16, cutlass::bfloat16_t, cutlass::float_e4m3_t>>;
+  using D = std::conditional_t<E == Elem::FP16, cutlass::half_t, cutlass::bfloat16_t>;
 };
 
-// TAB: the type of A and B; TD: of D, the residual and the bias. An fp8 TAB takes the scaled epilogue
-// (alpha times the three device scalars of Args::scale).
-template <class TAB, class TD, bool BKMajor>
+// Tile and schedules of a Config. fp8 COOP keeps a second fp32 accumulator (promotion every few
+// k-blocks): 128x256 would spill there, 128x128 fits; FAST_ACCUM drops the promotion to afford 128x256.
+template <Config C, bool kFp8>
+struct Schedule {
+  static constexpr int kN = C == Config::PINGPONG || (C == Config::COOP && kFp8) ? 128 : 256;
+  using Tile = cute::Shape<cute::_128, cute::Int<kN>, cute::Int<kFp8 ? 128 : 64>>;
+  using Mainloop = std::conditional_t<
+      C == Config::PINGPONG, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
+      std::conditional_t<C == Config::FAST_ACCUM, cutlass::gemm::KernelTmaWarpSpecializedCooperativeFP8FastAccum,
+                         cutlass::gemm::KernelTmaWarpSpecializedCooperative>>;
+  using Epilogue = std::conditional_t<C == Config::PINGPONG, cutlass::epilogue::TmaWarpSpecialized,
+                                      cutlass::epilogue::TmaWarpSpecializedCooperative>;
+  static_assert(C != Config::FAST_ACCUM || kFp8, "FAST_ACCUM is an fp8 mainloop");
+};
+
+// An fp8 A/B takes the scaled epilogue (alpha times the three device scalars of Args::scale).
+template <Elem E, bool BKMajor, Act A, Config C>
 struct Sm90Gemm {
-  static constexpr bool kScaled = sizeof(TAB) == 1;
+  static constexpr bool kScaled = E == Elem::FP8_E4M3;
+  using TAB = typename Types<E>::AB;
+  using TD = typename Types<E>::D;
+  using Sched = Schedule<C, kScaled>;
   using LayoutA = cutlass::layout::RowMajor;
   using LayoutB = std::conditional_t<BKMajor, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor>;
   using LayoutD = cutlass::layout::RowMajor;
   static constexpr int kAlignAB = 16 / sizeof(TAB), kAlignD = 16 / sizeof(TD);
-  // fp8 keeps a second fp32 accumulator (promotion every few k-blocks): 128x256 would spill, 128x128 fits.
-  using Tile = cute::Shape<cute::_128, cute::Int<kScaled ? 128 : 256>, cute::Int<128 / sizeof(TAB)>>;
+  using Tile = typename Sched::Tile;
   using Cluster = cute::Shape<cute::_2, cute::_1, cute::_1>;
+  template <class T>
+  using ActFn = typename Activation<A>::template Fn<T>;
   using Fusion = std::conditional_t<
-      kScaled, cutlass::epilogue::fusion::ScaledLinCombPerColBiasEltAct<RuntimeAct, TD, float, TD, TD, float>,
-      cutlass::epilogue::fusion::LinCombPerColBiasEltAct<RuntimeAct, TD, float, TD, TD, float>>;
+      kScaled, cutlass::epilogue::fusion::ScaledLinCombPerColBiasEltAct<ActFn, TD, float, TD, TD, float>,
+      cutlass::epilogue::fusion::LinCombPerColBiasEltAct<ActFn, TD, float, TD, TD, float>>;
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, TD, LayoutD, kAlignD, TD, LayoutD, kAlignD,
-      cutlass::epilogue::TmaWarpSpecializedCooperative, Fusion>::CollectiveOp;
+      typename Sched::Epilogue, Fusion>::CollectiveOp;
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TAB, LayoutA, kAlignAB, TAB, LayoutB, kAlignAB, float, Tile,
       Cluster,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename Epilogue::SharedStorage))>,
-      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
+      typename Sched::Mainloop>::CollectiveOp;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, Epilogue>;
   using Device = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 
@@ -107,6 +157,11 @@ struct Sm90Gemm {
         {static_cast<const TAB*>(a.a), sa, static_cast<const TAB*>(a.b), sb},
         {{}, static_cast<const TD*>(res ? a.residual : a.d), sc, static_cast<TD*>(a.d), sd},
         hw};
+    using Order = cutlass::gemm::kernel::detail::RasterOrderOptions;
+    args.scheduler.max_swizzle_size = a.swizzle;
+    args.scheduler.raster_order = a.raster == Raster::ALONG_M   ? Order::AlongM
+                                  : a.raster == Raster::ALONG_N ? Order::AlongN
+                                                                : Order::Heuristic;
     auto& f = args.epilogue.thread;
     f.alpha = a.alpha;
     f.beta = res ? a.beta : 0.0f;
@@ -157,4 +212,15 @@ struct Sm90Gemm {
   }
 };
 
+template <Elem E, bool BKMajor, Act A, Config C>
+const char* run(const Args& a, void* workspace, int sm_count, void* stream, LaunchCache* cache, int64_t* ws_query) {
+  return Sm90Gemm<E, BKMajor, A, C>::run(a, workspace, sm_count, stream, cache, ws_query);
+}
+
 }  // namespace opendnn::cuda::gemm
+
+// The body of a gemm_*.cu: the explicit instantiation of one kernel that gemm_kernels.cpp dispatches to.
+#define OPENDNN_GEMM_KERNEL(E, BK, A, C)                                                                         \
+  template const char* opendnn::cuda::gemm::run<opendnn::cuda::gemm::Elem::E, BK, opendnn::cuda::gemm::Act::A, \
+                                                opendnn::cuda::gemm::Config::C>(                                \
+      const opendnn::cuda::gemm::Args&, void*, int, void*, opendnn::cuda::gemm::LaunchCache*, int64_t*);

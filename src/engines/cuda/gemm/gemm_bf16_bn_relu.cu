@@ -1,0 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// bf16 GEMM, row-major (N-contiguous) B, cooperative 128x256x64, epilogue activation relu.
+#include "engines/cuda/gemm/gemm_sm90.cuh"
+
+OPENDNN_GEMM_KERNEL(BF16, false, RELU, COOP)
