@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <unordered_map>
@@ -118,20 +119,38 @@ void make_graph(const Case& c, GemmGraph& gg, float alpha) {
   gg.out = y;
 }
 
-// Plans on the cuda engine alone; false (no failure) when it has no plan.
-bool plan_on_cuda(Graph& g) {
+// Sets an environment variable for a scope (the gemm plans that are opt-in, the scheduler knobs).
+struct ScopedEnv {
+  const char* name;
+  ScopedEnv(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
+  ~ScopedEnv() { unsetenv(name); }
+};
+
+// Plans on the cuda engine alone; false (no failure) when it has no plan. With `plan`, selects the
+// cuda plan whose name contains it, and fails when there is none.
+bool plan_on_cuda(Graph& g, const char* plan = nullptr) {
   if (Status s = g.validate(); s.is_bad()) return ADD_FAILURE() << s.to_string(), false;
   if (Status s = g.create_execution_plans({HeurMode::A}); s.is_bad()) return false;
   if (Status s = g.deselect_engines({"cudnn", "reference"}); s.is_bad()) return false;
   if (g.check_support().is_bad() || g.get_execution_plan_count() == 0) return false;
   if (Status s = g.build_plans(); s.is_bad()) return ADD_FAILURE() << s.to_string(), false;
+  if (plan) {
+    int64_t found = -1;
+    std::string name, engine;
+    for (int64_t i = 0; i < g.get_execution_plan_count() && found < 0; ++i)
+      if (g.get_engine_name_at_index(i, engine).is_good() && engine == "cuda" &&
+          g.get_plan_name_at_index(i, name).is_good() && name.find(plan) != std::string::npos)
+        found = i;
+    if (found < 0) return ADD_FAILURE() << "no cuda plan named *" << plan << "*", false;
+    if (Status s = g.select_plan(found); s.is_bad()) return ADD_FAILURE() << s.to_string(), false;
+  }
   std::string engine;
   EXPECT_TRUE(g.get_engine_name_at_index(g.selected_plan(), engine).is_good());
   return engine == "cuda";
 }
 
-void check_gemm(const Case& c) {
-  SCOPED_TRACE(describe(c));
+void check_gemm(const Case& c, const char* plan = nullptr) {
+  SCOPED_TRACE(describe(c) + (plan ? std::string(" plan *") + plan + "*" : ""));
   std::mt19937 rng(uint32_t(7 + c.M * 31 + c.N * 7 + c.K + int(c.epi)));
   const float alpha = 0.75f;
   const int64_t LB = c.shared_b ? 1 : c.L;
@@ -139,7 +158,7 @@ void check_gemm(const Case& c) {
       bias(c.type, size_t(c.N), &rng), res(c.type, size_t(c.L * c.M * c.N), &rng), out(c.type, size_t(c.L * c.M * c.N), nullptr);
   GemmGraph gg;
   make_graph(c, gg, alpha);
-  ASSERT_TRUE(plan_on_cuda(gg.g)) << "the cuda engine declined";
+  ASSERT_TRUE(plan_on_cuda(gg.g, plan)) << "the cuda engine declined";
   int64_t ws_bytes = gg.g.get_workspace_size();
   void* ws = nullptr;
   if (ws_bytes > 0) {
@@ -205,8 +224,9 @@ TEST_F(CudaGemm, FusedEpilogues) {
 }
 
 // MATMUL_FP8, e4m3 A and column-major B, bf16 C = (A · B) * descale_A * descale_B * scale_C.
-void check_fp8(int64_t M, int64_t N, int64_t K) {
-  SCOPED_TRACE("fp8 M" + std::to_string(M) + " N" + std::to_string(N) + " K" + std::to_string(K));
+void check_fp8(int64_t M, int64_t N, int64_t K, const char* plan = nullptr) {
+  SCOPED_TRACE("fp8 M" + std::to_string(M) + " N" + std::to_string(N) + " K" + std::to_string(K) +
+               (plan ? std::string(" plan *") + plan + "*" : ""));
   std::mt19937 rng(uint32_t(M * 3 + N * 5 + K));
   const DataType F8 = DataType::FP8_E4M3;
   Buf a(F8, size_t(M * K), &rng, -4, 4), b(F8, size_t(K * N), &rng, -4, 4), out(DataType::BFLOAT16, size_t(M * N), nullptr);
@@ -221,7 +241,7 @@ void check_fp8(int64_t M, int64_t N, int64_t K) {
   auto outs = g.matmul_fp8(A, B, s[0], s[1], s[2], NodeAttrs().set_name("mm8"));
   outs[0]->set_output(true).set_data_type(DataType::BFLOAT16);
   outs[1]->set_data_type(DataType::FLOAT);  // amax_C stays virtual: the cuda plan does not compute it
-  ASSERT_TRUE(plan_on_cuda(g)) << "the cuda engine declined";
+  ASSERT_TRUE(plan_on_cuda(g, plan)) << "the cuda engine declined";
   std::unordered_map<TensorPtr, void*> pack = {{A, a.p}, {B, b.p}, {outs[0], out.p}};
   for (int i = 0; i < 3; ++i) pack[s[size_t(i)]] = static_cast<float*>(scales.p) + i;
   Status st = g.execute(pack, nullptr);
@@ -246,6 +266,44 @@ TEST_F(CudaGemm, Fp8E4m3) {
   check_fp8(77, 200, 16);
   check_fp8(129, 264, 144);
   check_fp8(512, 512, 1024);
+}
+
+// The second tile configuration (opt-in until this test passes on a GPU), selected explicitly: the
+// edge shapes and the epilogues its one kernel (no activation) takes.
+TEST_F(CudaGemm, PingpongPlan) {
+  ScopedEnv on("OPENDNN_GEMM_PINGPONG", "1");
+  const DataType t = DataType::BFLOAT16;
+  check_gemm({t, 1, 1, 256, 64, true, Epi::NONE}, "pingpong");
+  check_gemm({t, 1, 77, 200, 8, true, Epi::NONE}, "pingpong");
+  check_gemm({t, 1, 129, 264, 72, true, Epi::NONE}, "pingpong");
+  check_gemm({t, 3, 65, 136, 40, true, Epi::NONE}, "pingpong");
+  check_gemm({t, 3, 33, 64, 48, true, Epi::BIAS, true}, "pingpong");
+  check_gemm({t, 1, 512, 512, 512, true, Epi::NONE}, "pingpong");
+  check_gemm({t, 2, 97, 152, 136, true, Epi::SCALE_BIAS_RESIDUAL}, "pingpong");
+  check_gemm({t, 2, 97, 152, 136, true, Epi::RESIDUAL}, "pingpong");
+}
+
+// The scheduler knobs: a swizzle pads the tile grid and runs the padding tiles (M 1900, N 1224: coop
+// 16 x 5 tiles, swizzle 4, to 16 x 8; pingpong 16 x 10, swizzle 8, to 16 x 16); every raster order
+// must still write exactly the output.
+TEST_F(CudaGemm, SwizzleAndRasterKnobs) {
+  ScopedEnv pp("OPENDNN_GEMM_PINGPONG", "1");
+  for (const char* raster : {"m", "n", "h"}) {
+    ScopedEnv sw("OPENDNN_GEMM_SWIZZLE", "8"), r("OPENDNN_GEMM_RASTER", raster);
+    SCOPED_TRACE(std::string("raster ") + raster);
+    check_gemm({DataType::BFLOAT16, 1, 1900, 1224, 64, true, Epi::BIAS_GELU}, "coop");
+    check_gemm({DataType::HALF, 2, 1000, 1000, 32, false, Epi::NONE}, "coop");
+    check_gemm({DataType::BFLOAT16, 1, 1900, 1224, 64, true, Epi::BIAS}, "pingpong");
+  }
+}
+
+// fp8 without fp32 promotion, 128x256x128 (opt-in until this passes on a GPU), selected explicitly.
+TEST_F(CudaGemm, Fp8E4m3FastAccum) {
+  ScopedEnv on("OPENDNN_GEMM_FP8_FAST", "1");
+  check_fp8(1, 64, 32, "fastacc");
+  check_fp8(77, 200, 16, "fastacc");
+  check_fp8(129, 264, 144, "fastacc");
+  check_fp8(512, 512, 1024, "fastacc");
 }
 
 // Shapes TMA cannot address decline with a reason instead of running.
