@@ -9,8 +9,15 @@ process on the same inputs. Writes bench/results/gemm.json (+ .png).
 Layouts: "nn" is torch.matmul(a, b) with b [K, N] contiguous; "nt" is F.linear(x, w), w [N, K]
 contiguous (B column-major, the layout of nn.Linear weights). Each result is checked against torch's
 own output in the same run (relative Frobenius error).
+
+Besides the default plan, it times every cuda plan of a graph selected explicitly ("plans_" rows:
+cooperative 128x256 against pingpong 128x128, fp8 with and without fp32 promotion; the opt-in plans
+are switched on here) and, with the tile scheduler's knobs set through OPENDNN_GEMM_SWIZZLE and
+OPENDNN_GEMM_RASTER, an A/B grid of swizzle x raster order ("knobs_" rows, --no-knobs skips it).
 """
 import argparse
+import contextlib
+import os
 import sys
 
 import torch
@@ -99,27 +106,129 @@ def bench_bf16(M, N, K, layout, epilogue, compile_peer):
     return row
 
 
-def bench_fp8(M, N, K):
-    """fp8 e4m3 GEMM with per-tensor scales and a bf16 output against torch._scaled_mm."""
-    row = {"case": f"fp8_e4m3_nt_{M}x{N}x{K}", "dtype": "fp8_e4m3", "layout": "nt", "epilogue": "none",
-           "M": M, "N": N, "K": K}
+def cuda_plans(g):
+    """Plans `g` (the opt-in cuda plans included): {cuda plan name: index}."""
+    g.validate()
+    g.build_operation_graph()
+    g.create_execution_plans([cudnn.heur_mode.A])
+    return {g.get_plan_name_at_index(i): i for i in range(g.get_execution_plan_count())
+            if g.get_engine_name_at_index(i) == "cuda"}
+
+
+def time_plan(g, index, pack, y, ref):
+    """Selects (builds) plan `index`, runs it once into a poisoned `y`, checks it against `ref` and times it:
+    (median ms, rel_err), or (None, reason)."""
+    try:
+        g.select_plan(index)
+    except Exception as e:
+        return None, failure(e)
+    ws = torch.empty(max(1, g.get_workspace_size()), dtype=torch.uint8, device="cuda")
+    y.fill_(float("nan"))
+    g.execute(pack, ws)
+    torch.cuda.synchronize()
+    return time_cuda(lambda: g.execute(pack, ws)), rel_err(y, ref)
+
+
+def plan_tag(name):
+    """A short column name for a plan: coop, pingpong, coop_fastacc."""
+    for tag in ("coop_fastacc", "pingpong", "coop"):
+        if tag in name:
+            return tag
+    return name
+
+
+def nt_inputs(M, N, K):
+    torch.manual_seed(0)
+    a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(N, K, device="cuda", dtype=torch.bfloat16) / K**0.5
+    return a, w
+
+
+def bench_plans(M, N, K, env=None, prefix="plans"):
+    """Every cuda plan of the bf16 NT GEMM, each selected explicitly, against torch.matmul. `env` sets
+    OPENDNN_GEMM_* variables while planning (the knobs are read at planning time)."""
+    a, w = nt_inputs(M, N, K)
+    ref = torch.matmul(a, w.t())
+    tag = "_".join(f"{k.rsplit('_', 1)[-1].lower()}{v}" for k, v in (env or {}).items())
+    row = {"case": f"{prefix}_bf16_nt_{M}x{N}x{K}" + (f"_{tag}" if tag else ""), "dtype": "bf16", "layout": "nt",
+           "epilogue": "none", "M": M, "N": N, "K": K, **({"env": env} if env else {})}
+    row["torch_matmul_ms"] = time_cuda(lambda: torch.matmul(a, w.t()))
+    with environ({"OPENDNN_GEMM_PINGPONG": "1", **(env or {})}):
+        g, t = build(M, N, K, "nt", "none")
+        plans = cuda_plans(g)
+    y = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
+    # knob rows carry no speedup column: they are A/B data, not rows of the README's table
+    time_plans(row, g, plans, {t["a"]: a, t["b"]: w.t(), t["y"]: y}, y, ref, None if env else "torch_matmul")
+    return row
+
+
+def time_plans(row, g, plans, pack, y, ref, peer):
+    """Times each plan of `plans` ({name: index}) into <tag>_ms / _rel_err / _tflops columns, and the
+    fastest correct one as opendnn_ms, with its tag as `winner`."""
+    M, N, K = row["M"], row["N"], row["K"]
+    best = None
+    for name, index in plans.items():
+        col = plan_tag(name)
+        ms, err = time_plan(g, index, pack, y, ref)
+        if ms is None:
+            row[col + "_error"] = err
+            continue
+        row[col + "_plan"], row[col + "_ms"], row[col + "_rel_err"] = name, ms, err
+        row[col + "_tflops"] = 2.0 * M * N * K / (ms * 1e-3) / 1e12
+        if err >= TOL:
+            row["correct"] = False
+        elif best is None or ms < row[best + "_ms"]:
+            best = col
+    row.setdefault("correct", best is not None)
+    if best:
+        row["winner"] = best
+        row["opendnn_ms"] = row[best + "_ms"]
+        row["opendnn_tflops"] = row[best + "_tflops"]
+        if peer:
+            add_speedups(row, (peer,))
+
+
+@contextlib.contextmanager
+def environ(values):
+    """Sets environment variables for a block (the cuda engine reads its opt-ins and knobs when planning)."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+KNOB_GRID = [(s, r) for s in (1, 2, 4, 8) for r in ("h", "m", "n")]
+
+
+def summarize_knobs(rows, M, N, K):
+    """Prints the fastest swizzle x raster setting of each plan for one shape."""
+    knob_rows = [r for r in rows if r["case"].startswith(f"knobs_bf16_nt_{M}x{N}x{K}_")]
+    for tag in ("coop", "pingpong"):
+        timed = [(r[tag + "_ms"], r["env"]) for r in knob_rows if r.get(tag + "_ms") and r.get(tag + "_rel_err", 1) < TOL]
+        if timed:
+            ms, env = min(timed, key=lambda x: x[0])
+            print(f"KNOBS {M}x{N}x{K} {tag}: best {ms:.4f} ms at swizzle {env['OPENDNN_GEMM_SWIZZLE']} "
+                  f"raster {env['OPENDNN_GEMM_RASTER']}", flush=True)
+
+
+def fp8_inputs(M, N, K):
+    """e4m3 A [M, K] and W [N, K], the three fp32 scales and torch's reference (bf16)."""
     torch.manual_seed(0)
     a = torch.randn(M, K, device="cuda").to(torch.float8_e4m3fn)
     w = torch.randn(N, K, device="cuda").to(torch.float8_e4m3fn)
     scales = [torch.tensor(v, device="cuda", dtype=torch.float32) for v in (0.5, 0.25, 1.0 / K**0.5)]
+    ref = torch._scaled_mm(a, w.t(), scales[0], scales[1], out_dtype=torch.bfloat16) * scales[2]
+    return a, w, scales, ref
 
-    def peer():
-        return torch._scaled_mm(a, w.t(), scales[0], scales[1], out_dtype=torch.bfloat16) * scales[2]
 
-    def peer_gemm_only():  # scale_C folded into a scale, one kernel, the fair peer
-        return torch._scaled_mm(a, w.t(), scales[0], scales[1] * scales[2], out_dtype=torch.bfloat16)
-
-    ref = peer()
-    try:
-        row["torch_scaled_mm_ms"] = time_cuda(peer_gemm_only)
-    except Exception as e:
-        row["torch_scaled_mm_error"] = str(e)[:200]
-        return row
+def fp8_graph(M, N, K, a, w, scales):
+    """MATMUL_FP8 with a bf16 C: (graph, variant pack, poisoned output)."""
     g = new_graph()
     A = g.tensor(name="a", dim=[1, M, K], stride=[M * K, K, 1], data_type=cudnn.data_type.FP8_E4M3)
     B = g.tensor(name="b", dim=[1, K, N], stride=[K * N, 1, K], data_type=cudnn.data_type.FP8_E4M3)
@@ -128,8 +237,39 @@ def bench_fp8(M, N, K):
     c.set_output(True).set_data_type(BF16)
     amax.set_data_type(FP32)  # left virtual: the cuda plan does not compute amax
     y = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
-    pack = {A: a, B: w, c: y, s[0]: scales[0], s[1]: scales[1], s[2]: scales[2]}
+    return g, {A: a, B: w, c: y, s[0]: scales[0], s[1]: scales[1], s[2]: scales[2]}, y
+
+
+def bench_fp8(M, N, K):
+    """fp8 e4m3 GEMM with per-tensor scales and a bf16 output against torch._scaled_mm."""
+    row = {"case": f"fp8_e4m3_nt_{M}x{N}x{K}", "dtype": "fp8_e4m3", "layout": "nt", "epilogue": "none",
+           "M": M, "N": N, "K": K}
+    a, w, scales, ref = fp8_inputs(M, N, K)
+
+    def peer_gemm_only():  # scale_C folded into a scale, one kernel, the fair peer
+        return torch._scaled_mm(a, w.t(), scales[0], scales[1] * scales[2], out_dtype=torch.bfloat16)
+
+    try:
+        row["torch_scaled_mm_ms"] = time_cuda(peer_gemm_only)
+    except Exception as e:
+        row["torch_scaled_mm_error"] = str(e)[:200]
+        return row
+    g, pack, y = fp8_graph(M, N, K, a, w, scales)
     run_and_check(g, pack, y, ref, row, "torch_scaled_mm")
+    return row
+
+
+def bench_fp8_plans(M, N, K):
+    """Both fp8 plans (fp32 promotion, and fast accumulation 128x256), each selected explicitly."""
+    row = {"case": f"plans_fp8_e4m3_nt_{M}x{N}x{K}", "dtype": "fp8_e4m3", "layout": "nt", "epilogue": "none",
+           "M": M, "N": N, "K": K}
+    a, w, scales, ref = fp8_inputs(M, N, K)
+    row["torch_scaled_mm_ms"] = time_cuda(
+        lambda: torch._scaled_mm(a, w.t(), scales[0], scales[1] * scales[2], out_dtype=torch.bfloat16))
+    with environ({"OPENDNN_GEMM_FP8_FAST": "1"}):
+        g, pack, y = fp8_graph(M, N, K, a, w, scales)
+        plans = cuda_plans(g)
+    time_plans(row, g, plans, pack, y, ref, "torch_scaled_mm")
     return row
 
 
@@ -137,6 +277,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="a few shapes")
     ap.add_argument("--compile", action="store_true", help="also time torch.compile of GEMM + bias + GELU")
+    ap.add_argument("--no-knobs", action="store_true", help="skip the swizzle x raster A/B grid")
     args = ap.parse_args()
     cases = []
     if args.quick:
@@ -149,14 +290,29 @@ def main():
         cases += [(4096, 4096, 4096, "nn", "bias_gelu")]
 
     rows = []
-    for M, N, K, layout, epi in cases:
-        rows.append(bench_bf16(M, N, K, layout, epi, args.compile))
-        show(rows[-1])
+
+    def add(row):
+        rows.append(row)
+        show(row)
         write_results("gemm", rows)  # after every case: a fault later keeps what was measured
+
+    for M, N, K, layout, epi in cases:
+        add(bench_bf16(M, N, K, layout, epi, args.compile))
     for M, N, K in ([(8192, 8192, 8192)] if args.quick else [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 14336, 4096)]):
-        rows.append(bench_fp8(M, N, K))
-        show(rows[-1])
-    write_results("gemm", rows)
+        add(bench_fp8(M, N, K))
+        add(bench_fp8_plans(M, N, K))
+    # Every cuda plan selected explicitly, at its default knobs.
+    plan_shapes = [(4096, 4096, 4096), (8192, 14336, 4096)]
+    if not args.quick:
+        plan_shapes = [(4096, 4096, 4096), (8192, 8192, 8192)] + [(8192, n, k) for n in LLM_DIMS for k in LLM_DIMS]
+    for M, N, K in plan_shapes:
+        add(bench_plans(M, N, K))
+    # The tile scheduler's knobs, A/B in this run.
+    knob_shapes = [] if args.no_knobs else [(8192, 14336, 4096)] + ([] if args.quick else [(8192, 8192, 8192), (8192, 11008, 4096)])
+    for M, N, K in knob_shapes:
+        for sw, ra in KNOB_GRID:
+            add(bench_plans(M, N, K, {"OPENDNN_GEMM_SWIZZLE": str(sw), "OPENDNN_GEMM_RASTER": ra}, prefix="knobs"))
+        summarize_knobs(rows, M, N, K)
     bad = [r["case"] for r in rows if r.get("correct") is False]
     if bad:
         print("WRONG RESULTS:", ", ".join(bad))
