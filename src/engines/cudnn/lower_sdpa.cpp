@@ -2,9 +2,8 @@
 // SDPA forward and backward, as cuDNN's fused flash-attention operation graphs ("composite") or, for the
 // forward when the loaded cuDNN has it, as the single SDPA_FWD backend op ("unified"; SDPA_BWD declines).
 //
-// Options: padding (use_padding_mask + seq_len_q/kv [B,1,1,1] INT32) unified, and composite only under
-// OPENDNN_CUDNN_TRY_COMPOSITE_PADDING=1; ragged THD composite only under OPENDNN_CUDNN_TRY_RAGGED=1 (both
-// unverified, see composite_ok and ragged_ok); causal/right and
+// Options: padding (use_padding_mask + seq_len_q/kv [B,1,1,1] INT32) unified and composite (the latter
+// with seq_len M/N/K overrides on the matmuls); ragged THD composite only (see ragged_ok); causal/right and
 // left (sliding window) bounds and bias composite only (9.19's unified op has no band or bias
 // attributes); paged K/V and block_mask unified only (9.15+/9.14+); user-mask dropout (dropout_mask * dropout_scale) composite only. Generated (Philox)
 // dropout, ALiBi, sink tokens and cu_seq_len decline. sdpa_fp8 forward: composite,
@@ -37,7 +36,6 @@
 // composite SDPA graphs carry them.
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <limits>
 #include <utility>
 
@@ -57,14 +55,6 @@ bool padded(const Node& n) { return n.attr_bool("use_padding_mask") && has_in(n,
 
 bool paged(const Node& n) { return has_in(n, "page_table_k") || has_in(n, "page_table_v"); }
 
-// Opt-in switches for lowerings no GPU run has verified yet ("1" enables).
-constexpr const char* kTryPadding = "OPENDNN_CUDNN_TRY_COMPOSITE_PADDING";
-constexpr const char* kTryRagged = "OPENDNN_CUDNN_TRY_RAGGED";
-bool env_on(const char* name) {
-  const char* v = std::getenv(name);
-  return v && std::strcmp(v, "1") == 0;
-}
-
 bool dims_are(const TensorAttr& t, int64_t n0) {
   const auto& d = t.get_dim();
   return d.size() == 4 && d[0] == n0 && d[1] == 1 && d[2] == 1 && d[3] == 1 && t.get_stride()[0] == 1;
@@ -83,20 +73,14 @@ bool seq_lens_ok(const Node& n, std::string& why) {
   return true;
 }
 
-// Ragged (THD) layouts, composite only. The first H200 run of the composite forward (BSHD strides, INT32
-// element offsets) faulted with an illegal address. That lowering gave the matmuls no per-batch extents
-// (seq_len_q/kv as GEMM M/N/K overrides), which is how cuDNN Frontend's composite graphs tell the fused
-// attention engine how many rows each packed sequence has (and ragged offsets are served only with the
-// padding mask); the backward also described K (the reshape of Kᵀ feeding dQ = dS·K) without K's ragged
-// offset. Both are fixed, but unverified: tried only under OPENDNN_CUDNN_TRY_RAGGED=1. What the GPU test
-// does not cover declines: every Q/K/V/O (dO/dQ/dK/dV) must be ragged, no ragged Stats, no bias or
-// dropout mask, no grouped-query backward.
+// Ragged (THD) layouts, composite only. The first lowering faulted on the H200 (illegal address): it
+// gave the matmuls no per-batch extents (seq_len_q/kv as GEMM M/N/K overrides, which is how cuDNN
+// Frontend's composite graphs tell the fused attention engine how many rows each packed sequence has; THD
+// is served only with the padding mask), and the backward described K (the reshape of Kᵀ feeding dQ = dS·K)
+// without K's ragged offset. With both fixed, forward and backward match the reference engine on the H200
+// (test_cudnn_engine SdpaRaggedThd*). What that test does not cover declines: every Q/K/V/O (dO/dQ/dK/dV)
+// must be ragged, no ragged Stats, no bias or dropout mask, no grouped-query backward.
 bool ragged_ok(const Node& n, bool bwd, std::string& why) {
-  if (!env_on(kTryRagged)) {
-    why = "not supported: ragged (THD) offsets are declined until a GPU run verifies the lowering (cuDNN 9.19's "
-          "kernel faulted on an earlier one); OPENDNN_CUDNN_TRY_RAGGED=1 tries it";
-    return false;
-  }
   if (!padded(n)) { why = "ragged (THD) offsets need use_padding_mask with seq_len_q/kv (cuDNN serves THD only then)"; return false; }
   int64_t B = n.in("Q")->get_dim()[0];
   std::vector<TensorPtr> packed = {n.in("Q"), n.in("K"), n.in("V")};
@@ -344,17 +328,9 @@ bool composite_ok(const Node& n, std::string& why) {
   if (has_dropout_mask(n) && !has_in(n, "dropout_scale")) { why = "dropout_mask needs dropout_scale"; return false; }
   if (paged(n)) { why = "not supported: paged K/V is lowered only to the unified SDPA op (implementation UNIFIED or AUTO)"; return false; }
   if (has_in(n, "block_mask")) { why = "not supported: block_mask is lowered only to the unified SDPA op"; return false; }
-  // The padding mask as pointwise ops alone built and ran, but on the H200 (cuDNN 9.19) every batch
-  // after the first was computed with the first batch's lengths (Stats of batch 1 = log-sum-exp over all
-  // 128 keys instead of 50); its matmuls lacked the seq_len M/N/K overrides (see padding_mask). With
-  // them the composite padding is unverified, so it runs only when asked for (ragged graphs, which need
-  // the padding mask, come with OPENDNN_CUDNN_TRY_RAGGED=1).
-  if (padded(n) && !env_on(kTryPadding) && !is_ragged(n)) {
-    why = "not supported: the padding mask (seq_len_q/kv) in the composite attention graph is declined until a GPU run "
-          "verifies it (an earlier lowering applied batch 0's lengths to every batch); padding is lowered to the unified "
-          "SDPA op (implementation UNIFIED or AUTO), OPENDNN_CUDNN_TRY_COMPOSITE_PADDING=1 tries the composite one";
-    return false;
-  }
+  // The padding mask: the first lowering (pointwise ops alone) computed every batch after the first
+  // with the first batch's lengths on the H200; its matmuls lacked the seq_len M/N/K overrides (see
+  // padding_mask). With them, forward and backward match the reference (test_cudnn_engine SdpaPadding*).
   return true;
 }
 
