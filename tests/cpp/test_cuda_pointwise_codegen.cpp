@@ -183,3 +183,25 @@ TEST(CudaPointwiseCodegen, EveryModeCompilesWithNvrtcWhenPresent) {
     EXPECT_EQ(pw::nvrtc_compile(c.source, "sm_90a", cubin), "") << c.source;
   }
 }
+
+// The graph of bench/pointwise.py (two pass-by-value FLOAT scalars, a row bias, an identity at the end,
+// 8192x8192): the Python benchmark process crashed while planning it on the H200.
+TEST(CudaPointwiseCodegen, BenchmarkChainGeneratesAndCompiles) {
+  Graph g;
+  g.set_io_data_type(DataType::BFLOAT16).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+  auto x = input(g, "x", {8192, 8192}, DataType::BFLOAT16);
+  auto bias = input(g, "bias", {1, 8192}, DataType::BFLOAT16);
+  auto gate = input(g, "gate", {8192, 8192}, DataType::BFLOAT16);
+  auto s = g.tensor(Scalar::of_float(0.125f));
+  s->set_dim({1, 1}).set_stride({1, 1});
+  auto o = g.tensor(Scalar::of_float(1.5f));
+  o->set_dim({1, 1}).set_stride({1, 1});
+  auto y = g.identity(g.mul(g.mul(g.gelu(g.add(g.mul(x, s), bias)), gate), o));
+  y->set_output(true).set_data_type(DataType::BFLOAT16);
+  ASSERT_TRUE(g.validate().is_good()) << g.validate().to_string();
+  pw::Chain c;
+  ASSERT_EQ(pw::generate(g, c), "");
+  if (!pw::nvrtc().ok) GTEST_SKIP() << pw::nvrtc().decline_reason();
+  std::string cubin;
+  EXPECT_EQ(pw::nvrtc_compile(c.source, "sm_90a", cubin), "") << c.source;
+}
