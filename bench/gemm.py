@@ -11,8 +11,8 @@ contiguous (B column-major, the layout of nn.Linear weights). Each result is che
 own output in the same run (relative Frobenius error).
 
 Besides the default plan, it times every cuda plan of a graph selected explicitly ("plans_" rows:
-cooperative 128x256 against pingpong 128x128, fp8 with and without fp32 promotion; the opt-in plans
-are switched on here) and, with the tile scheduler's knobs set through OPENDNN_GEMM_SWIZZLE and
+cooperative 128x256 against pingpong 128x128, plain and with bias + GELU, fp8 with and without fp32
+promotion; the opt-in plans are switched on here) and, with the tile scheduler's knobs set through OPENDNN_GEMM_SWIZZLE and
 OPENDNN_GEMM_RASTER, an A/B grid of swizzle x raster order ("knobs_" rows, --no-knobs skips it).
 """
 import argparse
@@ -144,21 +144,31 @@ def nt_inputs(M, N, K):
     return a, w
 
 
-def bench_plans(M, N, K, env=None, prefix="plans"):
-    """Every cuda plan of the bf16 NT GEMM, each selected explicitly, against torch.matmul. `env` sets
-    OPENDNN_GEMM_* variables while planning (the knobs are read at planning time)."""
+def bench_plans(M, N, K, env=None, prefix="plans", epilogue="none"):
+    """Every cuda plan of the bf16 NT GEMM [+ bias + GELU], each selected explicitly, against torch
+    (torch.matmul, or matmul + bias + GELU). `env` sets OPENDNN_GEMM_* variables while planning (the
+    knobs are read at planning time)."""
     a, w = nt_inputs(M, N, K)
-    ref = torch.matmul(a, w.t())
+    bias = torch.randn(N, device="cuda", dtype=torch.bfloat16)
+    peer_name = "torch_matmul" if epilogue == "none" else "torch_separate"
+
+    def peer():
+        return torch.matmul(a, w.t()) if epilogue == "none" else F.gelu(torch.matmul(a, w.t()) + bias)
+
+    ref = peer()
     tag = "_".join(f"{k.rsplit('_', 1)[-1].lower()}{v}" for k, v in (env or {}).items())
-    row = {"case": f"{prefix}_bf16_nt_{M}x{N}x{K}" + (f"_{tag}" if tag else ""), "dtype": "bf16", "layout": "nt",
-           "epilogue": "none", "M": M, "N": N, "K": K, **({"env": env} if env else {})}
-    row["torch_matmul_ms"] = time_cuda(lambda: torch.matmul(a, w.t()))
+    row = {"case": f"{prefix}_bf16_nt_{epilogue}_{M}x{N}x{K}" + (f"_{tag}" if tag else ""), "dtype": "bf16",
+           "layout": "nt", "epilogue": epilogue, "M": M, "N": N, "K": K, **({"env": env} if env else {})}
+    row[peer_name + "_ms"] = time_cuda(peer)
     with environ({"OPENDNN_GEMM_PINGPONG": "1", **(env or {})}):
-        g, t = build(M, N, K, "nt", "none")
+        g, t = build(M, N, K, "nt", epilogue)
         plans = cuda_plans(g)
     y = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
+    pack = {t["a"]: a, t["b"]: w.t(), t["y"]: y}
+    if "bias" in t:
+        pack[t["bias"]] = bias
     # knob rows carry no speedup column: they are A/B data, not rows of the README's table
-    time_plans(row, g, plans, {t["a"]: a, t["b"]: w.t(), t["y"]: y}, y, ref, None if env else "torch_matmul")
+    time_plans(row, g, plans, pack, y, ref, None if env else peer_name)
     return row
 
 
@@ -208,7 +218,7 @@ KNOB_GRID = [(s, r) for s in (1, 2, 4, 8) for r in ("h", "m", "n")]
 
 def summarize_knobs(rows, M, N, K):
     """Prints the fastest swizzle x raster setting of each plan for one shape."""
-    knob_rows = [r for r in rows if r["case"].startswith(f"knobs_bf16_nt_{M}x{N}x{K}_")]
+    knob_rows = [r for r in rows if r["case"].startswith(f"knobs_bf16_nt_none_{M}x{N}x{K}_")]
     for tag in ("coop", "pingpong"):
         timed = [(r[tag + "_ms"], r["env"]) for r in knob_rows if r.get(tag + "_ms") and r.get(tag + "_rel_err", 1) < TOL]
         if timed:
@@ -307,6 +317,8 @@ def main():
         plan_shapes = [(4096, 4096, 4096), (8192, 8192, 8192)] + [(8192, n, k) for n in LLM_DIMS for k in LLM_DIMS]
     for M, N, K in plan_shapes:
         add(bench_plans(M, N, K))
+    for N in (14336,) if args.quick else LLM_DIMS:  # the fused epilogue, where pingpong should gain most
+        add(bench_plans(8192, N, 4096, epilogue="bias_gelu"))
     # The tile scheduler's knobs, A/B in this run.
     knob_shapes = [] if args.no_knobs else [(8192, 14336, 4096)] + ([] if args.quick else [(8192, 8192, 8192), (8192, 11008, 4096)])
     for M, N, K in knob_shapes:

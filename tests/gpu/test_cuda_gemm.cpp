@@ -269,7 +269,7 @@ TEST_F(CudaGemm, Fp8E4m3) {
 }
 
 // The second tile configuration (opt-in until this test passes on a GPU), selected explicitly: the
-// edge shapes and the epilogues its one kernel (no activation) takes.
+// edge shapes and the epilogues its kernels (no activation, GELU erf) take.
 TEST_F(CudaGemm, PingpongPlan) {
   ScopedEnv on("OPENDNN_GEMM_PINGPONG", "1");
   const DataType t = DataType::BFLOAT16;
@@ -281,6 +281,8 @@ TEST_F(CudaGemm, PingpongPlan) {
   check_gemm({t, 1, 512, 512, 512, true, Epi::NONE}, "pingpong");
   check_gemm({t, 2, 97, 152, 136, true, Epi::SCALE_BIAS_RESIDUAL}, "pingpong");
   check_gemm({t, 2, 97, 152, 136, true, Epi::RESIDUAL}, "pingpong");
+  check_gemm({t, 2, 97, 152, 136, true, Epi::BIAS_GELU}, "pingpong");
+  check_gemm({t, 1, 129, 264, 72, true, Epi::BIAS_GELU}, "pingpong");
 }
 
 // The scheduler knobs: a swizzle pads the tile grid and runs the padding tiles (M 1900, N 1224: coop

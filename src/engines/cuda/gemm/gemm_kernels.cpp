@@ -33,8 +33,10 @@ Runner runner(const Args& a) {
         return a.b_k_major ? run<Elem::FP16, true, Act::RUNTIME, Config::COOP>
                            : run<Elem::FP16, false, Act::RUNTIME, Config::COOP>;
       return a.b_k_major ? bf16_coop<true>(a.act.act) : bf16_coop<false>(a.act.act);
-    case Config::PINGPONG:
-      return a.type == Elem::BF16 && a.b_k_major && none ? run<Elem::BF16, true, Act::NONE, Config::PINGPONG> : nullptr;
+    case Config::PINGPONG:  // bf16, B column-major (nn.Linear weights), plain and GELU (erf) only
+      if (a.type != Elem::BF16 || !a.b_k_major) return nullptr;
+      if (none) return run<Elem::BF16, true, Act::NONE, Config::PINGPONG>;
+      return a.act.act == Act::GELU_ERF ? run<Elem::BF16, true, Act::GELU_ERF, Config::PINGPONG> : nullptr;
     case Config::FAST_ACCUM:
       return a.type == Elem::FP8_E4M3 && none ? run<Elem::FP8_E4M3, true, Act::NONE, Config::FAST_ACCUM> : nullptr;
   }
