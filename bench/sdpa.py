@@ -78,9 +78,10 @@ class Case:
 
 
 class OurFwd(Bound):
-    """The forward graph planned on the cuda engine only, bound to torch tensors."""
+    """The forward graph planned on one engine (cuda by default; None: the router's pick among all
+    engines), bound to torch tensors."""
 
-    def __init__(self, c):
+    def __init__(self, c, engine="cuda"):
         g = new_graph()
         t = {n: g.tensor(name=n, dim=list(x.shape), stride=list(x.stride()), data_type=BF16)
              for n, x in (("q", c.q), ("k", c.k), ("v", c.v))}
@@ -88,19 +89,19 @@ class OurFwd(Bound):
                           use_causal_mask=c.causal, name="sdpa")
         o.set_output(True)
         stats.set_output(True).set_data_type(FP32)
-        super().__init__(g, "cuda")
+        super().__init__(g, engine)
         self.o = poisoned(c.q)  # BSHD storage like q: O follows Q's stride order
         self.stats = torch.full((c.B, c.H, c.S, 1), float("nan"), device="cuda", dtype=torch.float32)
         self.pack = {t["q"]: c.q, t["k"]: c.k, t["v"]: c.v, o: self.o, stats: self.stats}
 
 
-def plan_with_v2(c, on):
-    """OurFwd(c) planned with OPENDNN_SDPA_FWD_V2 set to 1 or unset (read when the plan is made)."""
+def plan_with_v2(c, on, engine="cuda"):
+    """OurFwd(c, engine) planned with OPENDNN_SDPA_FWD_V2 set to 1 or unset (read when the plan is made)."""
     old = os.environ.pop("OPENDNN_SDPA_FWD_V2", None)
     if on:
         os.environ["OPENDNN_SDPA_FWD_V2"] = "1"
     try:
-        return OurFwd(c)
+        return OurFwd(c, engine)
     finally:
         os.environ.pop("OPENDNN_SDPA_FWD_V2", None)
         if old is not None:
@@ -137,6 +138,22 @@ def run_fwd(c, row, v2=False):
             row["v2_speedup_vs_v1"] = row["opendnn_v1_ms"] / row["opendnn_ms"]
 
 
+def run_router(c, row, v2=False):
+    """Our cudnn engine's heuristic plan and the router's own pick among every engine (what a user gets
+    by default), timed like the rest: router_vs_best = the faster of our two engines / the pick."""
+    for key, engine in (("cudnn_engine", "cudnn"), ("router", None)):
+        r = {}
+        bound = first_run(r, (lambda e=engine: plan_with_v2(c, v2, e)) if v2 else (lambda e=engine: OurFwd(c, e)))
+        if bound is None:
+            row[f"{key}_declined"] = r.get("opendnn_declined", "")[:300]
+            continue
+        row[f"{key}_plan"] = r["plan"]
+        row[f"{key}_ms"] = time_cuda(bound)
+    timed = [row[k] for k in ("opendnn_ms", "cudnn_engine_ms") if k in row]
+    if "router_ms" in row and timed:
+        row["router_vs_best"] = min(timed) / row["router_ms"]
+
+
 def run_bwd(c, row):
     """Backward columns (forward+backward against the same peers) on the same Case: the backward
     kernel's owner adds them here (bench/sdpa_bwd.py benchmarks the backward pass on its own)."""
@@ -166,6 +183,7 @@ def main():
                    "causal": causal, "dtype": "bf16"}
             if mode == "fwd":
                 run_fwd(c, row, args.v2)
+                run_router(c, row, args.v2)
             else:
                 run_bwd(c, row)
             rows.append(row)
