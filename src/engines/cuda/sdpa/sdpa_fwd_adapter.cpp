@@ -35,12 +35,15 @@ std::string match(const Graph& g, sdpa::Problem& p, sdpa::Slots& s, sdpa::FwdLau
   return "";
 }
 
-// 2*B*Hq*Sq*Skv*(d_qk+d_v) flops (about half under a causal mask) at ~600 TFLOP/s, plus a launch.
-double estimate_us(const sdpa::Problem& p) {
+// 2*B*Hq*Sq*Skv*(d_qk+d_v) flops (about half under a causal mask) at the rate each kernel reached on the
+// H200 at d128 (bench/results/sdpa*.json: v1 210-250 TFLOP/s, v2 250-400), plus a launch. The router
+// compares these with the cudnn engine's (~700 TFLOP/s), which is faster at every measured shape.
+double flops_of(const sdpa::Problem& p) {
   double flops = 2.0 * double(p.b) * double(p.hq) * double(p.sq) * double(p.skv) * double(p.d_qk + p.d_v);
-  if (p.has_right) flops *= 0.5;
-  return 5.0 + flops / 600e12 * 1e6;
+  return p.has_right ? 0.5 * flops : flops;
 }
+double estimate_us(const sdpa::Problem& p) { return 5.0 + flops_of(p) / 240e12 * 1e6; }
+double estimate_v2_us(const sdpa::Problem& p) { return 5.0 + flops_of(p) / 380e12 * 1e6; }
 
 class SdpaFwdPlan : public Plan {
  public:
@@ -123,7 +126,7 @@ void propose(const Graph& g, const Target&, Proposal& out) {
       PlanCandidate v2 = c;
       v2.name = "sdpa_fwd_v2_" + c.name.substr(std::strlen("sdpa_fwd_"));
       v2.local_index = kV2Index;
-      v2.estimated_us = 0.9 * c.estimated_us;  // ranked ahead of v1 while opted in
+      v2.estimated_us = estimate_v2_us(p);
       out.plans.push_back(v2);
     }
   }
