@@ -14,15 +14,13 @@
 
 #include "common/dtype_convert.h"
 #include "opendnn/opendnn.h"
+#include "support/device.h"
 
 using namespace opendnn;
 
 namespace {
 
-bool have_gpu() {
-  Target t = default_target();
-  return t.kind == DeviceKind::CUDA && t.sm_version >= 90;
-}
+bool have_gpu() { return test::have_sm90_gpu(); }
 
 // Device memory holding a host vector of values rounded to `type` (or poison when empty).
 struct Buf {

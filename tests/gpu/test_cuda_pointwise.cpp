@@ -17,6 +17,7 @@
 #include "engines/cuda/pointwise/pw_codegen.h"
 #include "engines/cuda/pointwise/pw_nvrtc.h"
 #include "opendnn/opendnn.h"
+#include "support/device.h"
 
 using namespace opendnn;
 namespace pw = opendnn::cuda::pw;
@@ -24,18 +25,8 @@ namespace pw = opendnn::cuda::pw;
 namespace {
 
 Target gpu_target() { return default_target(); }
-bool have_gpu() {
-  Target t = gpu_target();
-  return t.kind == DeviceKind::CUDA && t.sm_version >= 90 && pw::nvrtc().ok;
-}
-
-struct DevBuf {
-  void* p = nullptr;
-  explicit DevBuf(size_t bytes) { EXPECT_EQ(cudaMalloc(&p, bytes ? bytes : 1), cudaSuccess); }
-  ~DevBuf() { cudaFree(p); }
-  DevBuf(const DevBuf&) = delete;
-  DevBuf& operator=(const DevBuf&) = delete;
-};
+bool have_gpu() { return test::have_sm90_gpu() && pw::nvrtc().ok; }
+using test::DevBuf;
 
 TensorPtr tensor(Graph& g, const char* name, std::vector<int64_t> dims, DataType dt, std::vector<int64_t> strides = {}) {
   if (strides.empty()) strides = row_major_strides(dims);

@@ -18,33 +18,14 @@
 
 #include "common/dtype_convert.h"
 #include "opendnn/opendnn.h"
+#include "support/device.h"
 
 using namespace opendnn;
 
 namespace {
 
-bool have_gpu() {
-  Target t = default_target();
-  return t.kind == DeviceKind::CUDA && t.sm_version >= 90;
-}
-
-struct DevBuf {
-  void* p = nullptr;
-  explicit DevBuf(size_t bytes) { EXPECT_EQ(cudaMalloc(&p, bytes ? bytes : 16), cudaSuccess); }
-  ~DevBuf() { cudaFree(p); }
-  DevBuf(const DevBuf&) = delete;
-  DevBuf& operator=(const DevBuf&) = delete;
-  template <class T>
-  void put(const std::vector<T>& v) {
-    ASSERT_EQ(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  template <class T>
-  std::vector<T> get(size_t n) {
-    std::vector<T> v(n);
-    EXPECT_EQ(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-    return v;
-  }
-};
+using test::DevBuf;
+bool have_gpu() { return test::have_sm90_gpu(); }
 
 struct Case {
   std::string name;

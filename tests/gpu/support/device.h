@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: Apache-2.0
+// What every tests/gpu/test_cuda_*.cpp needs from the device: whether an sm_90 GPU is there (else the test
+// skips), and an owning device buffer with typed copies both ways. Failures are gtest failures.
+#pragma once
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "common/dtype_convert.h"
+#include "opendnn/opendnn.h"
+
+namespace opendnn::test {
+
+inline bool have_sm90_gpu() {
+  Target t = default_target();
+  return t.kind == DeviceKind::CUDA && t.sm_version >= 90;
+}
+
+struct DevBuf {
+  void* p = nullptr;  // the device address (kept public: tests put it straight into variant packs)
+  size_t n = 0;       // bytes
+
+  explicit DevBuf(size_t bytes) : n(bytes) { EXPECT_EQ(cudaMalloc(&p, bytes ? bytes : 16), cudaSuccess); }
+  ~DevBuf() { cudaFree(p); }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+
+  void put(const void* src, size_t bytes) { ASSERT_EQ(cudaMemcpy(p, src, bytes, cudaMemcpyHostToDevice), cudaSuccess); }
+  template <class T>
+  void put(const std::vector<T>& v) { put(v.data(), v.size() * sizeof(T)); }
+  // All bytes 0xff: NaN in every floating type, so an element a kernel forgot to write shows.
+  void poison() { ASSERT_EQ(cudaMemset(p, 0xff, n), cudaSuccess); }
+  template <class T>
+  std::vector<T> get(size_t count) const {
+    std::vector<T> v(count);
+    EXPECT_EQ(cudaMemcpy(v.data(), p, count * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+    return v;
+  }
+  // `count` elements of type t, widened to double.
+  std::vector<double> values(DataType t, size_t count) const {
+    std::vector<uint8_t> raw = get<uint8_t>(count * size_t(bits_of(t) / 8));
+    std::vector<double> out(count);
+    for (size_t i = 0; i < count; ++i) out[i] = load_element(t, raw.data(), int64_t(i));
+    return out;
+  }
+};
+
+}  // namespace opendnn::test
