@@ -83,6 +83,7 @@ for spec in "$@"; do
   # faulthandler: a crash inside the process still prints the Python stack
   # results travel in results.tgz: a copy per benchmark in $OUT would pass the 8-file limit
   env -u OUT timeout $lim python3 -X faulthandler "bench/$b.py" $BENCH_FLAGS $extra 2>&1 | tee -a "$LOG" | tail -25 >>"$TESTS"
+  tar czf "$OUT/results.tgz" bench/results 2>/dev/null  # after each: a call cut off at its limit keeps them
 done
 tar czf "$OUT/results.tgz" bench/results 2>/dev/null
 log "done"
