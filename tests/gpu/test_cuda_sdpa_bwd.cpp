@@ -7,9 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -34,6 +36,7 @@ struct Case {
   std::vector<int32_t> len_q, len_kv;  // padding mask when set
   bool bshd = false;
   bool thd = false;  // token-packed with ragged offsets (needs len_q/len_kv)
+  bool v2 = false;   // plan with OPENDNN_SDPA_BWD_V2=1 set and require the v2 (wgmma) plan
 };
 
 Case shape(int64_t B, int64_t Hq, int64_t Hk, int64_t Sq, int64_t Skv, int64_t Dqk, int64_t Dv,
@@ -231,7 +234,21 @@ void run_case(const Case& c, bool check_reproducible = false) {
     for (const TensorPtr& x : {Q, O, DO, outs[0]}) x->set_ragged_offset(RQ);
     for (const TensorPtr& x : {K, V, outs[1], outs[2]}) x->set_ragged_offset(RKV);
   }
-  ASSERT_TRUE(build_on_cuda(g));
+  if (c.v2) {
+    // Set only while planning and building (where the adapter reads it); the previous value returns.
+    const char* was = std::getenv("OPENDNN_SDPA_BWD_V2");
+    const std::string saved = was ? was : "";
+    setenv("OPENDNN_SDPA_BWD_V2", "1", 1);
+    const bool built = build_on_cuda(g);
+    if (was) setenv("OPENDNN_SDPA_BWD_V2", saved.c_str(), 1);
+    else unsetenv("OPENDNN_SDPA_BWD_V2");
+    ASSERT_TRUE(built);
+    std::string plan;
+    EXPECT_TRUE(g.get_plan_name_at_index(g.selected_plan(), plan).is_good());
+    ASSERT_EQ(plan, "cuda:sdpa_bwd_v2_d" + std::to_string(c.Dqk));
+  } else {
+    ASSERT_TRUE(build_on_cuda(g));
+  }
 
   const size_t es = 2;
   DevBuf bq(q.v.size() * es), bk(k.v.size() * es), bv(v.v.size() * es), bo(r.o.v.size() * es), bdo(dO.v.size() * es),
@@ -327,6 +344,89 @@ TEST(CudaSdpaBwd, BitwiseReproducible) {
   Case c = shape(2, 8, 2, 257, 257, 128, 128);
   c.causal = true;
   run_case(c, true);
+}
+
+// The wgmma kernels (sdpa_bwd_v2.cuh, d64/d128): every mask and layout the first kernels take at
+// those head dims. Lengths are chosen to leave partial 128-row resident and 64-row streamed tiles.
+Case v2(Case c) {
+  c.v2 = true;
+  return c;
+}
+TEST(CudaSdpaBwd, V2D64Gqa) { run_case(v2(shape(2, 4, 2, 128, 128, 64, 64))); }
+TEST(CudaSdpaBwd, V2D128MultiTileMqaOdd) { run_case(v2(shape(1, 4, 1, 333, 301, 128, 128))); }
+TEST(CudaSdpaBwd, V2D128CausalOddLength) {
+  Case c = shape(1, 2, 2, 200, 200, 128, 128);
+  c.causal = true;
+  run_case(v2(c));
+}
+TEST(CudaSdpaBwd, V2D128Fp16CausalBottomRightMqa) {
+  Case c = shape(1, 4, 1, 100, 257, 128, 128, DataType::HALF);
+  c.causal = c.bottom_right = true;
+  run_case(v2(c));
+}
+TEST(CudaSdpaBwd, V2D64CausalMoreQueriesThanKeys) {
+  Case c = shape(1, 2, 2, 150, 90, 64, 64);
+  c.causal = true;
+  run_case(v2(c));
+}
+TEST(CudaSdpaBwd, V2SlidingWindow) {
+  Case c = shape(1, 2, 2, 300, 300, 128, 128);
+  c.causal = true;
+  c.left = 37;
+  run_case(v2(c));
+}
+TEST(CudaSdpaBwd, V2SlidingWindowD64BottomRight) {
+  Case c = shape(1, 2, 1, 200, 420, 64, 64);
+  c.causal = c.bottom_right = true;
+  c.left = 150;
+  run_case(v2(c));
+}
+TEST(CudaSdpaBwd, V2PaddingPerBatchLengths) {
+  Case c = shape(3, 2, 2, 128, 128, 64, 64);
+  c.causal = c.bottom_right = true;
+  c.len_q = {100, 37, 128};
+  c.len_kv = {128, 65, 1};
+  run_case(v2(c));
+}
+TEST(CudaSdpaBwd, V2PaddingD128NoMask) {
+  Case c = shape(2, 2, 2, 256, 192, 128, 128);
+  c.len_q = {200, 3};
+  c.len_kv = {192, 70};
+  run_case(v2(c));
+}
+TEST(CudaSdpaBwd, V2ThdRaggedCausalGqa) {
+  Case c = shape(3, 4, 2, 128, 130, 64, 64);
+  c.thd = c.causal = c.bottom_right = true;
+  c.len_q = {50, 128, 7};
+  c.len_kv = {64, 100, 130};
+  run_case(v2(c));
+}
+TEST(CudaSdpaBwd, V2ThdD128) {
+  Case c = shape(2, 2, 1, 260, 300, 128, 128, DataType::HALF);
+  c.thd = c.causal = true;
+  c.len_q = {260, 131};
+  c.len_kv = {300, 129};
+  run_case(v2(c));
+}
+TEST(CudaSdpaBwd, V2BshdStridesFp16) {
+  Case c = shape(2, 4, 4, 96, 160, 64, 64, DataType::HALF);
+  c.bshd = true;
+  c.causal = true;
+  run_case(v2(c));
+}
+TEST(CudaSdpaBwd, V2BshdD128) {
+  Case c = shape(2, 4, 2, 192, 256, 128, 128);
+  c.bshd = true;
+  run_case(v2(c));
+}
+TEST(CudaSdpaBwd, V2BitwiseReproducible) {
+  Case c = shape(2, 8, 2, 257, 257, 128, 128);
+  c.causal = true;
+  run_case(v2(c), true);
+}
+TEST(CudaSdpaBwd, V2BitwiseReproducibleD64) {
+  Case c = shape(2, 8, 2, 513, 300, 64, 64, DataType::HALF);
+  run_case(v2(c), true);
 }
 
 TEST(CudaSdpaBwd, DeclinesDropout) {

@@ -2,6 +2,10 @@
 // Plans of the cuda engine for single-node SDPA_BACKWARD graphs (sdpa_bwd_kernels.h): fp16/bf16,
 // head dims 64/128/256 and 192/128, GQA/MQA with Hk == Hv, causal and sliding windows (either
 // diagonal alignment), per-batch lengths, token-packed and THD layouts. Deterministic.
+// With OPENDNN_SDPA_BWD_V2=1 (read when proposing and building) d64/d128 also get the wgmma plan
+// (sdpa_bwd_v2.cuh), ranked ahead of the first one; unverified on a GPU until the lead's run.
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "engines/cuda/cuda_engine.h"
@@ -75,6 +79,14 @@ double estimate_us(const sdpa::Problem& p) {
   return 10.0 + 2.5 * fwd / 450e12 * 1e6;
 }
 
+// wgmma at ~2.5x the first kernels' rate [hypothesis, until measured]: what ranks it first.
+double estimate_v2_us(const sdpa::Problem& p) { return 10.0 + (estimate_us(p) - 10.0) * 0.4; }
+
+bool v2_enabled() {
+  const char* e = std::getenv("OPENDNN_SDPA_BWD_V2");
+  return e && std::strcmp(e, "1") == 0;
+}
+
 class SdpaBwdPlan : public Plan {
  public:
   SdpaBwdPlan(const sdpa::BwdProblem& a, const BwdSlots& s) : a_(a), s_(s) {}
@@ -101,6 +113,7 @@ class SdpaBwdPlan : public Plan {
 };
 
 constexpr int64_t kBase = 3000;
+constexpr int64_t kV2Index = kBase + 1;
 
 void propose(const Graph& g, const Target&, Proposal& out) {
   sdpa::BwdProblem a;
@@ -116,13 +129,26 @@ void propose(const Graph& g, const Target&, Proposal& out) {
   c.estimated_us = estimate_us(a.p);
   c.workspace_bytes = sdpa::bwd_workspace_bytes(a.p);
   c.deterministic = true;
+  // Head dims without v2 kernels keep the first plan alone.
+  if (v2_enabled() && sdpa::bwd_v2_supported(a.p.d_qk, a.p.d_v)) {
+    PlanCandidate v2 = c;
+    v2.name = "sdpa_bwd_v2_d" + std::to_string(a.p.d_qk);
+    v2.local_index = kV2Index;
+    v2.estimated_us = estimate_v2_us(a.p);
+    out.plans.push_back(v2);
+  }
   out.plans.push_back(c);
 }
 
-Status build(const Graph& g, const Target&, const PlanCandidate&, std::unique_ptr<Plan>& out) {
+Status build(const Graph& g, const Target&, const PlanCandidate& c, std::unique_ptr<Plan>& out) {
   sdpa::BwdProblem a;
   BwdSlots s;
   std::string why = match(g, a, s);
+  if (why.empty() && c.local_index == kV2Index) {
+    if (!v2_enabled()) why = "sdpa_bwd_v2 needs OPENDNN_SDPA_BWD_V2=1";
+    else if (!sdpa::bwd_v2_supported(a.p.d_qk, a.p.d_v)) why = "sdpa_bwd_v2 runs d_qk == d_v in {64, 128} only";
+    a.v2 = true;
+  }
   if (!why.empty()) return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cuda sdpa backward: " + why};
   out = std::make_unique<SdpaBwdPlan>(a, s);
   return {};

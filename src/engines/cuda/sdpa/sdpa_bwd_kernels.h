@@ -20,10 +20,14 @@ namespace opendnn::cuda::sdpa {
 struct BwdProblem {
   Problem p;  // Q, K, V, O, Stats, masks, lengths, scale (O and Stats are inputs here)
   TokenTensor dout, dq, dk, dv;
+  bool v2 = false;  // the wgmma kernels (sdpa_bwd_v2.cuh); only where bwd_v2_supported
 };
 
 // Head-dim pairs (d_qk, d_v) the kernels are instantiated for.
 bool bwd_dims_supported(int64_t d_qk, int64_t d_v);
+
+// Head-dim pairs the v2 kernels (opt-in, OPENDNN_SDPA_BWD_V2=1) are instantiated for.
+bool bwd_v2_supported(int64_t d_qk, int64_t d_v);
 
 int64_t bwd_workspace_bytes(const Problem& p);
 
@@ -35,5 +39,8 @@ const char* launch_bwd_main_d64(const BwdProblem& a, const float* delta, void* s
 const char* launch_bwd_main_d128(const BwdProblem& a, const float* delta, void* stream);
 const char* launch_bwd_main_d256(const BwdProblem& a, const float* delta, void* stream);
 const char* launch_bwd_main_d192(const BwdProblem& a, const float* delta, void* stream);
+// The v2 pair (sdpa_bwd_v2_d<N>.cu).
+const char* launch_bwd_v2_d64(const BwdProblem& a, const float* delta, void* stream);
+const char* launch_bwd_v2_d128(const BwdProblem& a, const float* delta, void* stream);
 
 }  // namespace opendnn::cuda::sdpa

@@ -40,6 +40,8 @@ bool bwd_dims_supported(int64_t d_qk, int64_t d_v) {
   return (d_qk == d_v && (d_qk == 64 || d_qk == 128 || d_qk == 256)) || (d_qk == 192 && d_v == 128);
 }
 
+bool bwd_v2_supported(int64_t d_qk, int64_t d_v) { return d_qk == d_v && (d_qk == 64 || d_qk == 128); }
+
 int64_t bwd_workspace_bytes(const Problem& p) {
   const int64_t bytes = p.b * p.hq * p.sq * int64_t(sizeof(float));
   return (bytes + 255) / 256 * 256;
@@ -58,6 +60,10 @@ const char* launch_backward(const BwdProblem& a, void* workspace, void* stream) 
     else
       delta_kernel<__nv_bfloat16><<<grid, 32 * kRowsPerCta, 0, st>>>(a, delta);
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return cudaGetErrorString(e);
+  }
+  if (a.v2) {
+    if (!bwd_v2_supported(p.d_qk, p.d_v)) return "head dims not instantiated for v2";
+    return p.d_qk == 64 ? launch_bwd_v2_d64(a, delta, stream) : launch_bwd_v2_d128(a, delta, stream);
   }
   switch (p.d_qk) {
     case 64: return launch_bwd_main_d64(a, delta, stream);

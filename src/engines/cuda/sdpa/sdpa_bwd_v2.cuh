@@ -1,0 +1,322 @@
+// SPDX-License-Identifier: Apache-2.0
+// SDPA backward v2 for sm_90a (opt-in, OPENDNN_SDPA_BWD_V2=1; UNVERIFIED on a GPU until the lead's
+// run of test_cuda_sdpa_bwd passes). sdpa_bwd_v2_d*.cu instantiate it per head dim.
+//
+// One kernel template serves both passes, because dK/dV and dQ have the same shape once the
+// operands are named by role: a CTA keeps a 128-row "resident" tile (X, Y) in shared memory and
+// streams 64-row tiles (U, W) through a 2-stage cp.async ring. Per streamed tile each of the two
+// warpgroups (64 resident rows each) runs, with wgmma:
+//   T1 = X U^T, T2 = Y W^T                        (SS, both operands K-major in shared memory)
+//   P = exp(T1 * scale - LSE), dS = P (T2 - D)    (in registers)
+//   acc1 += dS U, acc2 += P W                     (RS: P / dS straight from the accumulators)
+// dK/dV pass: X = K, Y = V, U = Q, W = dO; the LSE and D belong to the streamed (query) columns;
+//   acc1 = dK / scale, acc2 = dV. Streamed items: every query head of the GQA group, then query
+//   tiles, both in increasing order.
+// dQ pass: X = Q, Y = dO, U = K, W = V; LSE and D belong to the resident rows; acc1 = dQ / scale.
+// The same shared-memory tile of U (W) serves as the K-major B operand of T1 (T2) and as the
+// MN-major B operand of acc1 (acc2): both views give (row, col) the same swizzled address.
+// Deterministic: every accumulator sums its terms in one fixed order, no atomics, so the results
+// are bitwise reproducible. The dQ pass recomputes T1/T2 (7 GEMMs instead of 5), as in v1.
+// Only d_qk == d_v in {64, 128}: the fp32 dK and dV accumulators of d256 do not fit in registers.
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cute/atom/mma_traits_sm90_gmma.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/numeric_types.h>
+
+#include "engines/cuda/sdpa/sdpa_bwd_main.cuh"
+#include "engines/cuda/sdpa/sdpa_fwd_v2.cuh"
+
+namespace opendnn::cuda::sdpa::bwd2 {
+
+constexpr int kThreads = 256;  // two consumer warpgroups, no producer: all threads stage by cp.async
+constexpr int kRes = 128;      // resident rows of a CTA
+constexpr int kStep = 64;      // streamed rows per step
+
+template <class T, int kD>
+struct Config {
+  using R = cute::Int<kRes>;
+  using N = cute::Int<kStep>;
+  using D = cute::Int<kD>;
+  using SmemRes = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<T>{}, cute::Shape<R, D>{}));
+  using SmemStr = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<T>{}, cute::Shape<N, D, cute::_2>{}));
+  using SmemStrT = decltype(cute::tile_to_shape(cute::GMMA::Layout_MN_SW128_Atom<T>{}, cute::Shape<D, N, cute::_2>{},
+                                                cute::Step<cute::_2, cute::_1, cute::_3>{}));
+  using MmaT = decltype(cute::make_tiled_mma(cute::GMMA::ss_op_selector<T, T, float, cute::Shape<cute::_64, N, D>>(),
+                                             cute::Layout<cute::Shape<cute::_2, cute::_1, cute::_1>>{}));
+  using MmaAcc = decltype(cute::make_tiled_mma(
+      cute::GMMA::rs_op_selector<T, T, float, cute::Shape<cute::_64, D, N>, cute::GMMA::Major::K,
+                                 cute::GMMA::Major::MN>(),
+      cute::Layout<cute::Shape<cute::_2, cute::_1, cute::_1>>{}));
+  struct Smem {
+    alignas(1024) T x[cute::cosize_v<SmemRes>];
+    alignas(1024) T y[cute::cosize_v<SmemRes>];
+    alignas(1024) T u[cute::cosize_v<SmemStr>];
+    alignas(1024) T w[cute::cosize_v<SmemStr>];
+    float lse[2][kRes], delta[2][kRes];  // log2-scaled LSE and D, per stage (dQ: resident rows in [0])
+  };
+  static constexpr int kSmemBytes = int(sizeof(Smem)) + 1024;  // + alignment of the dynamic base
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory of one CTA exceeds the H200's 227 KiB");
+};
+
+// Copies rows [row0, row0 + ROWS) of one head (row stride rs) into the (ROWS, D) swizzled view dst;
+// rows at or past `valid` become zeros. 16-byte cp.async where aligned, element copies otherwise.
+template <class T, int ROWS, int D, class Dst>
+__device__ __forceinline__ void stage(Dst dst, const T* src, int64_t rs, int64_t row0, int64_t valid) {
+  constexpr int kChunks = D / 8;
+  for (int idx = int(threadIdx.x); idx < ROWS * kChunks; idx += kThreads) {
+    const int r = idx / kChunks, c = (idx % kChunks) * 8;
+    T* d = &dst(r, c);  // 8 consecutive columns stay contiguous under the 128-byte swizzle
+    if (row0 + r >= valid) {
+      *reinterpret_cast<uint4*>(d) = make_uint4(0, 0, 0, 0);
+      continue;
+    }
+    const T* s = src + (row0 + r) * rs + c;
+    if ((reinterpret_cast<uintptr_t>(s) & 15) == 0) {
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(uint32_t(__cvta_generic_to_shared(d))), "l"(s));
+    } else {
+      for (int e = 0; e < 8; ++e) d[e] = s[e];
+    }
+  }
+}
+
+// Stores an fp32 accumulator (times mul) of the (kRes, D) tile to rows row0.. (< rows) of one head.
+template <class T, class Acc, class Coord>
+__device__ __forceinline__ void store_acc(T* base, int64_t rs, const Acc& acc, const Coord& c, int64_t row0,
+                                          int64_t rows, float mul) {
+  using namespace cute;
+  static_assert(decltype(size(acc))::value % 2 == 0, "accumulator values come in column pairs");
+  CUTE_UNROLL
+  for (int e = 0; e < size(acc); e += 2) {
+    const int64_t r = row0 + get<0>(c(e));
+    const int col = get<1>(c(e));
+    if (r >= rows) continue;
+    T* dst = base + r * rs + col;
+    const T pair[2] = {T(acc(e) * mul), T(acc(e + 1) * mul)};
+    // Values e, e + 1 are columns col, col + 1 of one row (the wgmma accumulator layout).
+    if ((reinterpret_cast<uintptr_t>(dst) & 3) == 0) {
+      uint32_t word;
+      memcpy(&word, pair, 4);
+      *reinterpret_cast<uint32_t*>(dst) = word;
+    } else {
+      dst[0] = pair[0];
+      dst[1] = pair[1];
+    }
+  }
+}
+
+template <class T, int kD, bool kDkDv>
+__global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, const float* __restrict__ delta) {
+  using namespace cute;
+  using Cfg = Config<T, kD>;
+  using bwd::kLog2e;
+  const Problem& p = a.p;
+  extern __shared__ char smem_raw[];
+  const uint32_t raw_addr = cute::cast_smem_ptr_to_uint(smem_raw);
+  auto& sm = *reinterpret_cast<typename Cfg::Smem*>(smem_raw + ((1024u - (raw_addr & 1023u)) & 1023u));
+
+  const int64_t b = blockIdx.z, r0 = int64_t(blockIdx.x) * kRes;
+  const bwd::Mask m = bwd::mask_of(p, b);
+  const float scale = bwd::scale_of(p), sl2 = scale * kLog2e;
+  const int64_t group = p.hq / p.hk;
+  // Resident head: the KV head (dK/dV) or the query head (dQ); hk/hv: the KV heads streamed by dQ.
+  const int64_t hr = blockIdx.y;
+  const int64_t hk = kDkDv ? hr : hr / group, hv = kDkDv ? hr : hr / (p.hq / p.hv);
+
+  // Streamed rows that interact with some resident row, rounded down to a whole step.
+  int64_t lo, hi;
+  if constexpr (kDkDv) {  // resident keys [r0, r0 + kRes), streamed queries
+    lo = m.has_right ? r0 - m.off - m.right : 0;
+    hi = m.has_left ? r0 + kRes - 1 - m.off + m.left : m.sq;
+    hi = hi > m.sq ? m.sq : hi;
+    if (r0 >= m.skv) hi = 0;
+  } else {  // resident queries, streamed keys
+    lo = m.has_left ? r0 + m.off - m.left + 1 : 0;
+    hi = m.has_right ? r0 + kRes + m.off + m.right : m.skv;
+    hi = hi > m.skv ? m.skv : hi;
+    if (r0 >= m.sq) hi = 0;
+  }
+  lo = lo < 0 ? 0 : lo;
+  const int64_t first = (lo / kStep) * kStep;
+  const int64_t ntiles = hi > first ? (hi - first + kStep - 1) / kStep : 0;
+  const int64_t total = kDkDv ? group * ntiles : ntiles;
+
+  Tensor sX = make_tensor(make_smem_ptr(sm.x), typename Cfg::SmemRes{});
+  Tensor sY = make_tensor(make_smem_ptr(sm.y), typename Cfg::SmemRes{});
+  Tensor sU = make_tensor(make_smem_ptr(sm.u), typename Cfg::SmemStr{});
+  Tensor sW = make_tensor(make_smem_ptr(sm.w), typename Cfg::SmemStr{});
+  Tensor sUt = make_tensor(make_smem_ptr(sm.u), typename Cfg::SmemStrT{});
+  Tensor sWt = make_tensor(make_smem_ptr(sm.w), typename Cfg::SmemStrT{});
+
+  const TokenTensor& tx = kDkDv ? p.k : p.q;
+  const TokenTensor& ty = kDkDv ? p.v : a.dout;
+  const TokenTensor& tu = kDkDv ? p.q : p.k;
+  const TokenTensor& tw = kDkDv ? a.dout : p.v;
+  const int64_t res_valid = kDkDv ? m.skv : m.sq, str_valid = kDkDv ? m.sq : m.skv;
+  {
+    const T* xb = static_cast<const T*>(tx.ptr) + p.base(tx, b, !kDkDv) + hr * tx.stride[1];
+    const T* yb = static_cast<const T*>(ty.ptr) + p.base(ty, b, !kDkDv) + hr * ty.stride[1];
+    stage<T, kRes, kD>(sX, xb, tx.stride[2], r0, res_valid);
+    stage<T, kRes, kD>(sY, yb, ty.stride[2], r0, res_valid);
+    if (!kDkDv && threadIdx.x < kRes) {
+      const int64_t i = r0 + threadIdx.x;
+      const float* lb = p.lse + p.lse_base(b) + hr * p.lse_stride[1];
+      sm.lse[0][threadIdx.x] = i < m.sq ? lb[i * p.lse_stride[2]] * kLog2e : 0.f;
+      sm.delta[0][threadIdx.x] = i < m.sq ? delta[(b * p.hq + hr) * p.sq + i] : 0.f;
+    }
+    bwd::staged_commit();
+  }
+  // Streamed item idx into stage buf (one cp.async commit group).
+  auto stage_item = [&](int64_t idx, int buf) {
+    const int64_t h = kDkDv ? hk * group + idx / ntiles : 0;
+    const int64_t s0 = first + (kDkDv ? idx % ntiles : idx) * kStep;
+    const T* ub = static_cast<const T*>(tu.ptr) + p.base(tu, b, kDkDv) + (kDkDv ? h : hk) * tu.stride[1];
+    const T* wb = static_cast<const T*>(tw.ptr) + p.base(tw, b, kDkDv) + (kDkDv ? h : hv) * tw.stride[1];
+    stage<T, kStep, kD>(sU(_, _, buf), ub, tu.stride[2], s0, str_valid);
+    stage<T, kStep, kD>(sW(_, _, buf), wb, tw.stride[2], s0, str_valid);
+    if (kDkDv && threadIdx.x < kStep) {
+      const int64_t i = s0 + threadIdx.x;
+      const float* lb = p.lse + p.lse_base(b) + h * p.lse_stride[1];
+      sm.lse[buf][threadIdx.x] = i < m.sq ? lb[i * p.lse_stride[2]] * kLog2e : 0.f;
+      sm.delta[buf][threadIdx.x] = i < m.sq ? delta[(b * p.hq + h) * p.sq + i] : 0.f;
+    }
+    bwd::staged_commit();
+  };
+
+  const int tid = int(threadIdx.x);
+  typename Cfg::MmaT mma_t;
+  typename Cfg::MmaAcc mma_a;
+  auto thr_t = mma_t.get_thread_slice(tid);
+  auto thr_a = mma_a.get_thread_slice(tid);
+  using TShape = Shape<typename Cfg::R, typename Cfg::N>;
+  using AShape = Shape<typename Cfg::R, typename Cfg::D>;
+  Tensor tXr = thr_t.make_fragment_A(thr_t.partition_A(sX));
+  Tensor tYr = thr_t.make_fragment_A(thr_t.partition_A(sY));
+  Tensor tUr = thr_t.make_fragment_B(thr_t.partition_B(sU));
+  Tensor tWr = thr_t.make_fragment_B(thr_t.partition_B(sW));
+  Tensor tUtr = thr_a.make_fragment_B(thr_a.partition_B(sUt));
+  Tensor tWtr = thr_a.make_fragment_B(thr_a.partition_B(sWt));
+  Tensor tPr = thr_a.partition_fragment_A(make_tensor(static_cast<T*>(nullptr), make_layout(TShape{}, LayoutRight{})));
+  Tensor tdSr = make_fragment_like(tPr);
+  Tensor t1 = partition_fragment_C(mma_t, TShape{});
+  Tensor t2 = partition_fragment_C(mma_t, TShape{});
+  Tensor acc1 = partition_fragment_C(mma_a, AShape{});
+  Tensor acc2 = partition_fragment_C(mma_a, AShape{});
+  static_assert(decltype(size(tPr))::value == decltype(size(t1))::value, "P and T1 fragments differ");
+  Tensor cT = thr_t.partition_C(make_identity_tensor(TShape{}));
+  Tensor cA = thr_a.partition_C(make_identity_tensor(AShape{}));
+  clear(acc1);
+  clear(acc2);
+
+  if (total > 0) stage_item(0, 0);
+  for (int64_t idx = 0; idx < total; ++idx) {
+    const int buf = int(idx & 1);
+    if (idx + 1 < total) {
+      stage_item(idx + 1, buf ^ 1);
+      asm volatile("cp.async.wait_group 1;\n" ::);
+    } else {
+      asm volatile("cp.async.wait_group 0;\n" ::);
+    }
+    // cp.async and zero-fill stores are generic-proxy writes; wgmma reads through the async proxy.
+    cutlass::arch::fence_view_async_shared();
+    __syncthreads();
+    const int64_t s0 = first + (kDkDv ? idx % ntiles : idx) * kStep;
+
+    warpgroup_fence_operand(t1);
+    warpgroup_fence_operand(t2);
+    warpgroup_arrive();
+    v2::issue(mma_t, tXr, tUr(_, _, _, buf), t1, false);
+    warpgroup_commit_batch();
+    v2::issue(mma_t, tYr, tWr(_, _, _, buf), t2, false);
+    warpgroup_commit_batch();
+
+    // (i, j): the query and key of a T element; LSE/D of its query.
+    const int64_t i0 = kDkDv ? s0 : r0, j0 = kDkDv ? r0 : s0;
+    const bool full = m.covers(i0, i0 + (kDkDv ? kStep : kRes), j0, j0 + (kDkDv ? kRes : kStep));
+    const float* sl = kDkDv ? sm.lse[buf] : sm.lse[0];
+    const float* sd = kDkDv ? sm.delta[buf] : sm.delta[0];
+    warpgroup_wait<1>();
+    warpgroup_fence_operand(t1);
+    CUTE_UNROLL
+    for (int e = 0; e < size(t1); ++e) {
+      const int r = get<0>(cT(e)), c = get<1>(cT(e));
+      const int q = kDkDv ? c : r;
+      const bool vis = full || (kDkDv ? m.visible(s0 + c, r0 + r) : m.visible(r0 + r, s0 + c));
+      t1(e) = vis ? exp2f(t1(e) * sl2 - sl[q]) : 0.f;
+      tPr(e) = T(t1(e));
+    }
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(t2);
+    CUTE_UNROLL
+    for (int e = 0; e < size(t2); ++e) {
+      const int q = kDkDv ? int(get<1>(cT(e))) : int(get<0>(cT(e)));
+      tdSr(e) = T(t1(e) * (t2(e) - sd[q]));
+    }
+
+    warpgroup_fence_operand(tPr);
+    warpgroup_fence_operand(tdSr);
+    warpgroup_fence_operand(acc1);
+    if constexpr (kDkDv) warpgroup_fence_operand(acc2);
+    warpgroup_arrive();
+    if constexpr (kDkDv) v2::issue(mma_a, tPr, tWtr(_, _, _, buf), acc2, true);
+    v2::issue(mma_a, tdSr, tUtr(_, _, _, buf), acc1, true);
+    warpgroup_commit_batch();
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(acc1);
+    if constexpr (kDkDv) warpgroup_fence_operand(acc2);
+    warpgroup_fence_operand(tPr);
+    warpgroup_fence_operand(tdSr);
+    __syncthreads();  // both warpgroups are done with this stage before it is loaded again
+  }
+  asm volatile("cp.async.wait_group 0;\n" ::);  // no loads left in flight at exit (total == 0)
+
+  if constexpr (kDkDv) {
+    // Padded layouts get zeros on key rows past the sequence; packed ones leave them alone.
+    const bool packed = p.cu_kv.ptr != nullptr;
+    const int64_t krows = packed || a.dk.ragged.ptr ? m.skv : p.skv;
+    const int64_t vrows = packed || a.dv.ragged.ptr ? m.skv : p.skv;
+    T* dkb = static_cast<T*>(a.dk.ptr) + p.base(a.dk, b, false) + hr * a.dk.stride[1];
+    T* dvb = static_cast<T*>(a.dv.ptr) + p.base(a.dv, b, false) + hr * a.dv.stride[1];
+    store_acc(dkb, a.dk.stride[2], acc1, cA, r0, krows, scale);
+    store_acc(dvb, a.dv.stride[2], acc2, cA, r0, vrows, 1.f);
+  } else {
+    const bool packed = p.cu_q.ptr != nullptr || a.dq.ragged.ptr != nullptr;
+    T* dqb = static_cast<T*>(a.dq.ptr) + p.base(a.dq, b, true) + hr * a.dq.stride[1];
+    store_acc(dqb, a.dq.stride[2], acc1, cA, r0, packed ? m.sq : p.sq, scale);
+  }
+}
+
+template <class T, int kD>
+const char* launch_t(const BwdProblem& a, const float* delta, cudaStream_t st) {
+  using Cfg = Config<T, kD>;
+  const Problem& p = a.p;
+  auto kv = bwd_kernel<T, kD, true>;
+  auto q = bwd_kernel<T, kD, false>;
+  static const cudaError_t attr = [&] {
+    cudaError_t e = cudaFuncSetAttribute(kv, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(q, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+    return e;
+  }();
+  if (attr != cudaSuccess) return cudaGetErrorString(attr);
+  if (p.b == 0 || p.hq == 0) return nullptr;
+  if (p.skv > 0) {
+    dim3 grid(unsigned((p.skv + kRes - 1) / kRes), unsigned(p.hk), unsigned(p.b));
+    kv<<<grid, kThreads, Cfg::kSmemBytes, st>>>(a, delta);
+    if (const char* e = bwd::err(cudaGetLastError())) return e;
+  }
+  if (p.sq > 0) {
+    dim3 grid(unsigned((p.sq + kRes - 1) / kRes), unsigned(p.hq), unsigned(p.b));
+    q<<<grid, kThreads, Cfg::kSmemBytes, st>>>(a, delta);
+    if (const char* e = bwd::err(cudaGetLastError())) return e;
+  }
+  return nullptr;
+}
+
+template <int kD>
+const char* launch_any(const BwdProblem& a, const float* delta, void* stream) {
+  cudaStream_t st = static_cast<cudaStream_t>(stream);
+  return a.p.fp16 ? launch_t<cutlass::half_t, kD>(a, delta, st) : launch_t<cutlass::bfloat16_t, kD>(a, delta, st);
+}
+
+}  // namespace opendnn::cuda::sdpa::bwd2
