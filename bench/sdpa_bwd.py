@@ -5,12 +5,19 @@ with the cuDNN backend and with the flash backend, in one process on the same in
 log-sum-exp come from torch's flash forward). Every result is checked against the flash backend's
 gradients in the same run. Writes bench/results/sdpa_bwd.json (+ sdpa_bwd.png).
 
-    PYTHONPATH=build-py-gpu/python:bench python bench/sdpa_bwd.py [--quick]
+    PYTHONPATH=build-py-gpu/python:bench python bench/sdpa_bwd.py [--quick] [--v2]
+
+`--v2` (or OPENDNN_SDPA_BWD_V2=1 in the environment) also times the wgmma backward (sdpa_bwd_v2,
+d64/d128) in the same row: v2_ms, v2_speedup_vs_<peer>, v2_vs_v1, its own errors and
+reproducibility. The first plan is always made with the variable unset (it is read when a plan is
+made), so opendnn_ms stays the default path.
 
 `run_bwd(case, row)` fills one row and is what bench/sdpa.py's `--mode bwd` can call.
 Times are of the backward pass alone (torch: autograd.grad on a retained graph).
 """
 import argparse
+import contextlib
+import os
 import sys
 
 import torch
@@ -59,7 +66,44 @@ def peer_backward(c, backend, do):
     return fn, fn()
 
 
-def run_bwd(c, row):
+@contextlib.contextmanager
+def bwd_v2_env(on):
+    """OPENDNN_SDPA_BWD_V2 set to 1 (on) or unset while a plan is made; the old value returns."""
+    old = os.environ.pop("OPENDNN_SDPA_BWD_V2", None)
+    if on:
+        os.environ["OPENDNN_SDPA_BWD_V2"] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop("OPENDNN_SDPA_BWD_V2", None)
+        if old is not None:
+            os.environ["OPENDNN_SDPA_BWD_V2"] = old
+
+
+def time_ours(c, row, do, ref, fl, reps, key):
+    """Plans our backward (under the current environment), checks it against `ref` and times it:
+    row keys <key>_ms, <key>_tflops, <key>_bitwise_reproducible, <prefix>dQ_rel_err ... Returns
+    whether it ran correctly (False when it could not be planned)."""
+    prefix = "" if key == "opendnn" else key + "_"
+    sub = {}
+    ours = first_run(sub, lambda: OurBwd(c, *flash_forward(c), do))
+    for k, v in sub.items():
+        row[prefix + k] = v
+    if ours is None:
+        return False
+    first = [x.clone() for x in ours.grads]
+    ok = ref is not None
+    if ref is not None:
+        for name, got, want in zip(("dQ", "dK", "dV"), ours.grads, ref):
+            row[f"{prefix}{name}_rel_err"] = rel_err(got, want)
+            ok = ok and row[f"{prefix}{name}_rel_err"] < 2e-2
+    row[f"{key}_ms"] = time_cuda(ours, reps=reps)
+    row[f"{key}_tflops"] = fl / (row[f"{key}_ms"] * 1e-3) / 1e12
+    row[f"{prefix}bitwise_reproducible"] = all(torch.equal(a, b) for a, b in zip(first, ours.grads))
+    return ok and row[f"{prefix}bitwise_reproducible"]
+
+
+def run_bwd(c, row, v2=False):
     fl = BWD_FLOPS * flops(c.B, c.H, c.S, c.D, c.causal)
     reps = 10 if c.S >= 8192 else 30
     torch.manual_seed(1)
@@ -74,25 +118,27 @@ def run_bwd(c, row):
             row[f"{peer}_tflops"] = fl / (row[f"{peer}_ms"] * 1e-3) / 1e12
         except Exception as e:  # a backend that cannot run this shape: recorded, never fatal
             row[f"{peer}_error"] = failure(e, 200)
-    ours = first_run(row, lambda: OurBwd(c, *flash_forward(c), do))
-    if ours is None:
-        return
-    first = [x.clone() for x in ours.grads]
-    if ref is not None:
-        for name, got, want in zip(("dQ", "dK", "dV"), ours.grads, ref):
-            row[f"{name}_rel_err"] = rel_err(got, want)
-        row["correct"] = all(row[f"{n}_rel_err"] < 2e-2 for n in ("dQ", "dK", "dV"))
-    row["opendnn_ms"] = time_cuda(ours, reps=reps)
-    row["opendnn_tflops"] = fl / (row["opendnn_ms"] * 1e-3) / 1e12
-    row["bitwise_reproducible"] = all(torch.equal(a, b) for a, b in zip(first, ours.grads))
-    row["correct"] = row.get("correct", False) and row["bitwise_reproducible"]
+    with bwd_v2_env(False):
+        row["correct"] = time_ours(c, row, do, ref, fl, reps, "opendnn")
     add_speedups(row, PEERS)
+    if v2 and c.D in (64, 128):  # the head dims sdpa_bwd_v2 has kernels for
+        with bwd_v2_env(True):
+            ok = time_ours(c, row, do, ref, fl, reps, "v2")
+        row["correct"] = row["correct"] and ok and "sdpa_bwd_v2" in str(row.get("v2_plan", ""))
+        if "v2_ms" in row:
+            for p in PEERS:
+                if f"{p}_ms" in row:
+                    row[f"v2_speedup_vs_{p}"] = row[f"{p}_ms"] / row["v2_ms"]
+            if "opendnn_ms" in row:
+                row["v2_vs_v1"] = row["opendnn_ms"] / row["v2_ms"]
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="d64/128/256 at S=2048, causal and not")
+    ap.add_argument("--v2", action="store_true", help="also time the wgmma backward (OPENDNN_SDPA_BWD_V2=1)")
     args = ap.parse_args()
+    v2 = args.v2 or os.environ.get("OPENDNN_SDPA_BWD_V2") == "1"
     seqs = (2048,) if args.quick else (512, 1024, 2048, 4096, 8192, 16384)
     rows = []
     for D in (64, 128, 256):
@@ -101,7 +147,7 @@ def main():
                 c = Case(S, D, causal)
                 row = {"case": f"bwd_{c.name()}", "pass": "bwd", "batch": c.B, "heads": c.H, "seq": S, "head_dim": D,
                        "causal": causal, "dtype": "bf16"}
-                run_bwd(c, row)
+                run_bwd(c, row, v2)
                 rows.append(row)
                 show(row)
                 write_results("sdpa_bwd", rows)  # after every case: a fault later keeps what was measured
