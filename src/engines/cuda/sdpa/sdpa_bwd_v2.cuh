@@ -116,7 +116,10 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
   const uint32_t raw_addr = cute::cast_smem_ptr_to_uint(smem_raw);
   auto& sm = *reinterpret_cast<typename Cfg::Smem*>(smem_raw + ((1024u - (raw_addr & 1023u)) & 1023u));
 
-  const int64_t b = blockIdx.z, r0 = int64_t(blockIdx.x) * kRes;
+  // Under a right bound the early key tiles (dK/dV) and the late query tiles (dQ) have the most
+  // work: the dQ grid runs in reverse so the heavy CTAs start first and the light ones fill the tail.
+  const unsigned tile = !kDkDv && a.p.has_right ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  const int64_t b = blockIdx.z, r0 = int64_t(tile) * kRes;
   const bwd::Mask m = bwd::mask_of(p, b);
   const float scale = bwd::scale_of(p), sl2 = scale * kLog2e;
   const int64_t group = p.hq / p.hk;
