@@ -4,7 +4,7 @@
 //
 // One kernel template serves both passes, because dK/dV and dQ have the same shape once the
 // operands are named by role: a CTA keeps a 128-row "resident" tile (X, Y) in shared memory and
-// streams 64-row tiles (U, W) through a 2-stage cp.async ring. Per streamed tile each of the two
+// streams 64-row tiles (U, W) through a 3-stage cp.async ring. Per streamed tile each of the two
 // warpgroups (64 resident rows each) runs, with wgmma:
 //   T1 = X U^T, T2 = Y W^T                        (SS, both operands K-major in shared memory)
 //   P = exp(T1 * scale - LSE), dS = P (T2 - D)    (in registers)
@@ -33,6 +33,9 @@ namespace opendnn::cuda::sdpa::bwd2 {
 constexpr int kThreads = 256;  // two consumer warpgroups, no producer: all threads stage by cp.async
 constexpr int kRes = 128;      // resident rows of a CTA
 constexpr int kStep = 64;      // streamed rows per step
+// Ring depth: tile idx + 2 loads while idx computes, into the slot idx - 1 used, which every thread
+// has finished with once it passes step idx's barrier: one CTA barrier per step.
+constexpr int kStages = 3;
 
 template <class T, int kD>
 struct Config {
@@ -40,8 +43,8 @@ struct Config {
   using N = cute::Int<kStep>;
   using D = cute::Int<kD>;
   using SmemRes = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<T>{}, cute::Shape<R, D>{}));
-  using SmemStr = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<T>{}, cute::Shape<N, D, cute::_2>{}));
-  using SmemStrT = decltype(cute::tile_to_shape(cute::GMMA::Layout_MN_SW128_Atom<T>{}, cute::Shape<D, N, cute::_2>{},
+  using SmemStr = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<T>{}, cute::Shape<N, D, cute::Int<kStages>>{}));
+  using SmemStrT = decltype(cute::tile_to_shape(cute::GMMA::Layout_MN_SW128_Atom<T>{}, cute::Shape<D, N, cute::Int<kStages>>{},
                                                 cute::Step<cute::_2, cute::_1, cute::_3>{}));
   using MmaT = decltype(cute::make_tiled_mma(cute::GMMA::ss_op_selector<T, T, float, cute::Shape<cute::_64, N, D>>(),
                                              cute::Layout<cute::Shape<cute::_2, cute::_1, cute::_1>>{}));
@@ -54,7 +57,7 @@ struct Config {
     alignas(1024) T y[cute::cosize_v<SmemRes>];
     alignas(1024) T u[cute::cosize_v<SmemStr>];
     alignas(1024) T w[cute::cosize_v<SmemStr>];
-    float lse[2][kRes], delta[2][kRes];  // log2-scaled LSE and D, per stage (dQ: resident rows in [0])
+    float lse[kStages][kRes], delta[kStages][kRes];  // log2-scaled LSE and D per stage (dQ: resident rows in [0])
   };
   static constexpr int kSmemBytes = int(sizeof(Smem)) + 1024;  // + alignment of the dynamic base
   static_assert(kSmemBytes <= 227 * 1024, "shared memory of one CTA exceeds the H200's 227 KiB");
@@ -170,8 +173,13 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
     }
     bwd::staged_commit();
   }
-  // Streamed item idx into stage buf (one cp.async commit group).
+  // Streamed item idx into stage buf (one cp.async commit group; an empty one past the end, so
+  // the group count, and with it the wait below, is the same on every step).
   auto stage_item = [&](int64_t idx, int buf) {
+    if (idx >= total) {
+      bwd::staged_commit();
+      return;
+    }
     const int64_t h = kDkDv ? hk * group + idx / ntiles : 0;
     const int64_t s0 = first + (kDkDv ? idx % ntiles : idx) * kStep;
     const T* ub = static_cast<const T*>(tu.ptr) + p.base(tu, b, kDkDv) + (kDkDv ? h : hk) * tu.stride[1];
@@ -212,18 +220,15 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
   clear(acc1);
   clear(acc2);
 
-  if (total > 0) stage_item(0, 0);
+  stage_item(0, 0);
+  stage_item(1, 1);
   for (int64_t idx = 0; idx < total; ++idx) {
-    const int buf = int(idx & 1);
-    if (idx + 1 < total) {
-      stage_item(idx + 1, buf ^ 1);
-      asm volatile("cp.async.wait_group 1;\n" ::);
-    } else {
-      asm volatile("cp.async.wait_group 0;\n" ::);
-    }
+    const int buf = int(idx % kStages);
+    asm volatile("cp.async.wait_group 1;\n" ::);  // item idx (and the resident tile) landed
     // cp.async and zero-fill stores are generic-proxy writes; wgmma reads through the async proxy.
     cutlass::arch::fence_view_async_shared();
-    __syncthreads();
+    __syncthreads();  // item idx visible to all; step idx - 1 finished everywhere (its slot is free)
+    stage_item(idx + 2, int((idx + 2) % kStages));
     const int64_t s0 = first + (kDkDv ? idx % ntiles : idx) * kStep;
 
     warpgroup_fence_operand(t1);
@@ -270,7 +275,6 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
     if constexpr (kDkDv) warpgroup_fence_operand(acc2);
     warpgroup_fence_operand(tPr);
     warpgroup_fence_operand(tdSr);
-    __syncthreads();  // both warpgroups are done with this stage before it is loaded again
   }
   asm volatile("cp.async.wait_group 0;\n" ::);  // no loads left in flight at exit (total == 0)
 
