@@ -4,11 +4,14 @@ flash-linear-attention's chunk_gated_delta_rule (skipped cleanly when fla is not
 process on the same inputs (in-kernel q/k l2norm, log-space gates, fp32 initial and final states).
 Writes bench/results/gdn.json (+ PNG).
 
-    python bench/gdn.py [--quick] [--bwd]
+    python bench/gdn.py [--quick] [--bwd] [--split]
 
 Our forward runs in several variants in the same process: the default plan (opendnn_ms), and the
 opt-in kernels until verified: the register-state sequential pass, OPENDNN_GDN_FWD_V2=1 (mma_*
 columns), the tensor-core chunk_prep, OPENDNN_GDN_PREP_V2=1 (prep2_*), and both (v2_*).
+With --split (or OPENDNN_GDN_SPLIT=1 in the environment, which then applies to those columns only)
+also the sequence-split register-state pass, OPENDNN_GDN_SPLIT=1 (split_*, and split2_* with
+chunk_prep_mma), and --quick adds the few-heads case h4_hv8_1x32k, the one the split is for.
 
 TFLOP/s use the customary minimal count 4*K*V FLOP per token and value head. Every case is also
 checked against a float64 token recurrence over the first 256 tokens of its first sequence, and
@@ -50,6 +53,7 @@ CASES = [  # name, H, HV, sequence lengths
     ("h4_hv8_1x32k", 4, 8, [32768]),
 ]
 QUICK = ("h16_hv64_1x32k",)  # one case: fla autotunes its Triton kernels per shape on first use
+QUICK_SPLIT = ("h4_hv8_1x32k",)
 
 
 class Case:
@@ -176,6 +180,10 @@ VARIANTS = [  # column prefix, environment while the plan is built
     ("prep2", {"OPENDNN_GDN_PREP_V2": "1"}),
     ("v2", {"OPENDNN_GDN_FWD_V2": "1", "OPENDNN_GDN_PREP_V2": "1"}),
 ]
+SPLIT_VARIANTS = [  # unverified: only with --split, after the others
+    ("split", {"OPENDNN_GDN_SPLIT": "1"}),
+    ("split2", {"OPENDNN_GDN_SPLIT": "1", "OPENDNN_GDN_PREP_V2": "1"}),
+]
 
 
 def opt_in(c, row, p, env, o, fs, fla_out):
@@ -230,12 +238,17 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="one case")
     ap.add_argument("--bwd", action="store_true", help="also the backward (slow: token-exact for now)")
+    ap.add_argument("--split", action="store_true", help="also the sequence-split pass (OPENDNN_GDN_SPLIT=1)")
     args = ap.parse_args()
+    # Taken out of the environment so that the default and the other columns keep their plans.
+    split = os.environ.pop("OPENDNN_GDN_SPLIT", None) == "1" or args.split
+    quick = QUICK + (QUICK_SPLIT if split else ())
+    variants = VARIANTS + (SPLIT_VARIANTS if split else [])
     if fla_gdn is None:
         print(f"flash-linear-attention not available, peer skipped: {FLA_ERROR}")
     rows = []
     for name, H, HV, lens in CASES:
-        if args.quick and name not in QUICK:
+        if args.quick and name not in quick:
             continue
         c = Case(H, HV, lens)
         row = {"case": name, "op": "gdn", "pass": "fwd", "H": H, "HV": HV, "K": K, "V": V, "tokens": c.T,
@@ -267,7 +280,7 @@ def main():
             except Exception as e:  # a failing peer never loses our numbers
                 row["fla_error"] = failure(e, 200)
         # The opt-in kernels last, so that a fault in one cannot lose the numbers above.
-        for p, env in VARIANTS:
+        for p, env in variants:
             opt_in(c, row, p, env, o if fn is not None else None, fs, fla_out)
         if args.bwd:
             backward(c, row)

@@ -119,13 +119,14 @@ struct Problem {
 };
 
 // mma_pass: the register-state sequential pass (OPENDNN_GDN_FWD_V2=1); prep2: the tensor-core
-// chunk_prep (OPENDNN_GDN_PREP_V2=1). Both read when the plan is built.
-void check_once(const Case& c, bool mma_pass, bool prep2) {
-  SCOPED_TRACE(c.name + (mma_pass ? " (mma pass)" : "") + (prep2 ? " (prep2)" : ""));
-  if (mma_pass) setenv("OPENDNN_GDN_FWD_V2", "1", 1);
-  else unsetenv("OPENDNN_GDN_FWD_V2");
-  if (prep2) setenv("OPENDNN_GDN_PREP_V2", "1", 1);
-  else unsetenv("OPENDNN_GDN_PREP_V2");
+// chunk_prep (OPENDNN_GDN_PREP_V2=1); split: that pass with sequences cut into segments
+// (OPENDNN_GDN_SPLIT=1). All read when the plan is built.
+void check_once(const Case& c, bool mma_pass, bool prep2, bool split = false) {
+  SCOPED_TRACE(c.name + (mma_pass ? " (mma pass)" : "") + (prep2 ? " (prep2)" : "") + (split ? " (split)" : ""));
+  auto env = [](const char* name, bool on) { on ? setenv(name, "1", 1) : unsetenv(name); };
+  env("OPENDNN_GDN_FWD_V2", mma_pass);
+  env("OPENDNN_GDN_PREP_V2", prep2);
+  env("OPENDNN_GDN_SPLIT", split);
   Problem pb(c, uint32_t(c.cu.back() * 7 + std::max(c.h, c.hv) * 131 + c.k));
   const int64_t T = pb.T, N = pb.N, HO = pb.HO, K = pb.K, V = pb.V;
   Input &q = pb.q, &k = pb.k, &v = pb.v, &g = pb.g, &beta = pb.beta, &cu = pb.cu, &h0 = pb.h0;
@@ -198,7 +199,9 @@ void check_once(const Case& c, bool mma_pass, bool prep2) {
   ASSERT_EQ(engine, "cuda");
   std::string plan;
   EXPECT_TRUE(gr.get_plan_name_at_index(gr.selected_plan(), plan).is_good());
-  const bool mma_applies = mma_pass && (K == 64 || K == 128);
+  const bool split_applies = split && (K == 64 || K == 128);
+  EXPECT_EQ(plan.find("_split") != std::string::npos, split_applies) << plan;
+  const bool mma_applies = mma_pass && !split_applies && (K == 64 || K == 128);
   EXPECT_EQ(plan.find("_mma") != std::string::npos, mma_applies) << plan;
   const bool prep2_applies = prep2 && (K == 64 || K == 128) && (V == 64 || V == 128);
   EXPECT_EQ(plan.find("_prep2") != std::string::npos, prep2_applies) << plan;
@@ -230,8 +233,8 @@ void check_once(const Case& c, bool mma_pass, bool prep2) {
   const double eo = rel_err(o, ro), ef = rel_err(fin, rfin);
   EXPECT_LT(eo, 2e-2) << "O";
   EXPECT_LT(ef, 2e-2) << "final_state";
-  std::printf("[ gdn fwd%s%s ] %-28s rms err O %.2e, final state %.2e\n", mma_pass ? " mma" : "",
-              prep2 ? " prep2" : "", c.name.c_str(), eo, ef);
+  std::printf("[ gdn fwd%s%s%s ] %-28s rms err O %.2e, final state %.2e\n", mma_pass ? " mma" : "",
+              prep2 ? " prep2" : "", split ? " split" : "", c.name.c_str(), eo, ef);
 }
 
 // Both sequential passes with both chunk_preps on the same case (the opt-in kernels decline to the
@@ -240,6 +243,14 @@ void check(const Case& c) {
   for (bool prep2 : {false, true})
     for (bool mma_pass : {false, true}) check_once(c, mma_pass, prep2);
   unsetenv("OPENDNN_GDN_FWD_V2");
+  unsetenv("OPENDNN_GDN_PREP_V2");
+}
+
+// The split pass (segments of at least 8 chunks, so sequences over 512 tokens have several; the
+// combine runs for three segments and more) with both chunk_preps.
+void check_split(const Case& c) {
+  for (bool prep2 : {false, true}) check_once(c, false, prep2, true);
+  unsetenv("OPENDNN_GDN_SPLIT");
   unsetenv("OPENDNN_GDN_PREP_V2");
 }
 
@@ -397,6 +408,37 @@ TEST_F(CudaGdn, NoInitialStateMixedDims) {
   Case c{"no h0, K=128 V=64", {0, 1, 66, 130}, 2, 2, 128, 64};
   c.init = false;
   check(c);
+}
+
+TEST_F(CudaGdn, SplitFewHeadsLongSequence) {
+  // 8 segments of 8 chunks, the last one ending in a partial chunk; weak decay so that the state
+  // entering a segment matters to its outputs.
+  Case c{"split H=2 HV=4 K=V=128 4090 tokens", {0, 4090}, 2, 4, 128, 128};
+  c.g_lo = -0.05, c.g_hi = 0.0;
+  check_split(c);
+}
+
+TEST_F(CudaGdn, SplitVarlenGvaInitialState) {
+  // Sequences of 3, 1, 0, 3 and 2 segments (512 tokens each) with an initial state, HV = 2H.
+  Case c{"split varlen HV=2H K=V=64", {0, 1500, 1501, 1501, 3000, 3700}, 2, 4, 64, 64};
+  c.g_lo = -0.1, c.g_hi = 0.0;
+  check_split(c);
+}
+
+TEST_F(CudaGdn, SplitReverseGroupsFp16TorchState) {
+  // H = 2HV, fp16, a bf16 initial state in torch's layout; 5 segments then 1.
+  Case c{"split H=2HV fp16 K=V=128", {0, 2100, 2200}, 4, 2, 128, 128, DataType::HALF};
+  c.state_type = DataType::BFLOAT16;
+  c.torch_state_layout = true;
+  c.g_lo = -0.2, c.g_hi = -0.01;
+  check_split(c);
+}
+
+TEST_F(CudaGdn, SplitNoInitialStateMixedDims) {
+  Case c{"split no h0 K=128 V=64", {0, 1300, 1400}, 2, 2, 128, 64};
+  c.init = false;
+  c.g_lo = -0.05, c.g_hi = 0.0;
+  check_split(c);
 }
 
 }  // namespace

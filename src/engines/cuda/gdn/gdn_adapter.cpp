@@ -57,8 +57,9 @@ void strides_of(const TensorPtr& t, int64_t (&out)[4]) {
   for (int i = 0; i < 4; ++i) out[i] = st[size_t(i)];
 }
 
-// The register-state forward pass (OPENDNN_GDN_FWD_V2) and the tensor-core chunk_prep
-// (OPENDNN_GDN_PREP_V2) are opt-in until a GPU run verifies them (read at propose/build time).
+// The register-state forward pass (OPENDNN_GDN_FWD_V2), the tensor-core chunk_prep
+// (OPENDNN_GDN_PREP_V2) and the sequence split of the register-state pass (OPENDNN_GDN_SPLIT) are
+// opt-in until a GPU run verifies them (read at propose/build time).
 bool env_on(const char* name) {
   const char* e = std::getenv(name);
   return e && std::strcmp(e, "1") == 0;
@@ -79,7 +80,8 @@ std::string match_forward(const Node& n, const Target& target, gdn::FwdArgs& a) 
   const int sms = target.sm_count > 0 ? target.sm_count : 132;
   a.mma_pass = env_on("OPENDNN_GDN_FWD_V2") && gdn::mma_pass_supported(a.k, a.v);
   a.mma_prep = env_on("OPENDNN_GDN_PREP_V2") && gdn::mma_prep_supported(a.k, a.v);
-  a.bv = a.mma_pass ? gdn::choose_bv_mma(a, sms) : gdn::choose_bv(a, sms);
+  a.split = env_on("OPENDNN_GDN_SPLIT") && gdn::mma_pass_supported(a.k, a.v) && gdn::choose_split(a, sms);
+  if (!a.split) a.bv = a.mma_pass ? gdn::choose_bv_mma(a, sms) : gdn::choose_bv(a, sms);
   if (a.bv == 0) return "no state slice width fits shared memory for V = " + std::to_string(a.v);
   return "";
 }
@@ -126,7 +128,9 @@ std::string match(const Graph& g, const Target& target, gdn::FwdArgs& f, gdn::Bw
 // depth of the state pass (T/64 chunks of the longest sequence, unknown here: T/64/N on average).
 double estimate_us(const gdn::FwdArgs& a) {
   const double flops = double(a.t) * double(a.ho) * (6.0 * a.k * a.v + 64.0 * (6.0 * a.k + 4.0 * a.v));
-  const double depth = double(a.t) / 64.0 / double(a.n > 0 ? a.n : 1);
+  double depth = double(a.t) / 64.0 / double(a.n > 0 ? a.n : 1);
+  // Split: two walks of a segment plus one combine step per segment.
+  if (a.split) depth = 2.0 * a.seg_chunks + depth / a.seg_chunks;
   return 10.0 + flops / 60e6 + depth * 1.5;
 }
 
@@ -187,7 +191,7 @@ void propose(const Graph& g, const Target& t, Proposal& out) {
   }
   PlanCandidate c;
   c.name = backward ? "gdn_bwd_token_exact"
-                    : std::string("gdn_fwd_chunk64") + (f.mma_pass ? "_mma" : "") + (f.mma_prep ? "_prep2" : "");
+                    : std::string("gdn_fwd_chunk64") + (f.split ? "_split" : f.mma_pass ? "_mma" : "") + (f.mma_prep ? "_prep2" : "");
   c.local_index = kBase + (backward ? 1 : 0);
   c.estimated_us = backward ? estimate_bwd_us(b) : estimate_us(f);
   c.workspace_bytes = backward ? gdn::backward_workspace_bytes(b) : gdn::forward_workspace_bytes(f);

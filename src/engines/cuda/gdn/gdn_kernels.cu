@@ -50,9 +50,12 @@ struct Work {
   void* aqk;       // [T, HO, 64] scale * (Q K^T masked and decayed)
   void* qn;        // [T, H, K] l2-normalised q (l2norm only)
   void* kn;
+  int2* segtab;    // split pass: [seg_bound] (sequence, first token) of each segment
+  float* seg;      // split pass: [seg_bound, HO, V + K, K] fp32, see state_pass_mma
   size_t bytes;
 };
 int64_t chunk_bound(const FwdArgs& a) { return a.t / C + a.n; }
+int64_t seg_bound(const FwdArgs& a) { return a.split ? a.t / (int64_t(C) * a.seg_chunks) + a.n : 0; }
 Work carve(const FwdArgs& a, char* base) {
   Work w{};
   size_t off = 0;
@@ -71,13 +74,19 @@ Work carve(const FwdArgs& a, char* base) {
     w.qn = take(size_t(a.t) * size_t(a.h) * size_t(a.k) * e);
     w.kn = take(size_t(a.t) * size_t(a.h) * size_t(a.k) * e);
   }
+  if (a.split) {
+    w.segtab = reinterpret_cast<int2*>(take(size_t(seg_bound(a)) * sizeof(int2)));
+    w.seg = reinterpret_cast<float*>(take(size_t(seg_bound(a)) * size_t(a.ho) * size_t(a.v + a.k) * size_t(a.k) * 4));
+  }
   w.bytes = off;
   return w;
 }
 
 // ------------------------------------------------------------------------------------------------
-// The chunk table. One CTA scans the per-sequence chunk counts in tiles of blockDim sequences.
-__global__ void __launch_bounds__(1024) chunk_table(const void* cu, bool i64, int64_t n, int64_t bound, int2* table) {
+// The chunk table (span = C tokens an entry) and the segment table of the split pass (span = C times
+// the chunks of a segment). One CTA scans the per-sequence entry counts in tiles of blockDim sequences.
+__global__ void __launch_bounds__(1024) chunk_table(const void* cu, bool i64, int64_t n, int64_t bound, int span,
+                                                    int2* table) {
   __shared__ int warp_sums[32];
   __shared__ int carry;
   if (threadIdx.x == 0) carry = 0;
@@ -91,7 +100,7 @@ __global__ void __launch_bounds__(1024) chunk_table(const void* cu, bool i64, in
       len = cu_at(cu, i64, s + 1) - t0;
       if (len < 0) len = 0;
     }
-    const int chunks = int((len + C - 1) / C);
+    const int chunks = int((len + span - 1) / span);
     int incl = chunks;  // inclusive scan over the block
     for (int o = 1; o < 32; o <<= 1) {
       int y = __shfl_up_sync(0xffffffffu, incl, o);
@@ -109,7 +118,7 @@ __global__ void __launch_bounds__(1024) chunk_table(const void* cu, bool i64, in
     }
     __syncthreads();
     const int start = carry + (warp > 0 ? warp_sums[warp - 1] : 0) + incl - chunks;
-    for (int c = 0; c < chunks && start + c < bound; ++c) table[start + c] = make_int2(int(s), int(t0 + int64_t(c) * C));
+    for (int c = 0; c < chunks && start + c < bound; ++c) table[start + c] = make_int2(int(s), int(t0 + int64_t(c) * span));
     __syncthreads();
     if (threadIdx.x == 0) carry += warp_sums[blockDim.x / 32 - 1];
     __syncthreads();
@@ -557,17 +566,41 @@ __device__ __forceinline__ void a_frag(uint32_t (&a)[4], const float (&acc)[N][4
 }
 
 // Shared-memory layout of one chunk stage; rows padded by 16 bytes so ldmatrix rows hit distinct banks.
-// W, Q, K [C][k + pad], Aqk [C][C + pad], U [C][bv + pad] (16-bit), then gamma [C] (fp32).
-__host__ __device__ constexpr size_t stage_bytes(int k, int bv) {
-  return size_t(3 * C * (k + kPad16) + C * (C + kPad16) + C * (bv + kPad16)) * 2 + C * sizeof(float);
+// W, K, Q [C][k + pad], Aqk [C][C + pad], U [C][bv + pad] (16-bit), then gamma [C] (fp32). Without
+// outputs (the split's summaries) Q, Aqk and the O staging are left out: two CTAs then fit an SM.
+__host__ __device__ constexpr size_t stage_bytes(int k, int bv, bool outputs = true) {
+  return size_t((outputs ? 3 : 2) * C * (k + kPad16) + (outputs ? C * (C + kPad16) : 0) + C * (bv + kPad16)) * 2 +
+         C * sizeof(float);
 }
 constexpr int kLdo = 16 + kPad16;  // per-warp O staging rows
-size_t smem_bytes(int k, int bv) { return 2 * stage_bytes(k, bv) + size_t(bv / 16) * C * kLdo * 2; }
+size_t smem_bytes(int k, int bv, bool outputs = true) {
+  return 2 * stage_bytes(k, bv, outputs) + (outputs ? size_t(bv / 16) * C * kLdo * 2 : 0);
+}
 
 }  // namespace mma
 
-// grid N * HO * (V / bv), bv / 16 warps, smem_bytes(K, bv).
-template <class T, int K>
+// The sequence split (OPENDNN_GDN_SPLIT=1, unverified on GPU). With few heads, N * HO * (V / 16)
+// warps walking T / 64 chunks in order leave most SMs idle (H4 HV8 K=V=128: 64 warps, 512 chunks).
+// Per chunk the state update is affine in the entering state,
+//   S' = A_c S + Kd^T U,   A_c = e^gamma_last I - Kd^T W,   Kd = diag(e^(gamma_last - gamma)) K,
+// so over a segment of chunks S_out = M S_in + S^0, where S^0 is the segment run from a zero state and
+// M (K x K) the product of the A_c: the same recurrence run on the identity with U = 0. Hence:
+//   kSummary  per (segment, head, slice of the V + K columns [S | M]) in parallel: S^0 from zero
+//             (from the given initial state in a sequence's first segment) and M from I; no output.
+//   split_combine  per (sequence, head, 16 state columns): S_in of each segment, in order (one K x K
+//             by K x 16 fp32 product per segment; the only sequential part left, depth = segments).
+//   kApply    per (segment, head, slice) in parallel: the kWhole walk from the true S_in, writing O.
+// Against the other choice, a finer V split (8 columns a warp) plus the unchanged chunk order: its
+// depth stays T / 64 chunk steps (~1.5-3 us each measured on the unsplit pass, 0.8-1.5 ms at 32k
+// tokens) whatever the width, so it cannot approach 0.17 ms; the split trades ~2.2x the state-pass
+// products (M costs as much as S^0 at K = V) for a depth of seg_chunks steps plus the combine.
+// Recomputing each segment (kApply) rather than correcting O from stored per-chunk transfers keeps the
+// workspace at one [V + K, K] fp32 slot per segment and head.
+enum PassMode { kWhole = 0, kSummary = 1, kApply = 2 };
+
+// kWhole: grid N * HO * (V / bv). kSummary: seg_bound * HO * ((V + K) / bv). kApply: seg_bound * HO *
+// (V / bv). bv / 16 warps, smem_bytes(K, bv).
+template <class T, int K, int Mode>
 __global__ void __launch_bounds__(128) state_pass_mma(PassParams p) {
   using namespace mma;
   constexpr int ldk = K + kPad16, lda = C + kPad16;
@@ -578,42 +611,65 @@ __global__ void __launch_bounds__(128) state_pass_mma(PassParams p) {
   constexpr int NP = 4;
   const FwdArgs& a = p.a;
   const int V = int(a.v), BV = a.bv, ldu = BV + kPad16;
-  const int slices = V / BV;
+  const int slices = (Mode == kSummary ? V + K : V) / BV;
   const int64_t bid = blockIdx.x;
-  const int64_t s = bid / (a.ho * slices);
+  const int64_t item = bid / (a.ho * slices);  // sequence (kWhole) or segment
   const int j = int((bid / slices) % a.ho), v0 = int(bid % slices) * BV;
+  int64_t s = item, start = 0, end = 0;
+  bool first = true, last = true;
+  if constexpr (Mode == kWhole) {
+    start = cu_at(a.cu, a.cu_int64, s), end = cu_at(a.cu, a.cu_int64, s + 1);
+  } else {
+    const int2 ent = p.w.segtab[item];
+    if (ent.x < 0) return;
+    s = ent.x;
+    const int64_t seq_end = cu_at(a.cu, a.cu_int64, s + 1);
+    start = ent.y, end = imin(seq_end, start + int64_t(C) * a.seg_chunks);
+    first = start == cu_at(a.cu, a.cu_int64, s), last = end == seq_end;
+  }
+  // Columns V.. of the summary carry M; a sequence's last segment needs no summary and its first no M.
+  const bool transfer = Mode == kSummary && v0 >= V;
+  if (Mode == kSummary && (last || (first && transfer))) return;
   const int hq = int(j / (a.ho / a.h));
   const int nthreads = blockDim.x, tid = threadIdx.x;
   const int warp = tid / 32, lane = tid % 32, g = lane / 4, c = lane % 4;
   const int vw = warp * 16;  // this warp's strip inside the slice
 
+  constexpr bool kOut = Mode != kSummary;
   extern __shared__ __align__(128) unsigned char smem[];
-  const size_t sbytes = stage_bytes(K, BV);
+  const size_t sbytes = stage_bytes(K, BV, kOut);
   T* ostage = reinterpret_cast<T*>(smem + 2 * sbytes) + warp * C * kLdo;
   auto stage_ptrs = [&](int st, T*& w, T*& q, T*& k, T*& aq, T*& u, float*& gm) {
     w = reinterpret_cast<T*>(smem + sbytes * size_t(st));
-    q = w + C * ldk;
-    k = q + C * ldk;
-    aq = k + C * ldk;
-    u = aq + C * lda;
+    k = w + C * ldk;
+    q = k + C * ldk;
+    aq = q + (kOut ? C * ldk : 0);
+    u = aq + (kOut ? C * lda : 0);
     gm = reinterpret_cast<float*>(u + C * ldu);
   };
 
-  // S^T strip: element (v = vw + g + 8 * (e / 2), k = 8 kt + 2c + e % 2) in sacc[kt][e].
+  // S^T strip: element (v = vw + g + 8 * (e / 2), k = 8 kt + 2c + e % 2) in sacc[kt][e]. It starts
+  // from the given initial state at a sequence start, else from zero (kSummary), the identity (M), or
+  // the state split_combine left in the previous segment's slot (kApply).
+  const size_t slot = size_t(V + K) * K;
   float sacc[KT][4];
   {
-    const int64_t base = s * a.init_stride[0] + j * a.init_stride[1];
+    const void* src = a.init;
+    DataType ty = a.init_type;
+    int64_t base = s * a.init_stride[0] + j * a.init_stride[1], sv = a.init_stride[2], sk = a.init_stride[3];
+    if (!first) {
+      src = Mode == kApply ? p.w.seg : nullptr, ty = DataType::FLOAT;
+      base = int64_t(((item - 1) * a.ho + j) * slot), sv = K, sk = 1;
+    }
 #pragma unroll
     for (int kt = 0; kt < KT; ++kt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int vv = v0 + vw + g + 8 * (e / 2), kk = 8 * kt + 2 * c + e % 2;
-        sacc[kt][e] =
-            a.init ? load_any(a.init_type, a.init, base + vv * a.init_stride[2] + kk * a.init_stride[3]) : 0.f;
+        sacc[kt][e] = transfer ? (vv - V == kk ? 1.f : 0.f) : src ? load_any(ty, src, base + vv * sv + kk * sk) : 0.f;
       }
   }
 
-  const int64_t start = cu_at(a.cu, a.cu_int64, s), end = cu_at(a.cu, a.cu_int64, s + 1);
   const T* qg = static_cast<const T*>(p.q);
   const T* kg = static_cast<const T*>(p.k);
   const T* wg = static_cast<const T*>(p.w.w);
@@ -632,19 +688,21 @@ __global__ void __launch_bounds__(128) state_pass_mma(PassParams p) {
       const bool ok = r < L;
       const int64_t rq = ok ? (t0 + r) * a.h + hq : 0, rw = ok ? (t0 + r) * a.ho + j : 0;
       cp16(w + r * ldk + col, wg + rw * K + col, ok);
-      cp16(q + r * ldk + col, qg + rq * K + col, ok);
+      if constexpr (kOut) cp16(q + r * ldk + col, qg + rq * K + col, ok);
       cp16(k + r * ldk + col, kg + rq * K + col, ok);
     }
-    for (int e = tid; e < C * (C / 8); e += nthreads) {
-      const int r = e / (C / 8), col = (e % (C / 8)) * 8;
-      const bool ok = r < L;
-      cp16(aq + r * lda + col, ag + (ok ? (t0 + r) * a.ho + j : 0) * C + col, ok);
+    if constexpr (kOut) {
+      for (int e = tid; e < C * (C / 8); e += nthreads) {
+        const int r = e / (C / 8), col = (e % (C / 8)) * 8;
+        const bool ok = r < L;
+        cp16(aq + r * lda + col, ag + (ok ? (t0 + r) * a.ho + j : 0) * C + col, ok);
+      }
     }
     const int per_u = BV / 8;
     for (int e = tid; e < C * per_u; e += nthreads) {
       const int r = e / per_u, col = (e % per_u) * 8;
-      const bool ok = r < L;
-      cp16(u + r * ldu + col, ug + (ok ? (t0 + r) * a.ho + j : 0) * V + v0 + col, ok);
+      const bool ok = r < L && !transfer;  // M's recurrence has U = 0
+      cp16(u + r * ldu + col, ug + (ok ? (t0 + r) * a.ho + j : 0) * V + (ok ? v0 + col : 0), ok);
     }
     for (int r = tid; r < C; r += nthreads) cp4(gm + r, p.w.gam + (r < L ? (t0 + r) * a.ho + j : 0), r < L);
     cp_commit();
@@ -686,13 +744,16 @@ __global__ void __launch_bounds__(128) state_pass_mma(PassParams p) {
         a_frag<T>(af, sacc, kk);
 #pragma unroll
         for (int np = 0; np < NP; ++np) {
-          uint32_t b[4], bq[4];
+          uint32_t b[4];
           ldsm4(b, ws + (16 * (p0 + np) + rb_row) * ldk + 16 * kk + rb_col);
-          ldsm4(bq, qs + (16 * (p0 + np) + rb_row) * ldk + 16 * kk + rb_col);
           mma16816<T>(x[2 * np], af, b[0], b[1]);
           mma16816<T>(x[2 * np + 1], af, b[2], b[3]);
-          mma16816<T>(o[2 * np], af, bq[0], bq[1]);
-          mma16816<T>(o[2 * np + 1], af, bq[2], bq[3]);
+          if constexpr (kOut) {
+            uint32_t bq[4];
+            ldsm4(bq, qs + (16 * (p0 + np) + rb_row) * ldk + 16 * kk + rb_col);
+            mma16816<T>(o[2 * np], af, bq[0], bq[1]);
+            mma16816<T>(o[2 * np + 1], af, bq[2], bq[3]);
+          }
         }
       }
 #pragma unroll
@@ -708,45 +769,52 @@ __global__ void __launch_bounds__(128) state_pass_mma(PassParams p) {
           x[n][2] = hi.x - x[n][2];
           x[n][3] = hi.y - x[n][3];
         }
-        a_frag<T>(va[p0 + np], x, np);
+        if constexpr (kOut) a_frag<T>(va[p0 + np], x, np);
       }
 #pragma unroll
       for (int n = 0; n < 2 * NP; ++n) {
         const int r = 8 * (2 * p0 + n) + 2 * c;
         const float d0 = __expf(glast - gs[r]), d1 = __expf(glast - gs[r + 1]);
         x[n][0] *= d0, x[n][1] *= d1, x[n][2] *= d0, x[n][3] *= d1;
-        const float f0 = a.scale * __expf(gs[r]), f1 = a.scale * __expf(gs[r + 1]);
-        o[n][0] *= f0, o[n][1] *= f1, o[n][2] *= f0, o[n][3] *= f1;
-      }
-#pragma unroll
-      for (int np = 0; np < NP; ++np) {
-        a_frag<T>(vk[p0 + np], x, np);
-#pragma unroll
-        for (int kk = 0; kk <= p0 + np; ++kk) {
-          uint32_t b[4];
-          ldsm4(b, as + (16 * (p0 + np) + rb_row) * lda + 16 * kk + rb_col);
-          mma16816<T>(o[2 * np], va[kk], b[0], b[1]);
-          mma16816<T>(o[2 * np + 1], va[kk], b[2], b[3]);
+        if constexpr (kOut) {
+          const float f0 = a.scale * __expf(gs[r]), f1 = a.scale * __expf(gs[r + 1]);
+          o[n][0] *= f0, o[n][1] *= f1, o[n][2] *= f0, o[n][3] *= f1;
         }
       }
-      // Through the warp's staging tile to 16-byte stores of whole 32-byte row pieces.
 #pragma unroll
-      for (int n = 0; n < 2 * NP; ++n) {
-        const int r = 8 * (2 * p0 + n) + 2 * c;
-        ostage[r * kLdo + g] = from_f<T>(o[n][0]);
-        ostage[(r + 1) * kLdo + g] = from_f<T>(o[n][1]);
-        ostage[r * kLdo + g + 8] = from_f<T>(o[n][2]);
-        ostage[(r + 1) * kLdo + g + 8] = from_f<T>(o[n][3]);
+      for (int np = 0; np < NP; ++np) a_frag<T>(vk[p0 + np], x, np);
+      if constexpr (kOut) {  // the output: Aqk products, then the staging tile
+#pragma unroll
+        for (int np = 0; np < NP; ++np) {
+#pragma unroll
+          for (int kk = 0; kk <= p0 + np; ++kk) {
+            uint32_t b[4];
+            ldsm4(b, as + (16 * (p0 + np) + rb_row) * lda + 16 * kk + rb_col);
+            mma16816<T>(o[2 * np], va[kk], b[0], b[1]);
+            mma16816<T>(o[2 * np + 1], va[kk], b[2], b[3]);
+          }
+        }
+        // Through the warp's staging tile to 16-byte stores of whole 32-byte row pieces.
+#pragma unroll
+        for (int n = 0; n < 2 * NP; ++n) {
+          const int r = 8 * (2 * p0 + n) + 2 * c;
+          ostage[r * kLdo + g] = from_f<T>(o[n][0]);
+          ostage[(r + 1) * kLdo + g] = from_f<T>(o[n][1]);
+          ostage[r * kLdo + g + 8] = from_f<T>(o[n][2]);
+          ostage[(r + 1) * kLdo + g + 8] = from_f<T>(o[n][3]);
+        }
       }
     }
-    __syncwarp();
-    T* og = static_cast<T*>(a.o) + (t0 * a.ho + j) * V + v0 + vw;
+    if constexpr (kOut) {
+      __syncwarp();
+      T* og = static_cast<T*>(a.o) + (t0 * a.ho + j) * V + v0 + vw;
 #pragma unroll
-    for (int m = 0; m < 4; ++m) {
-      const int e = lane + 32 * m, r = e / 2, half = e % 2;
-      if (r < L)
-        *reinterpret_cast<uint4*>(og + r * a.ho * V + 8 * half) =
-            *reinterpret_cast<const uint4*>(ostage + r * kLdo + 8 * half);
+      for (int m = 0; m < 4; ++m) {
+        const int e = lane + 32 * m, r = e / 2, half = e % 2;
+        if (r < L)
+          *reinterpret_cast<uint4*>(og + r * a.ho * V + 8 * half) =
+              *reinterpret_cast<const uint4*>(ostage + r * kLdo + 8 * half);
+      }
     }
 
     // S^T <- e^glast S^T + vk K (B = K rows through ldmatrix.trans).
@@ -767,7 +835,16 @@ __global__ void __launch_bounds__(128) state_pass_mma(PassParams p) {
     __syncwarp();  // the staging tile is rewritten next chunk
   }
 
-  if (a.fin) {
+  if constexpr (!kOut) {
+    float* dst = p.w.seg + ((item * a.ho + j) * slot);
+#pragma unroll
+    for (int kt = 0; kt < KT; ++kt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int vv = v0 + vw + g + 8 * h, kk = 8 * kt + 2 * c;
+        *reinterpret_cast<float2*>(dst + size_t(vv) * K + kk) = make_float2(sacc[kt][2 * h], sacc[kt][2 * h + 1]);
+      }
+  } else if (a.fin && last) {
     const int64_t base = s * a.fin_stride[0] + j * a.fin_stride[1];
 #pragma unroll
     for (int kt = 0; kt < KT; ++kt)
@@ -776,6 +853,73 @@ __global__ void __launch_bounds__(128) state_pass_mma(PassParams p) {
         const int vv = v0 + vw + g + 8 * (e / 2), kk = 8 * kt + 2 * c + e % 2;
         store_any(a.final_type, a.fin, base + vv * a.fin_stride[2] + kk * a.fin_stride[3], sacc[kt][e]);
       }
+  }
+}
+
+// split_combine: grid (seg_bound, HO, V / 16), 256 threads, combine_smem(K). One CTA per (sequence,
+// output head, 16 state columns), started at the sequence's first segment, walks its segments in order:
+//   slot[g] <- M_g slot[g - 1] + slot[g]   (state rows only)
+// for every segment g after the first that has a successor, so slot[g] ends as the state entering
+// segment g + 1 (the first segment's slot already is: it ran from the true initial state). M_g^T sits in
+// the slot's rows V.., (m, k) = M_g(k, m). fp32 FMA in a fixed order: deterministic. M_{g+1} streams
+// into the other buffer while M_g is applied.
+size_t combine_smem(int k) { return (size_t(2) * k * k + size_t(16) * k) * sizeof(float); }
+
+template <int K>
+__global__ void __launch_bounds__(256) split_combine(PassParams p) {
+  const FwdArgs& a = p.a;
+  const int V = int(a.v);
+  const int64_t g0 = blockIdx.x;
+  const int j = int(blockIdx.y), v0 = int(blockIdx.z) * 16;
+  const int2 e0 = p.w.segtab[g0];
+  if (e0.x < 0 || e0.y != cu_at(a.cu, a.cu_int64, e0.x)) return;  // not a sequence's first segment
+  const int64_t span = int64_t(C) * a.seg_chunks;
+  const int64_t nseg = (cu_at(a.cu, a.cu_int64, e0.x + 1) - e0.y + span - 1) / span;
+  if (nseg <= 2) return;
+
+  extern __shared__ __align__(16) float csm[];
+  // Two M^T buffers [K][K], then [16][K]: the state entering the current segment, this CTA's columns.
+  float* prev = csm + 2 * K * K;
+  constexpr int G = 256 / K, R = 16 / G;  // column groups; columns a thread owns
+  const int tid = threadIdx.x, k = tid % K, vg = tid / K;
+  const size_t slot = size_t(V + K) * K;
+  auto seg_at = [&](int64_t g) { return p.w.seg + (size_t(g) * size_t(a.ho) + size_t(j)) * slot; };
+  auto issue = [&](int64_t g, int st) {
+    const float* src = seg_at(g) + size_t(V) * K;
+    float* dst = csm + st * K * K;
+    for (int i = tid; i < K * K / 4; i += 256) mma::cp16(dst + 4 * i, src + 4 * i, true);
+    mma::cp_commit();
+  };
+  for (int i = tid; i < 16 * K; i += 256) prev[i] = seg_at(g0)[size_t(v0) * K + i];
+  issue(g0 + 1, 0);
+  const int64_t stop = g0 + nseg - 1;  // the last segment has no successor
+  for (int64_t g = g0 + 1; g < stop; ++g) {
+    const int st = int(g - g0 - 1) & 1;
+    mma::cp_wait_all();
+    __syncthreads();  // M_g and prev are visible; the other buffer is free
+    if (g + 1 < stop) issue(g + 1, st ^ 1);
+    const float* m = csm + st * K * K;
+    float* cur = seg_at(g) + size_t(v0) * K;
+    float acc[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] = cur[size_t(vg + G * r) * K + k];
+    for (int mm = 0; mm < K; mm += 4) {
+      const float m0 = m[mm * K + k], m1 = m[(mm + 1) * K + k], m2 = m[(mm + 2) * K + k], m3 = m[(mm + 3) * K + k];
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const float4 pv = *reinterpret_cast<const float4*>(prev + (vg + G * r) * K + mm);
+        acc[r] = fmaf(m0, pv.x, acc[r]);
+        acc[r] = fmaf(m1, pv.y, acc[r]);
+        acc[r] = fmaf(m2, pv.z, acc[r]);
+        acc[r] = fmaf(m3, pv.w, acc[r]);
+      }
+    }
+    __syncthreads();  // every thread is done reading prev
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      prev[(vg + G * r) * K + k] = acc[r];
+      cur[size_t(vg + G * r) * K + k] = acc[r];
+    }
   }
 }
 
@@ -1099,17 +1243,33 @@ void launch_prep_mma(const PrepParams& pp, int64_t bound, cudaStream_t st) {
 
 constexpr size_t kMaxSmem = 227 * 1024;
 
+template <class T, int K, int Mode>
+void launch_mma_mode(const PassParams& pp, int64_t ctas, cudaStream_t st) {
+  const size_t bytes = mma::smem_bytes(K, pp.a.bv, Mode != kSummary);
+  cudaFuncSetAttribute(state_pass_mma<T, K, Mode>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+  state_pass_mma<T, K, Mode><<<unsigned(ctas), unsigned(pp.a.bv / 16 * 32), bytes, st>>>(pp);
+}
+// Unsplit: one launch. Split: the segment table, the summaries, the combine, then the outputs.
 template <class T, int K>
-void launch_mma_k(const PassParams& pp, unsigned ctas, cudaStream_t st) {
-  const size_t bytes = mma::smem_bytes(K, pp.a.bv);
-  cudaFuncSetAttribute(state_pass_mma<T, K>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
-  state_pass_mma<T, K><<<ctas, unsigned(pp.a.bv / 16 * 32), bytes, st>>>(pp);
+void launch_mma_k(const PassParams& pp, cudaStream_t st) {
+  const FwdArgs& a = pp.a;
+  if (!a.split) {
+    launch_mma_mode<T, K, kWhole>(pp, a.n * a.ho * (a.v / a.bv), st);
+    return;
+  }
+  const int64_t sb = seg_bound(a);
+  chunk_table<<<1, 1024, 0, st>>>(a.cu, a.cu_int64, a.n, sb, C * a.seg_chunks, pp.w.segtab);
+  launch_mma_mode<T, K, kSummary>(pp, sb * a.ho * ((a.v + K) / a.bv), st);
+  const size_t cs = combine_smem(K);
+  cudaFuncSetAttribute(split_combine<K>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(cs));
+  split_combine<K><<<dim3(unsigned(sb), unsigned(a.ho), unsigned(a.v / 16)), 256, cs, st>>>(pp);
+  launch_mma_mode<T, K, kApply>(pp, sb * a.ho * (a.v / a.bv), st);
 }
 template <class T>
-void launch_mma_pass(const PassParams& pp, unsigned ctas, cudaStream_t st) {
+void launch_mma_pass(const PassParams& pp, cudaStream_t st) {
   switch (pp.a.k) {
-    case 64: launch_mma_k<T, 64>(pp, ctas, st); break;
-    default: launch_mma_k<T, 128>(pp, ctas, st); break;
+    case 64: launch_mma_k<T, 64>(pp, st); break;
+    default: launch_mma_k<T, 128>(pp, st); break;
   }
 }
 
@@ -1117,7 +1277,7 @@ template <class T>
 const char* launch_typed(const FwdArgs& a, void* workspace, cudaStream_t st) {
   Work w = carve(a, static_cast<char*>(workspace));
   const int64_t bound = chunk_bound(a);
-  chunk_table<<<1, 1024, 0, st>>>(a.cu, a.cu_int64, a.n, bound, w.table);
+  chunk_table<<<1, 1024, 0, st>>>(a.cu, a.cu_int64, a.n, bound, C, w.table);
   const void* q = a.q;
   const void* k = a.kk;
   if (a.l2norm) {
@@ -1135,8 +1295,8 @@ const char* launch_typed(const FwdArgs& a, void* workspace, cudaStream_t st) {
     chunk_prep<T><<<dim3(unsigned(bound), unsigned(a.ho)), kThreads, ps, st>>>(PrepParams{a, w, q, k});
   }
   const int64_t ctas = a.n * a.ho * (a.v / a.bv);
-  if (a.mma_pass) {
-    launch_mma_pass<T>(PassParams{a, w, q, k}, unsigned(ctas), st);
+  if (a.mma_pass || a.split) {
+    launch_mma_pass<T>(PassParams{a, w, q, k}, st);
   } else {
     const size_t ss = pass_smem(int(a.k), a.bv);
     cudaFuncSetAttribute(state_pass<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(ss));
@@ -1180,6 +1340,22 @@ int choose_bv_mma(const FwdArgs& a, int sm_count) {
     if (a.n * a.ho * (a.v / bv) * 4 >= int64_t(sm_count) * 3) return bv;
   }
   return best;
+}
+
+bool choose_split(FwdArgs& a, int sm_count) {
+  // bv must divide V and K (the summary's slices run over [S | M], V + K columns); K is 64 or 128.
+  // Segments: enough that the outputs pass has ~2 CTAs per SM (one fits an SM at two stages; the
+  // summary pass then has (V + K) / V times as many); at least 8 chunks a segment so that the combine's
+  // depth (one K x K product per segment) stays a small part of the walk.
+  a.bv = a.v % 64 == 0 ? 64 : a.v % 32 == 0 ? 32 : 16;
+  const int64_t per_seg = a.ho * (a.v / a.bv);
+  const int64_t want = std::max<int64_t>(1, 2 * int64_t(sm_count) / per_seg);
+  const int64_t chunks = (a.t + C - 1) / C;
+  a.seg_chunks = int(std::max<int64_t>(8, (chunks + want - 1) / want));
+  // The summaries take a [V + K, K] fp32 slot per (segment, head), and the segment bound counts one
+  // per sequence: many short sequences would need gigabytes for nothing to split.
+  const int64_t slots = (a.t / (int64_t(C) * a.seg_chunks) + a.n) * a.ho;
+  return slots * (a.v + a.k) * a.k * 4 <= (int64_t(1) << 30);
 }
 
 bool mma_prep_supported(int64_t k, int64_t v) { return (k == 64 || k == 128) && (v == 64 || v == 128); }

@@ -28,6 +28,11 @@ struct FwdArgs {
   // chunk_prep_mma instead of chunk_prep (tensor-core products, K K^T / Q K^T shared by the output
   // heads of a q/k head); opt-in via OPENDNN_GDN_PREP_V2=1 until a GPU run verifies it.
   bool mma_prep = false;
+  // The split register-state pass (choose_split sets bv and seg_chunks); opt-in via
+  // OPENDNN_GDN_SPLIT=1 until a GPU run verifies it. Sequences are cut into segments of seg_chunks
+  // chunks that run in parallel: see state_pass_mma and split_combine in gdn_kernels.cu.
+  bool split = false;
+  int seg_chunks = 0;
   const void *q = nullptr, *kk = nullptr, *vv = nullptr, *g = nullptr, *beta = nullptr, *cu = nullptr;
   const void* init = nullptr;  // may be null (zero initial state)
   void* o = nullptr;
@@ -42,6 +47,9 @@ int choose_bv(const FwdArgs& a, int sm_count);
 // The register-state pass: K in {64, 128}, V a multiple of 16 up to 256.
 bool mma_pass_supported(int64_t k, int64_t v);
 int choose_bv_mma(const FwdArgs& a, int sm_count);
+// The split pass takes what the register-state pass takes; sets a.bv and a.seg_chunks. False (the
+// split does not apply) when its per-segment summaries would take more than 1 GiB of workspace.
+bool choose_split(FwdArgs& a, int sm_count);
 // chunk_prep_mma: K and V in {64, 128}.
 bool mma_prep_supported(int64_t k, int64_t v);
 int64_t forward_workspace_bytes(const FwdArgs& a);
