@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Plans of the cuda engine for single-node RMSNorm / LayerNorm graphs, forward and backward.
 // Rows are the leading dims of X where scale has dim 1; the trailing dims (scale's) form a row.
+#include <cstdlib>
 #include <string>
 
 #include "common/dtype_convert.h"
@@ -146,6 +147,13 @@ class NormBwdPlan : public Plan {
 
 int sm_count(const Target& t) { return t.sm_count > 0 ? t.sm_count : 132; }
 
+// The register-row backward (norm_kernels.cu, bwd_rows_kernel) stays opt-in until a GPU run
+// verifies it: OPENDNN_NORM_BWD_V2=1, read when a plan is proposed and built.
+bool backward_v2() {
+  const char* e = std::getenv("OPENDNN_NORM_BWD_V2");
+  return e && std::string(e) == "1";
+}
+
 constexpr int64_t kBase = 0;  // the norm family's index_base (gemm 1000, sdpa 2000, ...)
 
 void propose(const Graph& g, const Target& t, Proposal& out) {
@@ -157,7 +165,8 @@ void propose(const Graph& g, const Target& t, Proposal& out) {
   }
   const Node& n = *g.nodes()[0];
   PlanCandidate c;
-  c.name = std::string(s.kind == Kind::RMS ? "rmsnorm" : "layernorm") + (s.backward ? "_bwd" : "_fwd");
+  c.name = std::string(s.kind == Kind::RMS ? "rmsnorm" : "layernorm") + (s.backward ? "_bwd" : "_fwd") +
+           (s.backward && backward_v2() ? "_v2" : "");
   c.local_index = kBase + (s.kind == Kind::RMS ? 0 : 2) + (s.backward ? 1 : 0);
   c.estimated_us = estimate_us(s, n.in("X")->get_data_type());
   if (s.backward) {
@@ -168,7 +177,7 @@ void propose(const Graph& g, const Target& t, Proposal& out) {
     a.w_type = n.in("scale")->get_data_type();
     a.rows = s.rows;
     a.cols = s.cols;
-    c.workspace_bytes = norm::backward_workspace_bytes(a, norm::plan_backward(a, sm_count(t)));
+    c.workspace_bytes = norm::backward_workspace_bytes(a, norm::plan_backward(a, sm_count(t), backward_v2()));
   }
   out.plans.push_back(c);
 }
@@ -216,7 +225,7 @@ Status build(const Graph& g, const Target& t, const PlanCandidate&, std::unique_
                                 slot(n.out("DX")),
                                 slot(n.out("dscale")),
                                 dbias ? slot(n.out("dbias")) : -1};
-  const norm::Launch l = norm::plan_backward(a, sm_count(t));
+  const norm::Launch l = norm::plan_backward(a, sm_count(t), backward_v2());
   if (!l.kernel) return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cuda norm: no backward kernel for this shape"};
   out = std::make_unique<NormBwdPlan>(a, l, std::move(slots));
   return {};

@@ -5,7 +5,8 @@
 // a ring of shared-memory buffers with cp.async, so an SM keeps ~100-200 KB of loads in flight
 // without spending registers on them. It keeps per-thread column partials of dscale/dbias in
 // registers across the CTA's rows and reduces the per-CTA partials in a second, fixed-order
-// kernel, so results are bitwise deterministic.
+// kernel, so results are bitwise deterministic. An opt-in second backward (bwd_rows_kernel,
+// OPENDNN_NORM_BWD_V2=1) keeps rows in registers instead, several row slots to a CTA.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -346,6 +347,175 @@ __global__ void __launch_bounds__(kThreads) bwd_kernel(BwdArgs a, float* partial
   }
 }
 
+// Backward v2 (opt-in, OPENDNN_NORM_BWD_V2=1): rows in registers, like the forward, which beat
+// the cp.async ring on the H200. A CTA of up to 1024 threads is `slots` independent row slots of
+// `tpr` threads; a slot walks a contiguous chunk of rows and loads row r+1 into registers before
+// it works on row r, so an SM has `slots` rows of X and DY in flight (64 KB at hidden 4096/8192,
+// 16-bit). A slot's row sum is one named barrier (bar.sync 1+slot), not two CTA barriers, and a
+// slot never waits for another. dscale/dbias accumulate in shared memory (registers are capped
+// at 64 by 1024 threads), each thread only touching its own columns until the end, when the CTA
+// adds its slots in order and writes one partial row pair: one CTA per SM means 132 partials, a
+// quarter of the ring's 528 (rmsnorm 8192x4096), for reduce_partials to read. Every sum has a
+// fixed order for a given plan, so dscale/dbias are bitwise reproducible.
+// [unverified on a GPU until test_cuda_norm's V2 cases pass]
+inline constexpr int kV2MaxSlots = 8;
+
+__device__ __forceinline__ void named_barrier(int id, int count) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+
+template <class T, class W, int VPT, bool LAYER>
+__global__ void __launch_bounds__(VPT <= 2 ? 1024 : 512) bwd_rows_kernel(BwdArgs a, float* partial, int tpr) {
+  constexpr int N = 16 / sizeof(T), Q = N / 4;  // Q float4 per vector per plane
+  extern __shared__ float4 acc[];               // [slot][plane: dscale, dbias][VPT][Q][tpr]
+  __shared__ float2 red[kV2MaxSlots][2][16];    // [slot][row parity][warp of the slot]
+  const int slots = blockDim.x / tpr, slot = threadIdx.x / tpr, t = threadIdx.x % tpr;
+  const int warp = t / 32, lane = t % 32;
+  const bool has_db = a.dbias != nullptr;
+  auto col = [&](int i) { return (int64_t(i) * tpr + t) * N; };
+  // float4 index of (slot k, plane, vector i, quarter q) of thread th
+  auto idx = [&](int k, int plane, int i, int q, int th) { return (((k * 2 + plane) * VPT + i) * Q + q) * tpr + th; };
+  auto at = [&](int k, int plane, int i, int q) { return idx(k, plane, i, q, t); };
+  bool ok[VPT];
+#pragma unroll
+  for (int i = 0; i < VPT; ++i) {
+    ok[i] = col(i) < a.cols;
+#pragma unroll
+    for (int q = 0; q < Q; ++q) acc[at(slot, 0, i, q)] = acc[at(slot, 1, i, q)] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+  const float inv_n = 1.f / float(a.cols);
+  const int64_t chunks = int64_t(gridDim.x) * slots, me = int64_t(blockIdx.x) * slots + slot;
+  const int64_t r0 = a.rows * me / chunks, r1 = a.rows * (me + 1) / chunks;
+
+  // The next row waits in shared memory, not registers (two rows in registers spill at 64):
+  // [tensor x, dy][VPT][thread] vectors, then mean and rstd per thread. Each thread copies only
+  // what it reads itself, so the stage needs no barrier.
+  uint4* stage = reinterpret_cast<uint4*>(acc + slots * 2 * VPT * Q * tpr);
+  float* stat = reinterpret_cast<float*>(stage + 2 * VPT * blockDim.x);
+  auto vec = [&](int k, int i) -> uint4& { return stage[(k * VPT + i) * blockDim.x + threadIdx.x]; };
+  auto fetch = [&](int64_t r) {
+    const T* X = static_cast<const T*>(a.x) + r * a.cols;
+    const T* DY = static_cast<const T*>(a.dy) + r * a.cols;
+#pragma unroll
+    for (int i = 0; i < VPT; ++i)
+      if (ok[i]) {
+        cp_async16(&vec(0, i), X + col(i));
+        cp_async16(&vec(1, i), DY + col(i));
+      }
+    if (LAYER) cp_async4(stat + threadIdx.x, a.mean + r);
+    cp_async4(stat + blockDim.x + threadIdx.x, a.inv_variance + r);
+    cp_async_commit();
+  };
+  struct Row {
+    uint4 x[VPT], d[VPT];
+    float mean, rstd;
+  };
+  auto take = [&](Row& b) {
+    cp_async_wait<0>();
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      b.x[i] = ok[i] ? vec(0, i) : make_uint4(0u, 0u, 0u, 0u);
+      b.d[i] = ok[i] ? vec(1, i) : make_uint4(0u, 0u, 0u, 0u);
+    }
+    b.mean = LAYER ? stat[threadIdx.x] : 0.f;
+    b.rstd = stat[blockDim.x + threadIdx.x];
+  };
+  auto process = [&](const Row& b, int64_t r, int parity, bool more) {
+    const float mean = LAYER ? b.mean : 0.f, rstd = b.rstd;
+    float2 sums = make_float2(0.f, 0.f);  // (sum g*xhat, sum g), g = dy*scale
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      if (!ok[i]) continue;
+      float w[N];
+      load_weights<W, N>(a.scale, col(i), w);  // L1-resident; cheaper here than 8-16 registers
+      const T* xe = reinterpret_cast<const T*>(&b.x[i]);
+      const T* de = reinterpret_cast<const T*>(&b.d[i]);
+      // A float4 of accumulators at a time keeps the live set small enough for 64 registers.
+#pragma unroll
+      for (int q = 0; q < Q; ++q) {
+        float4 ds = acc[at(slot, 0, i, q)];
+        float4 db = has_db ? acc[at(slot, 1, i, q)] : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+        for (int jj = 0; jj < 4; ++jj) {
+          const int j = q * 4 + jj;
+          const float d = to_f(de[j]), xhat = (to_f(xe[j]) - mean) * rstd, g = d * w[j];
+          sums.x += g * xhat;
+          sums.y += g;
+          reinterpret_cast<float*>(&ds)[jj] += d * xhat;
+          reinterpret_cast<float*>(&db)[jj] += d;
+        }
+        acc[at(slot, 0, i, q)] = ds;
+        if (has_db) acc[at(slot, 1, i, q)] = db;
+      }
+    }
+    // The first pass used every value read from the stage, so those reads are complete and the
+    // next row may land there; it is in flight across the barrier, the second pass and the wait.
+    if (more) fetch(r + 1);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      sums.x += __shfl_xor_sync(0xffffffffu, sums.x, o);
+      sums.y += __shfl_xor_sync(0xffffffffu, sums.y, o);
+    }
+    // red[slot][parity] is rewritten two rows later, after this slot's next barrier, which every
+    // reader of this row's values has reached: one barrier per row is enough.
+    if (lane == 0) red[slot][parity][warp] = sums;
+    named_barrier(1 + slot, tpr);
+    sums = make_float2(0.f, 0.f);
+    for (int k = 0; k < tpr / 32; ++k) {
+      const float2 v = red[slot][parity][k];
+      sums.x += v.x;
+      sums.y += v.y;
+    }
+    const float mean_gx = sums.x * inv_n, mean_g = LAYER ? sums.y * inv_n : 0.f;
+    T* dx = static_cast<T*>(a.dx) + r * a.cols;
+    // Load the weights and unpack the row again, behind empty asm: the compiler would otherwise
+    // keep the first pass's floats (weights and row, up to 4x the packed row's registers) alive
+    // across the barrier, and spill.
+    const void* scale = a.scale;
+    asm("" : "+l"(scale));
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      if (!ok[i]) continue;
+      float w[N];
+      load_weights<W, N>(scale, col(i), w);
+      uint4 xv = b.x[i], dv = b.d[i];
+      asm("" : "+r"(xv.x), "+r"(xv.y), "+r"(xv.z), "+r"(xv.w), "+r"(dv.x), "+r"(dv.y), "+r"(dv.z), "+r"(dv.w));
+      const T* xe = reinterpret_cast<const T*>(&xv);
+      const T* de = reinterpret_cast<const T*>(&dv);
+      uint4 out;
+      T* o = reinterpret_cast<T*>(&out);
+#pragma unroll
+      for (int j = 0; j < N; ++j)
+        o[j] = from_f<T>(rstd * (to_f(de[j]) * w[j] - mean_g - (to_f(xe[j]) - mean) * rstd * mean_gx));
+      *reinterpret_cast<uint4*>(dx + col(i)) = out;
+    }
+  };
+
+  if (r0 < r1) fetch(r0);
+  int parity = 0;
+  for (int64_t r = r0; r < r1; ++r, parity ^= 1) {
+    Row cur;
+    take(cur);
+    process(cur, r, parity, r + 1 < r1);
+  }
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // as in bwd_kernel
+
+  __syncthreads();  // every slot's accumulators are final
+  const float* accf = reinterpret_cast<const float*>(acc);
+  float* out = partial + int64_t(blockIdx.x) * 2 * a.cols;
+  for (int64_t c = threadIdx.x; c < a.cols; c += blockDim.x) {
+    const int64_t v = c / N;
+    const int j = int(c % N), i = int(v / tpr), tt = int(v % tpr);
+    auto plane_sum = [&](int plane) {
+      float s = 0.f;
+      for (int k = 0; k < slots; ++k) s += accf[idx(k, plane, i, j / 4, tt) * 4 + j % 4];
+      return s;
+    };
+    out[c] = plane_sum(0);
+    if (has_db) out[a.cols + c] = plane_sum(1);
+  }
+}
+
 // Sums the per-CTA partials column by column in a fixed order (deterministic): warp y of a
 // 32x32 block sums parts y, y+32, ... of 32 adjacent columns, then the 32 sums are added in order.
 // 32 warps with 4 loads each in flight keep this short tail (parts x 2 x cols floats, ~9 MB for
@@ -400,6 +570,21 @@ void shape_for(int64_t cols, DataType t, int target, int& vpt, int& threads) {
   threads = int(std::min<int64_t>(kThreads, std::max<int64_t>(32, (th + 31) / 32 * 32)));
 }
 
+// Lifts l.kernel's dynamic shared memory limit to the device's, then returns how many CTAs of
+// l.threads/l.smem fit on an SM (at least 1). The kernel's limit, not this plan's size: plans of
+// other widths share the kernel and may need more, and a later plan must not lower the limit
+// under an earlier one's launches.
+int resident_ctas(const Launch& l, const cudaFuncAttributes& fa) {
+  int dev = 0, optin = 0;
+  if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) == cudaSuccess &&
+      optin > int(fa.sharedSizeBytes))
+    cudaFuncSetAttribute(l.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - int(fa.sharedSizeBytes));
+  int per_sm = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, l.kernel, l.threads, l.smem) != cudaSuccess || per_sm < 1)
+    per_sm = 1;
+  return per_sm;
+}
+
 // Sizes the ring and the grid: as many CTAs per SM as the registers allow (up to 4, so one CTA's
 // reductions overlap another's loads), and the shared memory split between them, up to
 // kMaxStages rows each (at least one: fp32 backward rows of 16k elements take 128 KB each).
@@ -413,16 +598,7 @@ void size_launch(Launch& l, size_t stage_bytes, int64_t rows, int sm_count) {
   const size_t budget = kSmemPerSm / size_t(ctas) - kReserve;
   l.stages = int(std::clamp<size_t>(budget / stage_bytes, 1, kMaxStages));
   l.smem = stage_bytes * size_t(l.stages);
-  // The kernel's limit, not this plan's size: plans of other widths share the kernel and may
-  // need more, and a later plan must not lower the limit under an earlier one's launches.
-  int dev = 0, optin = 0;
-  if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) == cudaSuccess &&
-      optin > int(fa.sharedSizeBytes))
-    cudaFuncSetAttribute(l.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - int(fa.sharedSizeBytes));
-  int per_sm = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, l.kernel, l.threads, l.smem) != cudaSuccess || per_sm < 1)
-    per_sm = 1;
-  l.grid = int(std::max<int64_t>(1, std::min<int64_t>(rows, int64_t(sm_count) * per_sm)));
+  l.grid = int(std::max<int64_t>(1, std::min<int64_t>(rows, int64_t(sm_count) * resident_ctas(l, fa))));
 }
 
 using FwdKernel = void (*)(FwdArgs);
@@ -486,6 +662,35 @@ struct PlanBwd {
   }
 };
 
+// Backward v2 (bwd_rows_kernel): 2 vectors a thread up to 1024 vectors a row (16-bit hidden 8192,
+// fp32 4096), else 4 (to 16-bit 16384, fp32 8192); wider fp32 rows take the ring kernel, whose
+// 8 vectors a thread would not fit twice in registers. Slots fill 1024 threads (512 at 4 vectors,
+// where a thread's two rows take 64 registers); one row of work per slot at least.
+template <class T, class W>
+struct PlanBwdV2 {
+  static cudaError_t run(const BwdArgs& a, int sm_count, Launch* l) {
+    const int64_t vecs = (a.cols + vector_elems(a.x_type) - 1) / vector_elems(a.x_type);
+    const int vpt = vecs <= 2 * 512 ? 2 : vecs <= 4 * 512 ? 4 : 0;
+    if (vpt == 0) return PlanBwd<T, W>::run(a, sm_count, l);
+    const bool layer = a.kind == Kind::LAYER;
+    BwdKernel k = vpt == 2 ? (layer ? bwd_rows_kernel<T, W, 2, true> : bwd_rows_kernel<T, W, 2, false>)
+                           : (layer ? bwd_rows_kernel<T, W, 4, true> : bwd_rows_kernel<T, W, 4, false>);
+    l->kernel = reinterpret_cast<const void*>(k);
+    l->tpr = int(std::max<int64_t>(32, ((vecs + vpt - 1) / vpt + 31) / 32 * 32));
+    l->slots = std::clamp((vpt == 2 ? 1024 : 512) / l->tpr, 1, kV2MaxSlots);
+    l->threads = l->slots * l->tpr;
+    l->stages = 0;
+    // dscale/dbias accumulators (2 planes of vpt vectors in fp32), the next row's x/dy, its statistics
+    l->smem = size_t(l->threads) * (size_t(vpt) * size_t(vector_elems(a.x_type)) * 2 * sizeof(float) +
+                                    size_t(vpt) * 2 * 16 + 2 * sizeof(float));
+    cudaFuncAttributes fa{};
+    cudaFuncGetAttributes(&fa, l->kernel);
+    const int64_t needed = (a.rows + l->slots - 1) / l->slots;  // CTAs with a row for every slot
+    l->grid = int(std::clamp<int64_t>(needed, 1, int64_t(sm_count) * resident_ctas(*l, fa)));
+    return cudaSuccess;
+  }
+};
+
 // reduce_partials for the weights' type.
 // Launched as a programmatic dependent of the backward kernel, so its launch latency overlaps
 // the backward's last rows.
@@ -533,9 +738,11 @@ Launch plan_forward(const FwdArgs& a) {
   return l;
 }
 
-Launch plan_backward(const BwdArgs& a, int sm_count) {
+Launch plan_backward(const BwdArgs& a, int sm_count, bool v2) {
   Launch l;
-  if (dispatch<PlanBwd>(a.x_type, a.w_type, a, sm_count, &l) != cudaSuccess) l.kernel = nullptr;
+  const cudaError_t e = v2 ? dispatch<PlanBwdV2>(a.x_type, a.w_type, a, sm_count, &l)
+                           : dispatch<PlanBwd>(a.x_type, a.w_type, a, sm_count, &l);
+  if (e != cudaSuccess) l.kernel = nullptr;
   return l;
 }
 
@@ -568,7 +775,7 @@ const char* launch_backward(const BwdArgs& a, const Launch& l, void* workspace, 
   cudaStream_t st = static_cast<cudaStream_t>(stream);
   float* partial = static_cast<float*>(workspace);
   auto k = reinterpret_cast<BwdKernel>(const_cast<void*>(l.kernel));
-  k<<<l.grid, l.threads, l.smem, st>>>(a, partial, l.stages);
+  k<<<l.grid, l.threads, l.smem, st>>>(a, partial, l.slots ? l.tpr : l.stages);
   cudaError_t e = cudaGetLastError();
   if (e == cudaSuccess) {
     switch (a.w_type) {

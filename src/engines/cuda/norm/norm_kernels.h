@@ -50,9 +50,13 @@ struct Launch {
   const void* kernel = nullptr;  // null: no kernel for these types/shape
   int threads = 0, stages = 0, grid = 0;  // stages: the backward's ring depth (0 for the forward)
   size_t smem = 0;                        // the backward's ring (0 for the forward)
+  // Backward v2 (register rows): row slots per CTA and threads per row; slots == 0 is the ring.
+  int slots = 0, tpr = 0;
 };
 Launch plan_forward(const FwdArgs& a);
-Launch plan_backward(const BwdArgs& a, int sm_count);
+// v2: the register-row backward (opt-in, OPENDNN_NORM_BWD_V2=1, read by the adapter); rows too
+// wide for it (fp32 past 8192) get the ring kernel anyway.
+Launch plan_backward(const BwdArgs& a, int sm_count, bool v2 = false);
 
 // Workspace the backward pass needs for its deterministic column reduction.
 int64_t backward_workspace_bytes(const BwdArgs& a, const Launch& l);
