@@ -9,6 +9,7 @@ Our rows and torch's are timed and written first; cuDNN's columns are added in a
 the file rewritten, so a fault in a peer cannot lose our numbers.
 """
 import argparse
+import os
 import sys
 
 import torch
@@ -179,6 +180,20 @@ def main():
             row.update({"opendnn_ms": ms, "rel_err": err, "gbs": c.nbytes() / (ms * 1e-3) / 1e9})
             row["fraction_of_copy_bw"] = row["gbs"] / copy_gbs
             add_speedups(row, ("torch", "torch_compile"))
+        if pas == "bwd":
+            # A/B in the same run: the opt-in register-row backward, chosen when the plan is built.
+            os.environ["OPENDNN_NORM_BWD_V2"] = "1"
+            try:
+                ms2, err2 = c.run_engine("cuda")
+            finally:
+                del os.environ["OPENDNN_NORM_BWD_V2"]
+            if ms2 is None:
+                row["opendnn_v2_declined"] = err2
+            else:
+                row.update({"opendnn_v2_ms": ms2, "v2_rel_err": err2, "v2_plan": c.plan,
+                            "v2_fraction_of_copy_bw": c.nbytes() / (ms2 * 1e-3) / 1e9 / copy_gbs})
+                if "opendnn_ms" in row:
+                    row["v2_speedup_vs_v1"] = row["opendnn_ms"] / ms2
         rows.append(row)
         show(row, skip=("cudnn_declined",))
         del c
@@ -198,7 +213,10 @@ def main():
         else:
             row.update({"cudnn_ms": ms, "cudnn_rel_err": err})
             add_speedups(row, ("cudnn",))
-            show({k: row[k] for k in ("case", "opendnn_ms", "cudnn_ms", "cudnn_rel_err", "speedup_vs_cudnn") if k in row})
+            if "opendnn_v2_ms" in row:
+                row["v2_speedup_vs_cudnn"] = ms / row["opendnn_v2_ms"]
+            show({k: row[k] for k in ("case", "opendnn_ms", "opendnn_v2_ms", "cudnn_ms", "cudnn_rel_err", "speedup_vs_cudnn",
+                                      "v2_speedup_vs_cudnn") if k in row})
         # The router's default pick among every engine, timed like the rest: the issue asks that it be
         # our plan where ours is faster (router_vs_best = fastest engine's time / the pick's time).
         ms, err = c.run_engine(None)

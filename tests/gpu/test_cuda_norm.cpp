@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <thread>
@@ -243,6 +244,12 @@ void check_norm(bool layer, int64_t rows, int64_t cols, DataType xt, DataType wt
     pack[outs[0]] = ddx.p;
     pack[outs[1]] = ddw.p;
     ASSERT_TRUE(build_on_cuda(g));
+    if (const char* v2 = std::getenv("OPENDNN_NORM_BWD_V2"); v2 && std::string(v2) == "1") {
+      std::string plan;
+      EXPECT_TRUE(g.get_plan_name_at_index(g.selected_plan(), plan).is_good());
+      // fp32 rows past 8192 keep the ring kernel
+      EXPECT_EQ(plan.find("_bwd_v2") != std::string::npos, xt != DataType::FLOAT || cols <= 8192) << plan;
+    }
     DevBuf wsb(size_t(std::max<int64_t>(1, g.get_workspace_size())));
     std::vector<uint8_t> first[3];
     for (int run = 0; run < 2; ++run) {
@@ -292,6 +299,23 @@ void check_all(bool layer) {
   check_norm(layer, 50, 2000, DataType::FLOAT, DataType::BFLOAT16);
 }
 
+// Sets an environment variable for one scope (the norm adapter reads OPENDNN_NORM_BWD_V2 when it
+// proposes and builds a plan).
+struct ScopedEnv {
+  const char* name;
+  ScopedEnv(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
+  ~ScopedEnv() { unsetenv(name); }
+};
+
+// The register-row backward (opt-in) on every case of check_all, each run twice and compared
+// bit for bit, plus the bench's smaller shape and an uneven split of rows over the row slots.
+void check_all_v2(bool layer) {
+  ScopedEnv v2("OPENDNN_NORM_BWD_V2", "1");
+  check_all(layer);
+  check_norm(layer, 8192, 4096, DataType::BFLOAT16, DataType::BFLOAT16);
+  check_norm(layer, 1031, 8192, DataType::BFLOAT16, DataType::BFLOAT16);
+}
+
 }  // namespace
 
 TEST(CudaNorm, RmsNormForwardBackward) {
@@ -302,4 +326,14 @@ TEST(CudaNorm, RmsNormForwardBackward) {
 TEST(CudaNorm, LayerNormForwardBackward) {
   if (!have_gpu()) GTEST_SKIP() << "no sm_90 GPU";
   check_all(true);
+}
+
+TEST(CudaNorm, RmsNormBackwardV2) {
+  if (!have_gpu()) GTEST_SKIP() << "no sm_90 GPU";
+  check_all_v2(false);
+}
+
+TEST(CudaNorm, LayerNormBackwardV2) {
+  if (!have_gpu()) GTEST_SKIP() << "no sm_90 GPU";
+  check_all_v2(true);
 }

@@ -165,8 +165,7 @@ void propose(const Graph& g, const Target& t, Proposal& out) {
   }
   const Node& n = *g.nodes()[0];
   PlanCandidate c;
-  c.name = std::string(s.kind == Kind::RMS ? "rmsnorm" : "layernorm") + (s.backward ? "_bwd" : "_fwd") +
-           (s.backward && backward_v2() ? "_v2" : "");
+  c.name = std::string(s.kind == Kind::RMS ? "rmsnorm" : "layernorm") + (s.backward ? "_bwd" : "_fwd");
   c.local_index = kBase + (s.kind == Kind::RMS ? 0 : 2) + (s.backward ? 1 : 0);
   c.estimated_us = estimate_us(s, n.in("X")->get_data_type());
   if (s.backward) {
@@ -177,7 +176,9 @@ void propose(const Graph& g, const Target& t, Proposal& out) {
     a.w_type = n.in("scale")->get_data_type();
     a.rows = s.rows;
     a.cols = s.cols;
-    c.workspace_bytes = norm::backward_workspace_bytes(a, norm::plan_backward(a, sm_count(t), backward_v2()));
+    const norm::Launch l = norm::plan_backward(a, sm_count(t), backward_v2());
+    c.workspace_bytes = norm::backward_workspace_bytes(a, l);
+    if (l.slots > 0) c.name += "_v2";  // the register-row kernel, not the ring (fp32 rows past 8192)
   }
   out.plans.push_back(c);
 }
