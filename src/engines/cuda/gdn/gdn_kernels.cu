@@ -923,6 +923,19 @@ __global__ void __launch_bounds__(256) split_combine(PassParams p) {
   }
 }
 
+// The split's segment table has no row for an empty sequence, so no apply CTA writes its final state
+// (the initial state, or zero). grid (N, HO), 256 threads.
+__global__ void __launch_bounds__(256) empty_final(FwdArgs a) {
+  const int64_t s = blockIdx.x, j = blockIdx.y;
+  if (cu_at(a.cu, a.cu_int64, s + 1) > cu_at(a.cu, a.cu_int64, s)) return;
+  const int64_t ib = s * a.init_stride[0] + j * a.init_stride[1], fb = s * a.fin_stride[0] + j * a.fin_stride[1];
+  for (int64_t i = threadIdx.x; i < a.v * a.k; i += blockDim.x) {
+    const int64_t vv = i / a.k, kk = i % a.k;
+    const float x = a.init ? load_any(a.init_type, a.init, ib + vv * a.init_stride[2] + kk * a.init_stride[3]) : 0.f;
+    store_any(a.final_type, a.fin, fb + vv * a.fin_stride[2] + kk * a.fin_stride[3], x);
+  }
+}
+
 // ------------------------------------------------------------------------------------------------
 // chunk_prep_mma (OPENDNN_GDN_PREP_V2=1 until a GPU run verifies it): the same workspace as chunk_prep,
 // one CTA per (chunk, q/k head) for the G = HO / H output heads that read that head. What depends on
@@ -1264,6 +1277,7 @@ void launch_mma_k(const PassParams& pp, cudaStream_t st) {
   cudaFuncSetAttribute(split_combine<K>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(cs));
   split_combine<K><<<dim3(unsigned(sb), unsigned(a.ho), unsigned(a.v / 16)), 256, cs, st>>>(pp);
   launch_mma_mode<T, K, kApply>(pp, sb * a.ho * (a.v / a.bv), st);
+  if (a.fin) empty_final<<<dim3(unsigned(a.n), unsigned(a.ho)), 256, 0, st>>>(a);
 }
 template <class T>
 void launch_mma_pass(const PassParams& pp, cudaStream_t st) {
