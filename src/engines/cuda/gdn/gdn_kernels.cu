@@ -599,9 +599,9 @@ size_t smem_bytes(int k, int bv, bool outputs = true) {
 enum PassMode { kWhole = 0, kSummary = 1, kApply = 2 };
 
 // kWhole: grid N * HO * (V / bv). kSummary: seg_bound * HO * ((V + K) / bv). kApply: seg_bound * HO *
-// (V / bv). bv / 16 warps, smem_bytes(K, bv).
+// (V / bv). bv / 16 warps (up to 4 unsplit, 8 split), smem_bytes(K, bv).
 template <class T, int K, int Mode>
-__global__ void __launch_bounds__(128) state_pass_mma(PassParams p) {
+__global__ void __launch_bounds__(Mode == kWhole ? 128 : 256) state_pass_mma(PassParams p) {
   using namespace mma;
   constexpr int ldk = K + kPad16, lda = C + kPad16;
   constexpr int KT = K / 8;  // n-tiles of the state strip
@@ -1358,12 +1358,19 @@ int choose_bv_mma(const FwdArgs& a, int sm_count) {
 
 bool choose_split(FwdArgs& a, int sm_count) {
   // bv must divide V and K (the summary's slices run over [S | M], V + K columns); K is 64 or 128.
-  // Segments: enough that the outputs pass has ~2 CTAs per SM (one fits an SM at two stages; the
-  // summary pass then has (V + K) / V times as many); at least 8 chunks a segment so that the combine's
-  // depth (one K x K product per segment) stays a small part of the walk.
-  a.bv = a.v % 64 == 0 ? 64 : a.v % 32 == 0 ? 32 : 16;
+  // The widest such slice: the chunk tiles (W, K, Q, Aqk: ~4/5 of a CTA's loads) are then fetched by
+  // fewer CTAs, and at K = V = 128 one 8-warp CTA per SM (183 KB) keeps twice the warps of bv = 64
+  // in flight. Segments: about one output-pass CTA per SM (one wave; the summary pass has (V + K) / V
+  // times as many CTAs at half the shared memory); at least 8 chunks a segment so that the combine's
+  // depth (one K x K by K x 16 product per segment) stays a small part of the walk.
+  a.bv = 16;
+  for (int bv : {128, 64, 32})
+    if (a.v % bv == 0 && a.k % bv == 0) {
+      a.bv = bv;
+      break;
+    }
   const int64_t per_seg = a.ho * (a.v / a.bv);
-  const int64_t want = std::max<int64_t>(1, 2 * int64_t(sm_count) / per_seg);
+  const int64_t want = std::max<int64_t>(1, int64_t(sm_count) / per_seg);
   const int64_t chunks = (a.t + C - 1) / C;
   a.seg_chunks = int(std::max<int64_t>(8, (chunks + want - 1) / want));
   // The summaries take a [V + K, K] fp32 slot per (segment, head), and the segment bound counts one
