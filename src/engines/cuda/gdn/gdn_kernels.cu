@@ -14,6 +14,9 @@
 //                 fp32 shared memory: v' = U - W S, O = (scale e^gamma Q) S + Aqk v',
 //                 S <- e^gamma_last S + (e^(gamma_last - gamma) K)^T v'. Fusing the output here means the
 //                 per-chunk states never go to memory in the forward.
+//                 state_pass_mma (opt-in, OPENDNN_GDN_FWD_V2=1) keeps the state in mma.sync registers;
+//                 with OPENDNN_GDN_SPLIT=1 it runs split: segment summaries, split_combine, then
+//                 the outputs per segment (see the comment above PassMode).
 // Matrix products use warp-level bf16/fp16 tensor-core fragments (WMMA) from shared memory, fp32
 // accumulation. exp(gamma_i - gamma_j) is only evaluated under the causal mask, so strong gates
 // (a chunk's cumulative log decay far below -88) underflow to 0 instead of producing inf * 0.
@@ -590,10 +593,15 @@ size_t smem_bytes(int k, int bv, bool outputs = true) {
 //   split_combine  per (sequence, head, 16 state columns): S_in of each segment, in order (one K x K
 //             by K x 16 fp32 product per segment; the only sequential part left, depth = segments).
 //   kApply    per (segment, head, slice) in parallel: the kWhole walk from the true S_in, writing O.
-// Against the other choice, a finer V split (8 columns a warp) plus the unchanged chunk order: its
-// depth stays T / 64 chunk steps (~1.5-3 us each measured on the unsplit pass, 0.8-1.5 ms at 32k
-// tokens) whatever the width, so it cannot approach 0.17 ms; the split trades ~2.2x the state-pass
-// products (M costs as much as S^0 at K = V) for a depth of seg_chunks steps plus the combine.
+// Estimate without a measurement, H4 HV8 K=V=128, 32k tokens (the issue's 100 TF/s is 0.17 ms):
+// - A finer V split (8 columns a warp) keeps the chunk order: 512 dependent chunk steps whatever the
+//   width. The unsplit mma pass measured 3.1 us a step (1.59 ms / 512 at H16 HV64); even 1 us a step
+//   is 0.5 ms for the pass alone, so it cannot reach the target.
+// - The split (16 segments of 32 chunks here, bv = 128): summary 232 CTAs, one per SM (registers),
+//   ~2 waves x 32 steps of 128 HMMA a warp; combine 14 steps of ~1-2 us; apply 128 CTAs, one wave x 32
+//   steps. At ~3 us a step: ~0.3 ms, ~2.2x the products of one pass (M costs what S^0 costs at K = V).
+//   So the split is the one that can get near; the whole forward still adds l2_rows and chunk_prep
+//   (0.56 ms at HV8 for the old one, scaled from 4.47 ms at HV64), which the target also needs cut.
 // Recomputing each segment (kApply) rather than correcting O from stored per-chunk transfers keeps the
 // workspace at one [V + K, K] fp32 slot per segment and head.
 enum PassMode { kWhole = 0, kSummary = 1, kApply = 2 };
