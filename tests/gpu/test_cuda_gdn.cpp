@@ -13,33 +13,14 @@
 
 #include "common/dtype_convert.h"
 #include "opendnn/opendnn.h"
+#include "support/device.h"
 
 using namespace opendnn;
 
 namespace {
 
-bool have_gpu() {
-  Target t = default_target();
-  return t.kind == DeviceKind::CUDA && t.sm_version >= 90;
-}
-
-struct DevBuf {
-  void* p = nullptr;
-  size_t n = 0;
-  explicit DevBuf(size_t bytes) : n(bytes ? bytes : 16) { EXPECT_EQ(cudaMalloc(&p, n), cudaSuccess); }
-  ~DevBuf() { cudaFree(p); }
-  DevBuf(const DevBuf&) = delete;
-  DevBuf& operator=(const DevBuf&) = delete;
-  void put(const void* src, size_t bytes) { ASSERT_EQ(cudaMemcpy(p, src, bytes, cudaMemcpyHostToDevice), cudaSuccess); }
-  void poison() { ASSERT_EQ(cudaMemset(p, 0xff, n), cudaSuccess); }  // NaN in every float type
-  std::vector<double> get(DataType t, size_t count) {
-    std::vector<uint8_t> raw(count * size_t(bits_of(t) / 8));
-    EXPECT_EQ(cudaMemcpy(raw.data(), p, raw.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-    std::vector<double> out(count);
-    for (size_t i = 0; i < count; ++i) out[i] = load_element(t, raw.data(), int64_t(i));
-    return out;
-  }
-};
+bool have_gpu() { return test::have_sm90_gpu(); }
+using test::DevBuf;
 
 // Host values already rounded to their device type, and the device copy.
 struct Input {
@@ -219,9 +200,9 @@ void check_once(const Case& c, bool mma_pass, bool prep2, bool split = false) {
     if (Status s = gr.execute(pack, work.p); s.is_bad()) FAIL() << s.to_string();
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
-  auto o = dout.get(c.io, size_t(T * HO * V));
+  auto o = dout.values(c.io, size_t(T * HO * V));
   // Gathered into packed [N, HO, V, K] order through the strides the graph settled on.
-  auto fin_raw = dfin.get(DataType::FLOAT, size_t(N * HO * V * K));
+  auto fin_raw = dfin.values(DataType::FLOAT, size_t(N * HO * V * K));
   std::vector<double> fin(fin_raw.size());
   const std::vector<int64_t> fs = tfin->get_stride();
   ASSERT_EQ(fs.size(), 4u);
@@ -349,7 +330,7 @@ void check_bwd(const Case& c) {
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const char* names[] = {"dq", "dk", "dv", "dg", "dbeta", "d_initial_state"};
   for (size_t i = 0; i < b.outs.size(); ++i) {
-    const double e = rel_err(dev[i]->get(types[i], sizes[i]), want[i]);
+    const double e = rel_err(dev[i]->values(types[i], sizes[i]), want[i]);
     EXPECT_LT(e, 4e-2) << names[i];
     std::printf("[ gdn bwd ] %-28s rms err %-16s %.2e\n", c.name.c_str(), names[i], e);
   }

@@ -16,30 +16,14 @@
 #include "common/dtype_convert.h"
 #include "opendnn/engine.h"
 #include "opendnn/opendnn.h"
+#include "support/device.h"
 
 using namespace opendnn;
 
 namespace {
 
-bool have_gpu() {
-  Target t = default_target();
-  return t.kind == DeviceKind::CUDA && t.sm_version >= 90;
-}
-
-struct DevBuf {
-  void* p = nullptr;
-  size_t n = 0;
-  explicit DevBuf(size_t bytes) : n(bytes) { EXPECT_EQ(cudaMalloc(&p, bytes), cudaSuccess); }
-  ~DevBuf() { cudaFree(p); }
-  template <class T>
-  void put(const std::vector<T>& v) { ASSERT_EQ(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess); }
-  template <class T>
-  std::vector<T> get(size_t count) {
-    std::vector<T> v(count);
-    EXPECT_EQ(cudaMemcpy(v.data(), p, count * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-    return v;
-  }
-};
+bool have_gpu() { return test::have_sm90_gpu(); }
+using test::DevBuf;
 
 // cuDNN's propose finalizes (runtime-compiles) plans for every graph, about a second each; these
 // tests pin the cuda engine anyway, so the cudnn engine leaves this process's registry.
@@ -176,7 +160,7 @@ void check_norm(bool layer, int64_t rows, int64_t cols, DataType xt, DataType wt
   dw_in.put(w.bytes);
   db_in.put(b.bytes);
   ddy.put(dy.bytes);
-  auto poison = [](DevBuf& d) { ASSERT_EQ(cudaMemset(d.p, 0xff, d.n), cudaSuccess); };  // NaN in every float type
+  auto poison = [](DevBuf& d) { d.poison(); };
 
   // Forward.
   {
@@ -264,7 +248,9 @@ void check_norm(bool layer, int64_t rows, int64_t cols, DataType xt, DataType wt
       if (run == 0) {
         EXPECT_LT(rel_err(xt, got[0], rdx), tolerance(xt)) << "dx";
         EXPECT_LT(rel_err(wt, got[1], rdw), tolerance(wt)) << "dscale";
-        if (layer) EXPECT_LT(rel_err(wt, got[2], rdb), tolerance(wt)) << "dbias";
+        if (layer) {
+          EXPECT_LT(rel_err(wt, got[2], rdb), tolerance(wt)) << "dbias";
+        }
         for (int k = 0; k < 3; ++k) first[k] = std::move(got[k]);
       } else {
         EXPECT_TRUE(got[0] == first[0]) << "dx differs between two runs";
