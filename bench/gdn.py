@@ -6,12 +6,12 @@ Writes bench/results/gdn.json (+ PNG).
 
     python bench/gdn.py [--quick] [--bwd] [--split]
 
-Our forward runs in several variants in the same process: the default plan (opendnn_ms), and the
-opt-in kernels until verified: the register-state sequential pass, OPENDNN_GDN_FWD_V2=1 (mma_*
-columns), the tensor-core chunk_prep, OPENDNN_GDN_PREP_V2=1 (prep2_*), and both (v2_*).
+Our forward runs in several variants in the same process: the default plan (opendnn_ms: the
+register-state sequential pass and the tensor-core chunk_prep), the first kernels (v1_*, both
+switches 0), and each new kernel alone (mma_*: OPENDNN_GDN_FWD_V2, prep2_*: OPENDNN_GDN_PREP_V2).
 With --split (or OPENDNN_GDN_SPLIT=1 in the environment, which then applies to those columns only)
-also the sequence-split register-state pass, OPENDNN_GDN_SPLIT=1 (split_*, and split2_* with
-chunk_prep_mma), and --quick adds the few-heads case h4_hv8_1x32k, the one the split is for.
+also the sequence-split register-state pass, OPENDNN_GDN_SPLIT=1 (split_* with the first chunk_prep,
+split2_* with the new one), and --quick adds the few-heads case h4_hv8_1x32k, the one the split is for.
 
 TFLOP/s use the customary minimal count 4*K*V FLOP per token and value head. Every case is also
 checked against a float64 token recurrence over the first 256 tokens of its first sequence, and
@@ -175,14 +175,14 @@ def rel(a, ref):
     return rel_err(a, ref, torch.float64)
 
 
-VARIANTS = [  # column prefix, environment while the plan is built
-    ("mma", {"OPENDNN_GDN_FWD_V2": "1"}),
-    ("prep2", {"OPENDNN_GDN_PREP_V2": "1"}),
-    ("v2", {"OPENDNN_GDN_FWD_V2": "1", "OPENDNN_GDN_PREP_V2": "1"}),
+VARIANTS = [  # column prefix, environment while the plan is built (the default plan: both new kernels)
+    ("v1", {"OPENDNN_GDN_FWD_V2": "0", "OPENDNN_GDN_PREP_V2": "0"}),
+    ("mma", {"OPENDNN_GDN_FWD_V2": "1", "OPENDNN_GDN_PREP_V2": "0"}),
+    ("prep2", {"OPENDNN_GDN_FWD_V2": "0", "OPENDNN_GDN_PREP_V2": "1"}),
 ]
-SPLIT_VARIANTS = [  # unverified: only with --split, after the others
-    ("split", {"OPENDNN_GDN_SPLIT": "1"}),
-    ("split2", {"OPENDNN_GDN_SPLIT": "1", "OPENDNN_GDN_PREP_V2": "1"}),
+SPLIT_VARIANTS = [  # speed not yet measured: only with --split, after the others
+    ("split", {"OPENDNN_GDN_SPLIT": "1", "OPENDNN_GDN_PREP_V2": "0"}),
+    ("split2", {"OPENDNN_GDN_SPLIT": "1"}),
 ]
 
 

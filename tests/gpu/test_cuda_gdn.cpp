@@ -99,12 +99,12 @@ struct Problem {
                                        : std::vector<int64_t>{HO * V * K, V * K, K, 1}) {}
 };
 
-// mma_pass: the register-state sequential pass (OPENDNN_GDN_FWD_V2=1); prep2: the tensor-core
-// chunk_prep (OPENDNN_GDN_PREP_V2=1); split: that pass with sequences cut into segments
-// (OPENDNN_GDN_SPLIT=1). All read when the plan is built.
+// mma_pass: the register-state sequential pass (OPENDNN_GDN_FWD_V2, default on); prep2: the tensor-core
+// chunk_prep (OPENDNN_GDN_PREP_V2, default on); split: that pass with sequences cut into segments
+// (OPENDNN_GDN_SPLIT, default off). Each set explicitly to 1 or 0; read when the plan is built.
 void check_once(const Case& c, bool mma_pass, bool prep2, bool split = false) {
   SCOPED_TRACE(c.name + (mma_pass ? " (mma pass)" : "") + (prep2 ? " (prep2)" : "") + (split ? " (split)" : ""));
-  auto env = [](const char* name, bool on) { on ? setenv(name, "1", 1) : unsetenv(name); };
+  auto env = [](const char* name, bool on) { setenv(name, on ? "1" : "0", 1); };
   env("OPENDNN_GDN_FWD_V2", mma_pass);
   env("OPENDNN_GDN_PREP_V2", prep2);
   env("OPENDNN_GDN_SPLIT", split);
