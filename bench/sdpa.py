@@ -9,10 +9,10 @@ same inputs, every result checked. Writes bench/results/sdpa.json (+ sdpa.png).
 Modes: `fwd` times the forward pass (O and Stats). `bwd` is the backward pass (its columns come
 from run_bwd below, which the backward kernel's owner fills in; until then it records why not).
 Q/K/V are [B,H,S,D] views of BSHD storage, the layout models use.
-`--v2` opts in to the second forward kernel (OPENDNN_SDPA_FWD_V2=1 while our plan is made; it
-covers head dims 64/128/256 without masks other than causal) and writes
-bench/results/sdpa_v2.json; those rows also time the first kernel (planned without the variable)
-on the same inputs, as the A/B columns opendnn_v1_ms / v2_speedup_vs_v1.
+Our plan is the cuda engine's first choice: the v2 forward (TMA producer warp, pingpong consumer
+warpgroups) where it applies (head dims 64/128/256, no mask other than causal), else the first kernel.
+`--v2` pins v2 (OPENDNN_SDPA_FWD_V2=1 while our plan is made), also times the first kernel on the same
+inputs (OPENDNN_SDPA_FWD_V2=0: opendnn_v1_ms / v2_speedup_vs_v1) and writes bench/results/sdpa_v2.json.
 """
 import argparse
 import math
@@ -96,10 +96,9 @@ class OurFwd(Bound):
 
 
 def plan_with_v2(c, on, engine="cuda"):
-    """OurFwd(c, engine) planned with OPENDNN_SDPA_FWD_V2 set to 1 or unset (read when the plan is made)."""
+    """OurFwd(c, engine) planned with OPENDNN_SDPA_FWD_V2 set to 1 or 0 (read when the plan is made)."""
     old = os.environ.pop("OPENDNN_SDPA_FWD_V2", None)
-    if on:
-        os.environ["OPENDNN_SDPA_FWD_V2"] = "1"
+    os.environ["OPENDNN_SDPA_FWD_V2"] = "1" if on else "0"
     try:
         return OurFwd(c, engine)
     finally:
