@@ -14,7 +14,7 @@ def fmt(v, digits=3):
     return f"{v:.{digits}g}" if isinstance(v, float) else str(v)
 
 
-def table(doc):
+def table(doc, name):
     rows = doc["rows"]
     peers = sorted({k[len("speedup_vs_"):] for r in rows for k in r if k.startswith("speedup_vs_")})
     metric = next((m for m in ("gbs", "tflops", "opendnn_tflops") if any(m in r for r in rows)), "tflops")
@@ -27,15 +27,15 @@ def table(doc):
         cells += [fmt(r["speedup_vs_" + p]) + "×" if "speedup_vs_" + p in r else "—" for p in peers]
         out.append("| " + " | ".join(cells) + " |")
     env = doc["environment"]
-    return (f"**{doc['benchmark']}** ({env['device']}, torch {env['torch']}, cuDNN {env.get('torch_cudnn', '?')}; "
-            f"`bench/results/{doc['benchmark']}.json`)\n\n" + "\n".join(out))
+    return (f"**{name}** ({env['device']}, torch {env['torch']}, cuDNN {env.get('torch_cudnn', '?')}; "
+            f"`bench/results/{name}.json`)\n\n" + "\n".join(out))
 
 
 def main():
     for path in sorted(glob.glob(os.path.join(HERE, "results", "*.json"))):
         doc = json.load(open(path))
         if "rows" in doc and doc["rows"] and "case" in doc["rows"][0]:
-            print(table(doc) + "\n")
+            print(table(doc, os.path.splitext(os.path.basename(path))[0]) + "\n")
 
 
 if __name__ == "__main__":
