@@ -18,15 +18,14 @@
 #include "common/dtype_convert.h"
 #include "engines/cuda/cuda_engine.h"
 #include "opendnn/opendnn.h"
+#include "support/device.h"
 
 using namespace opendnn;
 
 namespace {
 
-bool have_gpu() {
-  Target t = default_target();
-  return t.kind == DeviceKind::CUDA && t.sm_version >= 90;
-}
+bool have_gpu() { return test::have_sm90_gpu(); }
+using test::DevBuf;
 
 struct Case {
   int64_t B = 1, Hq = 2, Hk = 2, Sq = 128, Skv = 128, Dqk = 64, Dv = 64;
@@ -83,22 +82,6 @@ void fill_random(T4& t, DataType dt, uint32_t seed) {
   std::uniform_real_distribution<double> d(-1.0, 1.0);
   for (auto& x : t.v) x = round_to(dt, d(rng));
 }
-
-struct DevBuf {
-  void* p = nullptr;
-  size_t n = 0;
-  explicit DevBuf(size_t bytes) : n(bytes) { EXPECT_EQ(cudaMalloc(&p, bytes ? bytes : 16), cudaSuccess); }
-  ~DevBuf() { cudaFree(p); }
-  DevBuf(const DevBuf&) = delete;
-  DevBuf& operator=(const DevBuf&) = delete;
-  template <class T>
-  void put(const std::vector<T>& v) { ASSERT_EQ(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess); }
-  std::vector<uint8_t> bytes() const {
-    std::vector<uint8_t> v(n);
-    EXPECT_EQ(cudaMemcpy(v.data(), p, n, cudaMemcpyDeviceToHost), cudaSuccess);
-    return v;
-  }
-};
 
 struct Ref {
   T4 o, dq, dk, dv;
@@ -283,7 +266,7 @@ void run_case(const Case& c, bool check_reproducible = false) {
     Status s = g.execute(pack, ws.p);
     EXPECT_TRUE(s.is_good()) << s.to_string();
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    return {bdq.bytes(), bdk.bytes(), bdv.bytes()};
+    return {bdq.get<uint8_t>(bdq.n), bdk.get<uint8_t>(bdk.n), bdv.get<uint8_t>(bdv.n)};
   };
   auto first = run();
   EXPECT_LE(violation(first[0], r.dq, c.dt, 2e-2, 2e-2), 1.0) << "dQ";
