@@ -46,12 +46,8 @@ struct Config {
   using SmemStr = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<T>{}, cute::Shape<N, D, cute::Int<kStages>>{}));
   using SmemStrT = decltype(cute::tile_to_shape(cute::GMMA::Layout_MN_SW128_Atom<T>{}, cute::Shape<D, N, cute::Int<kStages>>{},
                                                 cute::Step<cute::_2, cute::_1, cute::_3>{}));
-  using MmaT = decltype(cute::make_tiled_mma(cute::GMMA::ss_op_selector<T, T, float, cute::Shape<cute::_64, N, D>>(),
-                                             cute::Layout<cute::Shape<cute::_2, cute::_1, cute::_1>>{}));
-  using MmaAcc = decltype(cute::make_tiled_mma(
-      cute::GMMA::rs_op_selector<T, T, float, cute::Shape<cute::_64, D, N>, cute::GMMA::Major::K,
-                                 cute::GMMA::Major::MN>(),
-      cute::Layout<cute::Shape<cute::_2, cute::_1, cute::_1>>{}));
+  using MmaT = WgmmaSS<T, N, D>;
+  using MmaAcc = WgmmaRS<T, D, N>;
   struct Smem {
     alignas(1024) T x[cute::cosize_v<SmemRes>];
     alignas(1024) T y[cute::cosize_v<SmemRes>];

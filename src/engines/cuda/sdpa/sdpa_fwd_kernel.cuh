@@ -26,6 +26,17 @@
 
 namespace opendnn::cuda::sdpa {
 
+// The two wgmma shapes every attention kernel here uses, both over two consumer warpgroups (128 rows):
+// C[64 x N] per warpgroup += A · B with both operands in shared memory, K-major (S = Q K^T, dP = dO V^T);
+// and with A in registers, B MN-major (O += P V, dK += dS^T Q).
+template <class T, class N, class K>
+using WgmmaSS = decltype(cute::make_tiled_mma(cute::GMMA::ss_op_selector<T, T, float, cute::Shape<cute::_64, N, K>>(),
+                                              cute::Layout<cute::Shape<cute::_2, cute::_1, cute::_1>>{}));
+template <class T, class N, class K>
+using WgmmaRS = decltype(cute::make_tiled_mma(
+    cute::GMMA::rs_op_selector<T, T, float, cute::Shape<cute::_64, N, K>, cute::GMMA::Major::K, cute::GMMA::Major::MN>(),
+    cute::Layout<cute::Shape<cute::_2, cute::_1, cute::_1>>{}));
+
 template <class T, int kD, int kDv, int kBN>
 struct FwdConfig {
   static constexpr int kBM = 128;
@@ -39,13 +50,8 @@ struct FwdConfig {
   // K and V: two stages (last mode).
   using SmemK = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<T>{}, cute::Shape<BN, D, cute::_2>{}));
   using SmemVt = decltype(cute::tile_to_shape(cute::GMMA::Layout_MN_SW128_Atom<T>{}, cute::Shape<Dv, BN, cute::_2>{}));
-  using MmaS = decltype(cute::make_tiled_mma(
-      cute::GMMA::ss_op_selector<T, T, float, cute::Shape<cute::_64, BN, D>>(),
-      cute::Layout<cute::Shape<cute::_2, cute::_1, cute::_1>>{}));
-  using MmaO = decltype(cute::make_tiled_mma(
-      cute::GMMA::rs_op_selector<T, T, float, cute::Shape<cute::_64, Dv, BN>, cute::GMMA::Major::K,
-                                 cute::GMMA::Major::MN>(),
-      cute::Layout<cute::Shape<cute::_2, cute::_1, cute::_1>>{}));
+  using MmaS = WgmmaSS<T, BN, D>;
+  using MmaO = WgmmaRS<T, Dv, BN>;
 
   struct Smem {
     alignas(1024) T q[cute::cosize_v<SmemQ>];

@@ -68,12 +68,8 @@ struct Config {
   // row-major 64-column boxes of V land in it unchanged.
   using SmemVt = decltype(cute::tile_to_shape(cute::GMMA::Layout_MN_SW128_Atom<T>{}, cute::Shape<Dv, BN, Stages>{},
                                               cute::Step<cute::_2, cute::_1, cute::_3>{}));
-  using MmaS = decltype(cute::make_tiled_mma(cute::GMMA::ss_op_selector<T, T, float, cute::Shape<cute::_64, BN, D>>(),
-                                             cute::Layout<cute::Shape<cute::_2, cute::_1, cute::_1>>{}));
-  using MmaO = decltype(cute::make_tiled_mma(
-      cute::GMMA::rs_op_selector<T, T, float, cute::Shape<cute::_64, Dv, BN>, cute::GMMA::Major::K,
-                                 cute::GMMA::Major::MN>(),
-      cute::Layout<cute::Shape<cute::_2, cute::_1, cute::_1>>{}));
+  using MmaS = WgmmaSS<T, BN, D>;
+  using MmaO = WgmmaRS<T, Dv, BN>;
   struct Smem {
     alignas(1024) T q[cute::cosize_v<SmemQ>];
     alignas(1024) T k[cute::cosize_v<SmemK>];
