@@ -47,14 +47,22 @@ double flops_of(const sdpa::Problem& p) {
 double estimate_us(const sdpa::Problem& p) { return 5.0 + flops_of(p) / 240e12 * 1e6; }
 double estimate_v2_us(const sdpa::Problem& p) { return 5.0 + flops_of(p) / 600e12 * 1e6; }
 
+// `base` with this execution's pointers in `p`; an error naming the plan when Q, K, V or O has none.
+Status bind_checked(const sdpa::Problem& base, const sdpa::Slots& s, void* const* slots, const char* who,
+                    sdpa::Problem& p) {
+  p = base;
+  sdpa::bind(p, s, slots);
+  if (!p.q.ptr || !p.k.ptr || !p.v.ptr || !p.o.ptr)
+    return {ErrorCode::GRAPH_EXECUTION_FAILED, std::string(who) + ": Q, K, V and O need device memory"};
+  return {};
+}
+
 class SdpaFwdPlan : public Plan {
  public:
   SdpaFwdPlan(const sdpa::Problem& p, const sdpa::Slots& s, sdpa::FwdLauncher launch) : p_(p), s_(s), launch_(launch) {}
   Status execute(void* const* slots, void*, void* stream) override {
-    sdpa::Problem p = p_;
-    sdpa::bind(p, s_, slots);
-    if (!p.q.ptr || !p.k.ptr || !p.v.ptr || !p.o.ptr)
-      return {ErrorCode::GRAPH_EXECUTION_FAILED, "cuda sdpa: Q, K, V and O need device memory"};
+    sdpa::Problem p;
+    if (Status st = bind_checked(p_, s_, slots, "cuda sdpa", p); st.is_bad()) return st;
     if (const char* e = launch_(p, stream)) return {ErrorCode::CUDA_API_FAILED, std::string("cuda sdpa: ") + e};
     return {};
   }
@@ -76,10 +84,8 @@ class SdpaFwdV2Plan : public Plan {
  public:
   SdpaFwdV2Plan(const sdpa::Problem& p, const sdpa::Slots& s, sdpa::FwdLauncher v1) : p_(p), s_(s), v1_(v1) {}
   Status execute(void* const* slots, void*, void* stream) override {
-    sdpa::Problem p = p_;
-    sdpa::bind(p, s_, slots);
-    if (!p.q.ptr || !p.k.ptr || !p.v.ptr || !p.o.ptr)
-      return {ErrorCode::GRAPH_EXECUTION_FAILED, "cuda sdpa v2: Q, K, V and O need device memory"};
+    sdpa::Problem p;
+    if (Status st = bind_checked(p_, s_, slots, "cuda sdpa v2", p); st.is_bad()) return st;
     if (!encoded_ || p.q.ptr != q_ || p.k.ptr != k_ || p.v.ptr != v_) {
       tma_ok_ = sdpa::fwd_v2_encode(p, descs_) == nullptr;
       encoded_ = true, q_ = p.q.ptr, k_ = p.k.ptr, v_ = p.v.ptr;
