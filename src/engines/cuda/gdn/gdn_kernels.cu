@@ -205,6 +205,20 @@ size_t prep_smem(int k, int v) {
          size_t(2 * C * (C + kPad32) + kWarps * 256 + 2 * C) * 4;
 }
 
+// Column c of (I + A_oo)^-1 for the 16x16 diagonal block at row/column o of a strictly lower A (row
+// stride ld), by forward substitution in registers: a chain through shared memory would cost a load
+// latency a step. Entries above row c come out as exact zeros, so every sum starts at m = 0 (A is
+// finite) and the loops stay fully unrolled. Both chunk_prep kernels take their diagonal blocks here.
+__device__ __forceinline__ void unit_lower_inverse_column16(const float* A, int ld, int o, int c, float (&col)[16]) {
+#pragma unroll
+  for (int r = 0; r < 16; ++r) {
+    float x = r == c ? 1.f : 0.f;
+#pragma unroll
+    for (int m = 0; m < r; ++m) x -= A[(o + r) * ld + o + m] * col[m];
+    col[r] = x;
+  }
+}
+
 template <class T>
 __global__ void __launch_bounds__(kThreads) chunk_prep(PrepParams p) {
   const FwdArgs& a = p.a;
@@ -286,19 +300,10 @@ __global__ void __launch_bounds__(kThreads) chunk_prep(PrepParams p) {
   // (I + A)^-1, blocked: the four diagonal 16x16 blocks by substitution (one thread per block column;
   // a column depends only on itself), then block rows i = 1..3 as T_ij = -T_ii sum_{k=j}^{i-1} A_ik T_kj.
   // Blocks above the diagonal are never read (the W/U products stop at the diagonal block).
-  // The column lives in registers: a chain through shared memory costs a load latency per step. Its
-  // entries above row c are exact zeros, so starting every sum at m = 0 adds nothing (the A entries
-  // are finite) and keeps the loops fully unrolled.
   if (threadIdx.x < C) {
     const int o = (threadIdx.x / 16) * 16, c = threadIdx.x % 16;
     float col[16];
-#pragma unroll
-    for (int r = 0; r < 16; ++r) {
-      float x = r == c ? 1.f : 0.f;
-#pragma unroll
-      for (int m = 0; m < r; ++m) x -= gs[(o + r) * ldf + o + m] * col[m];
-      col[r] = x;
-    }
+    unit_lower_inverse_column16(gs, ldf, o, c, col);
 #pragma unroll
     for (int r = 0; r < 16; ++r) tm[(o + r) * ldf + o + c] = col[r];
   }
@@ -1167,13 +1172,7 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_prep_mma(PrepParams p) {
     if (tid < C) {
       const int o = (tid / 16) * 16, cl = tid % 16;
       float col[16];
-#pragma unroll
-      for (int r = 0; r < 16; ++r) {
-        float x = r == cl ? 1.f : 0.f;
-#pragma unroll
-        for (int m = 0; m < r; ++m) x -= M[(o + r) * kLdm + o + m] * col[m];
-        col[r] = x;
-      }
+      unit_lower_inverse_column16(M, kLdm, o, cl, col);
 #pragma unroll
       for (int r = 0; r < 16; ++r)
         if (r >= cl) M[(o + cl) * kLdm + o + r] = col[r];
