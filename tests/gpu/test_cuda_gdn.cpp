@@ -101,7 +101,7 @@ struct Problem {
 
 // mma_pass: the register-state sequential pass (OPENDNN_GDN_FWD_V2, default on); prep2: the tensor-core
 // chunk_prep (OPENDNN_GDN_PREP_V2, default on); split: that pass with sequences cut into segments
-// (OPENDNN_GDN_SPLIT, default off). Each set explicitly to 1 or 0; read when the plan is built.
+// (OPENDNN_GDN_SPLIT; unset, the adapter decides). Each set explicitly to 1 or 0; read when the plan is built.
 void check_once(const Case& c, bool mma_pass, bool prep2, bool split = false) {
   SCOPED_TRACE(c.name + (mma_pass ? " (mma pass)" : "") + (prep2 ? " (prep2)" : "") + (split ? " (split)" : ""));
   auto env = [](const char* name, bool on) { setenv(name, on ? "1" : "0", 1); };

@@ -60,8 +60,9 @@ void strides_of(const TensorPtr& t, int64_t (&out)[4]) {
 // Kernel choices read at propose/build time: the register-state forward pass (OPENDNN_GDN_FWD_V2) and
 // the tensor-core chunk_prep (OPENDNN_GDN_PREP_V2) are the default since they passed test_cuda_gdn on the
 // H200 (forward 3.0 ms vs 13.9 ms for the first kernels, H16 HV64 32k tokens); =0 selects the first
-// kernels (A/B). The sequence split (OPENDNN_GDN_SPLIT=1) passed its tests but its speed is not yet
-// measured, so it stays opt-in.
+// kernels (A/B). The sequence split is taken where even the narrowest state slices leave half the SMs
+// idle: measured (bench/gdn.py --split) 0.64 ms vs 2.92 ms unsplit at H4 HV8 32k tokens, but 3.25 vs
+// 3.02 ms at H16 HV64, where the unsplit pass already has a CTA per SM. OPENDNN_GDN_SPLIT=1/0 forces it.
 bool env_flag(const char* name, bool dflt) {
   const char* e = std::getenv(name);
   return e && *e ? std::strcmp(e, "1") == 0 : dflt;
@@ -82,7 +83,8 @@ std::string match_forward(const Node& n, const Target& target, gdn::FwdArgs& a) 
   const int sms = target.sm_count > 0 ? target.sm_count : 132;
   a.mma_pass = env_flag("OPENDNN_GDN_FWD_V2", true) && gdn::mma_pass_supported(a.k, a.v);
   a.mma_prep = env_flag("OPENDNN_GDN_PREP_V2", true) && gdn::mma_prep_supported(a.k, a.v);
-  a.split = env_flag("OPENDNN_GDN_SPLIT", false) && gdn::mma_pass_supported(a.k, a.v) && gdn::choose_split(a, sms);
+  const bool underfilled = a.n * a.ho * (a.v / 16) * 2 <= sms;
+  a.split = env_flag("OPENDNN_GDN_SPLIT", underfilled) && gdn::mma_pass_supported(a.k, a.v) && gdn::choose_split(a, sms);
   if (!a.split) a.bv = a.mma_pass ? gdn::choose_bv_mma(a, sms) : gdn::choose_bv(a, sms);
   if (a.bv == 0) return "no state slice width fits shared memory for V = " + std::to_string(a.v);
   return "";

@@ -254,12 +254,15 @@ int64_t tile_n(const gemm::Args& a) {
 
 int64_t ceil_to(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
-// Achieved dense rates (flops per us) on the H200 (bench/results/gemm.json): PINGPONG 733 TFLOP/s at
-// 8192x14336x4096 (COOP 660 in the same run; 761 vs 766 at 4096^3), and 715 with bias+GELU (COOP 579),
-// so it ranks first where it exists; fp8 COOP 1086, FAST_ACCUM 1372.
+// Achieved dense rates (flops per us) on the H200 (bench/results/gemm.json, plans_* rows, M = 8192):
+// PINGPONG wins while N or K is at most ~8k (721 vs 630 TFLOP/s at N=14336 K=4096, 756 vs 682 at N=4096
+// K=11008, 715 vs 606 with bias+GELU), COOP once both are >= 11008 (657 vs 581 at 11008x11008, 692 vs
+// 660 at 14336x14336); fp8 COOP ~1050, FAST_ACCUM ~1300.
 double rate(const gemm::Args& a) {
-  if (a.type == gemm::Elem::FP8_E4M3) return a.config == gemm::Config::FAST_ACCUM ? 1450e6 : 1300e6;
-  return a.config == gemm::Config::PINGPONG ? 720e6 : 700e6;
+  if (a.type == gemm::Elem::FP8_E4M3) return a.config == gemm::Config::FAST_ACCUM ? 1300e6 : 1050e6;
+  const bool long_and_wide = a.N >= 10000 && a.K >= 10000;
+  if (a.config == gemm::Config::PINGPONG) return long_and_wide ? 620e6 : 730e6;
+  return long_and_wide ? 670e6 : 680e6;
 }
 
 double estimate_us(const gemm::Args& a) {
