@@ -1111,6 +1111,7 @@ struct SdpaOpts {
   bool ragged = false;   // THD: Q/K/V/O (dO/dQ/dK/dV) packed, one ragged-offset tensor each (needs padding)
   bool paged = false;    // K/V in 32-row pages (forward, unified)
   bool dropout = false;  // user mask (dropout_mask, 0/1) times dropout_scale = 4/3
+  bool philox = false;   // generated dropout, p = 0.25 (seed/offset INT64 in device memory); RNG_dump out
   const char* impl = "COMPOSITE";
 };
 
@@ -1119,7 +1120,7 @@ const int32_t kSeqQ[kB] = {kS, 77}, kSeqKv[kB] = {kS, 50};
 
 struct SdpaGraph {
   Graph g;
-  TensorPtr Q, K, V, O, dO, St, bias, sq, skv, ptk, ptv, dmask, dscale;
+  TensorPtr Q, K, V, O, dO, St, bias, sq, skv, ptk, ptv, dmask, dscale, seed, offset;
   std::vector<TensorPtr> outs;
   std::vector<std::pair<TensorPtr, bool>> roffs;  // ragged offsets, true: of a K/V-side tensor
 };
@@ -1157,6 +1158,10 @@ void build_sdpa(SdpaGraph& s, const SdpaOpts& o, bool bwd) {
     s.dmask = input(g, "dropout_mask", {kB, kH, kS, kS}, DataType::BFLOAT16);
     s.dscale = g.tensor(Scalar::of_float(4.0f / 3.0f));
   }
+  if (o.philox) {
+    s.seed = input(g, "seed", {1, 1, 1, 1}, DataType::INT64);
+    s.offset = input(g, "offset", {1, 1, 1, 1}, DataType::INT64);
+  }
   if (o.paged) {
     s.ptk = input(g, "page_table_k", {kB, 1, kS / 32, 1}, DataType::INT32);
     s.ptv = input(g, "page_table_v", {kB, 1, kS / 32, 1}, DataType::INT32);
@@ -1167,6 +1172,7 @@ void build_sdpa(SdpaGraph& s, const SdpaOpts& o, bool bwd) {
   if (o.left > 0) at.set("left_bound", o.left);
   if (o.padding) at.set("use_padding_mask", true);
   if (o.paged) at.set("max_seq_len_kv", kS);
+  if (o.philox) at.set("dropout_probability", 0.25);
   std::vector<TensorPtr> in = {s.Q, s.K, s.V};
   if (bwd) {
     s.O = attn("O", qd, false);
@@ -1178,7 +1184,7 @@ void build_sdpa(SdpaGraph& s, const SdpaOpts& o, bool bwd) {
   }
   // attn_scale, bias, seq_len_q/kv, cu_seq_len_q/kv, seed, offset, dropout_mask/scale, then dropout_scale_inv
   // (backward) or page tables (forward).
-  in.insert(in.end(), {nullptr, s.bias, s.sq, s.skv, nullptr, nullptr, nullptr, nullptr, s.dmask, s.dscale});
+  in.insert(in.end(), {nullptr, s.bias, s.sq, s.skv, nullptr, nullptr, s.seed, s.offset, s.dmask, s.dscale});
   if (bwd && o.dropout) in.push_back(g.tensor(Scalar::of_float(0.75f)));  // dropout_scale_inv (unused by the math)
   if (!bwd && o.paged) in.insert(in.end(), {s.ptk, s.ptv});
   s.outs = g.add_node(bwd ? OpKind::SDPA_BACKWARD : OpKind::SDPA, in, at);
@@ -1192,6 +1198,7 @@ void build_sdpa(SdpaGraph& s, const SdpaOpts& o, bool bwd) {
     as_output(s.outs[0], qd, DataType::BFLOAT16, bshd);
     pack(s.outs[0], "O", false);
     as_output(s.outs[1], {kB, kH, kS, 1}, DataType::FLOAT);
+    if (o.philox) as_output(s.outs[4], {kB, kH, kS, kS}, DataType::FLOAT);  // RNG_dump
   }
   prepare(g);
 }
@@ -1379,7 +1386,58 @@ TEST(CudnnEngine, SdpaFp8ForwardCausal) {
   expect_close(r.out[o[0].get()], ref[o[0].get()], 8e-2, 0.2, "O (fp8)");
 }
 
-// What cuDNN 9.19 has no lowering for declines with a reason: generated dropout, and the unified backward.
+// Generated dropout (p = 0.25) on the composite graphs. cuDNN draws its own mask (its RNG's mapping is
+// not the reference engine's), so the forward dumps it (RNG_dump) and the reference runs the user-mask
+// graph with that mask and scale 4/3; the backward draws the mask again from the same seed and offset and
+// must match the reference backward with that same mask.
+TEST(CudnnEngine, SdpaGeneratedDropoutForwardBackward) {
+  SKIP_WITHOUT_CUDNN();
+  SdpaOpts po, mo;
+  po.philox = po.causal = true;
+  mo.dropout = mo.causal = true;
+  std::map<std::string, Host> named = {{"seed", {1234.0}}, {"offset", {77.0}}};
+  SdpaGraph f;
+  build_sdpa(f, po, false);
+  for (const char* n : {"Q", "K", "V"}) named[n] = random(size_t(f.Q->volume()), uint32_t(900 + n[0]), DataType::BFLOAT16);
+  Data fd = bind_named(f, named);
+  RunResult r;
+  ASSERT_TRUE(run_graph(f.g, fd, r));
+  const Host& mask = r.out[f.outs[4].get()];
+  ASSERT_EQ(mask.size(), size_t(kB * kH * kS * kS));
+  double kept = 0;
+  for (double x : mask) {
+    ASSERT_TRUE(x == 0.0 || x == 1.0) << "RNG_dump holds " << x;
+    kept += x;
+  }
+  EXPECT_NEAR(kept / double(mask.size()), 0.75, 0.02) << "kept fraction";
+  named["dropout_mask"] = mask;
+  SdpaGraph fm;
+  build_sdpa(fm, mo, false);
+  Data fmd = bind_named(fm, named);
+  std::map<const TensorAttr*, Host> ref;
+  ASSERT_TRUE(run_reference(fm.g, fmd, ref));
+  expect_close(r.out[f.outs[0].get()], ref[fm.outs[0].get()], 2e-2, 2e-2, "O");
+  expect_close(r.out[f.outs[1].get()], ref[fm.outs[1].get()], 2e-2, 2e-2, "Stats");
+
+  Host o_ref = ref[fm.outs[0].get()], st_ref = ref[fm.outs[1].get()];
+  for (auto& x : o_ref) x = round_to(DataType::BFLOAT16, x);
+  named["O"] = o_ref;
+  named["Stats"] = st_ref;
+  SdpaGraph b, bm;
+  build_sdpa(b, po, true);
+  build_sdpa(bm, mo, true);
+  named["dO"] = random(size_t(b.dO->volume()), 901, DataType::BFLOAT16);
+  Data bd = bind_named(b, named), bmd = bind_named(bm, named);
+  RunResult rb;
+  ASSERT_TRUE(run_graph(b.g, bd, rb));
+  std::map<const TensorAttr*, Host> bref;
+  ASSERT_TRUE(run_reference(bm.g, bmd, bref));
+  const char* names[] = {"dQ", "dK", "dV"};
+  for (size_t i = 0; i < 3; ++i) expect_close(rb.out[b.outs[i].get()], bref[bm.outs[i].get()], 3e-2, 3e-2, names[i]);
+}
+
+// What cuDNN 9.19 has no lowering for declines with a reason: generated dropout with seed/offset given by
+// value (cuDNN's RNG reads them in device memory), and the unified backward.
 TEST(CudnnEngine, SdpaDropoutAndUnifiedBackwardDecline) {
   SKIP_WITHOUT_CUDNN();
   {

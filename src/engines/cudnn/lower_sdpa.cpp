@@ -5,9 +5,10 @@
 // Options: padding (use_padding_mask + seq_len_q/kv [B,1,1,1] INT32) unified and composite (the latter
 // with seq_len M/N/K overrides on the matmuls); ragged THD composite only (see ragged_ok); causal/right and
 // left (sliding window) bounds and bias composite only (9.19's unified op has no band or bias
-// attributes); paged K/V and block_mask unified only (9.15+/9.14+); user-mask dropout (dropout_mask * dropout_scale) composite only. Generated (Philox)
-// dropout, ALiBi, sink tokens and cu_seq_len decline. sdpa_fp8 forward: composite,
-// causal mask (lower_sdpa_fp8_node).
+// attributes); paged K/V and block_mask unified only (9.15+/9.14+); dropout composite only, with a user
+// mask (dropout_mask * dropout_scale) or generated (seed/offset: cuDNN's RNG op, Bernoulli keep 1 - p,
+// times 1/(1 - p); see philox_ok). ALiBi, sink tokens and cu_seq_len decline. sdpa_fp8 forward:
+// composite, causal mask (lower_sdpa_fp8_node).
 //
 // The composite graphs follow the operation patterns cuDNN's fused flash-attention engines match (the
 // developer guide's "fused flash attention fprop/bprop" patterns, as cuDNN Frontend emits them for
@@ -117,16 +118,8 @@ bool common_checks(const Node& n, std::string& why, bool fp8 = false) {
       why = std::string("not supported: input ") + p + " needs a cuDNN newer than 9.19's unified SDPA op (9.21+/9.24+)";
       return false;
     }
-  // Generated (Philox) dropout: 9.19's unified op has no dropout attributes (9.22 adds them), and cuDNN's
-  // element-to-counter mapping of its RNG op is not known to match opendnn's definition (the reference
-  // engine's), so the composite RNG pattern is not lowered. A user mask (dropout_mask/scale) is.
-  for (const char* p : {"seed", "offset"})
-    if (has_in(n, p)) {
-      why = std::string("not supported: generated dropout (input ") + p + ") is not lowered by the cudnn engine";
-      return false;
-    }
-  if (n.attr_float("dropout_probability") != 0.0 && !has_in(n, "dropout_mask"))
-    { why = "not supported: generated dropout is not lowered by the cudnn engine"; return false; }
+  if (fp8 && (has_in(n, "seed") || has_in(n, "dropout_mask")))
+    { why = "not supported: dropout on FP8 attention is not lowered"; return false; }
   if (n.attr_bool("use_alibi_mask")) { why = "not supported: use_alibi_mask is not lowered by the cudnn engine"; return false; }
   if ((has_in(n, "seq_len_q") || has_in(n, "seq_len_kv")) && !padded(n)) {
     why = "seq_len_q/seq_len_kv need use_padding_mask and both tensors";
@@ -299,6 +292,9 @@ double attn_flops(const Node& n) {
   return f;
 }
 
+bool has_dropout_mask(const Node& n) { return has_in(n, "dropout_mask"); }
+bool has_philox(const Node& n) { return has_in(n, "seed"); }
+
 bool unified_ok(LowerCtx& c, const Node& n, std::string& why) {
   if (c.version < 91301) { why = "not supported: the unified SDPA op needs cuDNN 9.13.1+"; return false; }
   if (is_ragged(n)) { why = "not supported: ragged (THD) offsets are lowered only to the composite graph"; return false; }
@@ -308,24 +304,68 @@ bool unified_ok(LowerCtx& c, const Node& n, std::string& why) {
   if ((padded(n) || paged(n)) && c.version < 91500)
     { why = "not supported: seq_len/paged K-V on the unified SDPA op need cuDNN 9.15+"; return false; }
   if (has_in(n, "block_mask") && c.version < 91400) { why = "not supported: block_mask needs cuDNN 9.14+"; return false; }
-  if (has_in(n, "dropout_mask")) { why = "not supported: dropout on the unified SDPA op needs cuDNN 9.22+"; return false; }
+  if (has_in(n, "dropout_mask") || has_philox(n)) { why = "not supported: dropout on the unified SDPA op needs cuDNN 9.22+"; return false; }
   return true;
 }
 
-// P * dropout_mask * dropout_scale (the user-mask dropout), in `dt`; P itself when there is no mask.
-DescPtr dropped(LowerCtx& c, const Node& n, const DescPtr& p, const std::vector<int64_t>& sdims, DataType dt) {
-  DescPtr m = c.virt(sdims);
-  c.pointwise(CUDNN_POINTWISE_MUL, p, c.tensor(n.in("dropout_mask")), m);
-  DescPtr y = c.virt(sdims, dt);
-  c.pointwise(CUDNN_POINTWISE_MUL, m, c.tensor(n.in("dropout_scale")), y);
-  return y;
+// Generated dropout: cuDNN's RNG op draws the keep mask from (seed, offset) on the GPU, the forward and
+// the backward of the same shape drawing the same mask. Its element-to-counter mapping is cuDNN's own,
+// not the reference engine's (src/common/philox.h), so masks differ between engines for one seed: the
+// GPU test checks the cudnn plans against the reference run with cuDNN's mask (RNG_dump) as a user mask.
+// Only what that test covers is lowered.
+bool philox_ok(const Node& n, std::string& why) {
+  for (const char* p : {"seed", "offset"}) {
+    const TensorPtr& t = n.in(p);
+    if (t->get_data_type() != DataType::INT64 || t->get_is_pass_by_value()) {
+      why = std::string("not supported: generated dropout needs ") + p + " as an INT64 tensor in device memory";
+      return false;
+    }
+  }
+  if (padded(n) || is_ragged(n))
+    { why = "not supported: generated dropout with a padding mask or ragged offsets is not yet verified"; return false; }
+  return true;
 }
 
-bool has_dropout_mask(const Node& n) { return has_in(n, "dropout_mask"); }
+// The dropout factor Z of P * Z: the user's mask and scale, or cuDNN's RNG mask (written to RNG_dump when
+// that is a graph output) and 1/(1-p). Null mask: no dropout.
+struct Dropout {
+  DescPtr mask, scale;
+};
+Dropout dropout_of(LowerCtx& c, const Node& n, const std::vector<int64_t>& sdims, const TensorPtr& dump = nullptr) {
+  if (has_dropout_mask(n)) return {c.tensor(n.in("dropout_mask")), c.tensor(n.in("dropout_scale"))};
+  if (!has_philox(n)) return {};
+  const double p = n.attr_float("dropout_probability");
+  auto& b = c.b;
+  DescPtr rng = b.make(CUDNN_BACKEND_RNG_DESCRIPTOR);
+  cudnnRngDistribution_t dist = CUDNN_RNG_DISTRIBUTION_BERNOULLI;
+  b.set(rng, CUDNN_ATTR_RNG_DISTRIBUTION, CUDNN_TYPE_RNG_DISTRIBUTION, 1, &dist);
+  b.set_double(rng, CUDNN_ATTR_RNG_BERNOULLI_DIST_PROBABILITY, 1.0 - p);  // probability of a 1 (keep)
+  b.finalize(rng, "RNG descriptor");
+  c.out.keep.push_back(rng);
+  DescPtr mask = dump ? c.tensor(dump) : c.virt(sdims);
+  DescPtr op = b.make(CUDNN_BACKEND_OPERATION_RNG_DESCRIPTOR);
+  b.set_desc(op, CUDNN_ATTR_OPERATION_RNG_DESC, rng);
+  b.set_desc(op, CUDNN_ATTR_OPERATION_RNG_YDESC, mask);
+  b.set_desc(op, CUDNN_ATTR_OPERATION_RNG_SEED, c.tensor(n.in("seed")));
+  b.set_desc(op, CUDNN_ATTR_OPERATION_RNG_OFFSET_DESC, c.tensor(n.in("offset")));
+  b.finalize(op, "RNG operation");
+  c.add_op(op);
+  return {mask, c.scalar_f32(float(1.0 / (1.0 - p)))};
+}
+
+// P * mask * scale, in `dt`.
+DescPtr dropped(LowerCtx& c, const Dropout& d, const DescPtr& p, const std::vector<int64_t>& sdims, DataType dt) {
+  DescPtr m = c.virt(sdims);
+  c.pointwise(CUDNN_POINTWISE_MUL, p, d.mask, m);
+  DescPtr y = c.virt(sdims, dt);
+  c.pointwise(CUDNN_POINTWISE_MUL, m, d.scale, y);
+  return y;
+}
 
 // Paged K/V and block masks exist only as attributes of the unified op.
 bool composite_ok(const Node& n, std::string& why) {
   if (has_dropout_mask(n) && !has_in(n, "dropout_scale")) { why = "dropout_mask needs dropout_scale"; return false; }
+  if (has_philox(n) && !philox_ok(n, why)) return false;
   if (paged(n)) { why = "not supported: paged K/V is lowered only to the unified SDPA op (implementation UNIFIED or AUTO)"; return false; }
   if (has_in(n, "block_mask")) { why = "not supported: block_mask is lowered only to the unified SDPA op"; return false; }
   // The padding mask: the first lowering (pointwise ops alone) computed every batch after the first
@@ -347,8 +387,10 @@ bool lower_sdpa_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string& why
   bool stats = n.attr_bool("generate_stats");
   const TensorPtr& O = n.out("O");
   const TensorPtr& St = n.out("Stats");
-  for (const char* p : {"Max", "Sum_exp", "RNG_dump"})
+  for (const char* p : {"Max", "Sum_exp"})
     if (n.out(p) && !n.out(p)->get_is_virtual()) { why = std::string("output ") + p + " is not lowered yet"; return false; }
+  const TensorPtr& dump = n.out("RNG_dump");
+  const bool dumped = dump && !dump->get_is_virtual();
   if (stats && St->get_is_virtual()) { why = "generate_stats is set but Stats is virtual"; return false; }
   c.out.flops += attn_flops(n);
   DescPtr scale = scale_tensor(c, n);
@@ -396,9 +438,10 @@ bool lower_sdpa_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string& why
   if (has_bands(n)) s = band_masks(c, n, s, sdims);
   // softmax with stats: max, sub, exp, sum, [log, add -> Stats], div -> P (io type, bmm2's A operand)
   auto [e, z] = exp_and_sum(c, s, sdims, rdims, stats ? St : nullptr);
-  DescPtr p = c.virt(sdims, has_dropout_mask(n) ? DataType::FLOAT : io);
+  const Dropout drop = dropout_of(c, n, sdims, dumped ? dump : nullptr);
+  DescPtr p = c.virt(sdims, drop.mask ? DataType::FLOAT : io);
   c.pointwise(CUDNN_POINTWISE_DIV, e, z, p);
-  if (has_dropout_mask(n)) p = dropped(c, n, p, sdims, io);
+  if (drop.mask) p = dropped(c, drop, p, sdims, io);
   c.matmul(p, c.tensor(n.in("V")), c.tensor(O), DataType::FLOAT, seq_overrides(c, n, 'q', 0, 'k'));
   return c.b.ok();
 }
@@ -458,9 +501,10 @@ bool lower_sdpa_backward_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::st
   if (has_bands(n)) sub = band_masks(c, n, sub, sdims);
   DescPtr p = c.virt(sdims);
   c.pointwise(CUDNN_POINTWISE_EXP, sub, nullptr, p);
+  const Dropout drop = dropout_of(c, n, sdims);
   // dV = Pᵀ·dO (summed over each query-head group for GQA)
   DescPtr pt = c.make_tensor(tdims, tstr, io, true);
-  c.reshape(has_dropout_mask(n) ? dropped(c, n, p, sdims, DataType::FLOAT) : p, pt);
+  c.reshape(drop.mask ? dropped(c, drop, p, sdims, DataType::FLOAT) : p, pt);
   auto kv_rows = seq_overrides(c, n, 'k', 0, 'q');  // [Skv x Sq]·[Sq x D] products (dV, dK)
   if (Hv == Hq) {
     c.matmul(pt, c.tensor(dO), c.tensor(n.out("dV")), DataType::FLOAT, kv_rows);
@@ -472,7 +516,7 @@ bool lower_sdpa_backward_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::st
   // dS = (dO·Vᵀ - softmax_sum) * P * scale
   DescPtr dp = c.virt(sdims);
   c.matmul(c.tensor(dO), vt, dp, DataType::FLOAT, seq_overrides(c, n, 'q', 'k', 0));
-  if (has_dropout_mask(n)) dp = dropped(c, n, dp, sdims, DataType::FLOAT);
+  if (drop.mask) dp = dropped(c, drop, dp, sdims, DataType::FLOAT);
   DescPtr t = c.virt(sdims);
   c.pointwise(CUDNN_POINTWISE_SUB, dp, ssum, t);
   DescPtr ds = c.virt(sdims);
