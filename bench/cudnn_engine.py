@@ -5,12 +5,17 @@ torch.matmul (cuBLAS); NHWC bf16 convs against torch's conv2d. Our plans come fr
 graphs built with opendnn.pygraph, planned on the cudnn engine alone (the other engines deselected), every
 cuDNN engine config built, autotuned by the router, then the fastest under this benchmark's own timing (L2
 flushed) selected; executed on torch CUDA tensors. Every case is checked against torch's output in the same
-run. Writes bench/results/cudnn_engine.json (+ .png) and copies under $OUT.
+run. The GEMM rows also autotune over cuDNN's knob space (OPENDNN_CUDNN_KNOB_SEARCH=1: each heuristic
+config with one performance knob moved, up to 64 more configs) and report the heuristic-only best beside
+it. Writes bench/results/cudnn_engine.json (+ .png; cudnn_engine_<families>.json for an --only run) and
+copies under $OUT.
 
-    PYTHONPATH=build-py-gpu/python:bench python bench/cudnn_engine.py [--quick]
+    PYTHONPATH=build-py-gpu/python:bench python bench/cudnn_engine.py [--quick] [--only gemm,conv,sdpa]
 """
 import argparse
 import math
+import os
+import time
 
 import torch
 import torch.nn.functional as F
@@ -60,6 +65,7 @@ class OurPlan(Bound):
             if ms < best_ms:
                 best, best_ms = i, ms
         self.g.select_plan(best)
+        self.best_ms = best_ms
         return self
 
     @property
@@ -164,6 +170,18 @@ def sdpa_cases(quick):
     return rows
 
 
+def knob_searched(make):
+    """make() with the cudnn engine's knob search on (it is read when a graph is planned), and the
+    milliseconds that planning and building every config took."""
+    os.environ["OPENDNN_CUDNN_KNOB_SEARCH"] = "1"
+    try:
+        t0 = time.perf_counter()
+        p = make()
+        return p, (time.perf_counter() - t0) * 1e3
+    finally:
+        del os.environ["OPENDNN_CUDNN_KNOB_SEARCH"]
+
+
 def gemm_cases(quick):
     rows = []
     shapes = [(4096, 4096, 4096)] if quick else [(4096, 4096, 4096), (8192, 8192, 8192)]
@@ -173,24 +191,44 @@ def gemm_cases(quick):
         b = torch.randn(1, K, N, device="cuda", dtype=torch.bfloat16)
         c = torch.empty(1, M, N, device="cuda", dtype=torch.bfloat16)
         case = f"gemm {M}x{N}x{K} bf16"
-        try:
+
+        def make():
             g = new_graph()
             ta, tb = g.tensor_like(a), g.tensor_like(b)
             tc = g.matmul(ta, tb)
             tc.set_output(True).set_data_type(BF16)
-            p = OurPlan(g, {ta: a, tb: b, tc: c}).tune()
+            return OurPlan(g, {ta: a, tb: b, tc: c})
+
+        try:
+            default = make().tune()  # cuDNN's heuristic configs only
         except Exception as e:
             error_row(rows, case, e)
             continue
+        p, search_ms, search_error = default, None, None
+        try:
+            searched, search_ms = knob_searched(make)
+            p = searched.tune()
+        except Exception as e:  # the heuristic configs' row still stands
+            search_error = failure(e, 400)
+            print("  knob search:", search_error, flush=True)
         p()
         ok, err = close(c, torch.matmul(a, b), 2e-2)
         t_o, t_t = time_pair(p, lambda: torch.matmul(a, b))
+        t_d = time_pair(default, lambda: torch.matmul(a, b))[0] if p is not default else t_o
         fl = 2.0 * M * N * K
         r = {"case": case, "shape": [M, N, K], "ours_ms": t_o, "torch_cublas_ms": t_t, "tflops": fl / (t_o * 1e-3) / 1e12,
              "peer_tflops": fl / (t_t * 1e-3) / 1e12, "speedup": t_t / t_o, "speedup_vs_torch_cublas": t_t / t_o, "plan": p.name,
-             "matches_torch": bool(ok), "max_abs_err": err}
+             "matches_torch": bool(ok), "max_abs_err": err,
+             "ours_default_ms": t_d, "speedup_default": t_t / t_d, "plan_default": default.name,
+             "knob_search_ms": search_ms, "plans_tried": len(p.candidates),
+             "knob_plans": len(p.candidates) - len(default.candidates)}
+        if search_error:
+            r["knob_search_error"] = search_error
         rows.append(r)
-        print(case, f"ours {t_o:.3f} ms torch {t_t:.3f} ms speedup {t_t / t_o:.3f} ok {ok} {p.name}", flush=True)
+        print(case, f"ours {t_o:.3f} ms torch {t_t:.3f} ms speedup {t_t / t_o:.3f} ok {ok} {p.name}; heuristic-only "
+              f"{t_d:.3f} ms ({t_t / t_d:.3f}) {default.name}; {r['knob_plans']} searched configs, planned and built in "
+              f"{search_ms or 0:.0f} ms", flush=True)
+        del default, p
     return rows
 
 
@@ -231,17 +269,27 @@ def conv_cases(quick):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", default="gemm,conv,sdpa", help="comma-separated families: gemm, conv, sdpa")
     args = ap.parse_args()
+    families = {"gemm": gemm_cases, "conv": conv_cases, "sdpa": sdpa_cases}
+    chosen = [f.strip() for f in args.only.split(",") if f.strip()]
+    unknown = [f for f in chosen if f not in families]
+    if unknown:
+        ap.error(f"--only: unknown families {unknown} (known: {sorted(families)})")
     # torch picks its fastest conv algorithm too: the comparison is best against best.
     torch.backends.cudnn.benchmark = True
     rows = []
-    for f in (gemm_cases, conv_cases, sdpa_cases):
+    for f in (families[name] for name in chosen):
         try:
             rows += f(args.quick)
         except Exception as e:  # keep what was measured
             rows.append({"case": f.__name__, "error": repr(e)[:400]})
             print("ERROR", f.__name__, repr(e), flush=True)
-    write_results("cudnn_engine", rows, {"command": "python bench/cudnn_engine.py" + (" --quick" if args.quick else ""),
+    subset = chosen != list(families)
+    command = "python bench/cudnn_engine.py" + (" --quick" if args.quick else "") + (f" --only {args.only}" if subset else "")
+    # A subset run writes its own file: the full run's results (the README's table) stay as they are.
+    name = "cudnn_engine" + ("_" + "_".join(chosen) if subset else "")
+    write_results(name, rows, {"command": command,
                                          "torch_cudnn": torch.backends.cudnn.version()})
 
 

@@ -4,12 +4,14 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
 #include <map>
 #include <random>
+#include <set>
 #include <unordered_map>
 
 #include "common/dtype_convert.h"
@@ -1528,6 +1530,121 @@ TEST(CudnnEngine, SdpaRaggedThdBackward) {
   SdpaOpts o;
   o.padding = o.ragged = true;
   planned_case(o, true);
+}
+
+// ---- knob search (OPENDNN_CUDNN_KNOB_SEARCH=1, engines/cudnn/knob_search.h)
+
+struct KnobSearchOn {
+  explicit KnobSearchOn(const char* max) {
+    setenv("OPENDNN_CUDNN_KNOB_SEARCH", "1", 1);
+    setenv("OPENDNN_CUDNN_KNOB_SEARCH_MAX", max, 1);
+  }
+  ~KnobSearchOn() {
+    unsetenv("OPENDNN_CUDNN_KNOB_SEARCH");
+    unsetenv("OPENDNN_CUDNN_KNOB_SEARCH_MAX");
+  }
+};
+
+bool searched(const PlanCandidate& c) {
+  for (const auto& [k, v] : c.knobs)
+    if (k == "searched") return v != 0;
+  return false;
+}
+
+// A bf16 matmul [1,128,256] x [1,256,192]: the search leaves the heuristic configs as they are (names,
+// local indices, first place), stays within its cap, and every searched config builds, executes and
+// matches the reference engine.
+TEST(CudnnEngineKnobSearch, SearchedMatmulPlansMatchReference) {
+  SKIP_WITHOUT_CUDNN();
+  Graph g;
+  g.set_io_data_type(DataType::BFLOAT16).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+  auto A = input(g, "A", {1, 128, 256}, DataType::BFLOAT16);
+  auto Bm = input(g, "B", {1, 256, 192}, DataType::BFLOAT16);
+  auto C = g.matmul(A, Bm);
+  as_output(C, {1, 128, 192}, DataType::BFLOAT16);
+  prepare(g);
+  Proposal off = make_cudnn_engine()->propose_plans(g, cuda_target());
+  ASSERT_FALSE(off.plans.empty()) << (off.declines.empty() ? "" : off.declines[0]);
+  KnobSearchOn on("32");
+  Proposal with = make_cudnn_engine()->propose_plans(g, cuda_target());
+  std::set<int64_t> indices;
+  size_t n_searched = 0;
+  for (const auto& c : with.plans) {
+    EXPECT_TRUE(indices.insert(c.local_index).second) << "duplicate local index: " << c.name;
+    n_searched += searched(c);
+  }
+  for (const auto& c : off.plans) {
+    auto it = std::find_if(with.plans.begin(), with.plans.end(),
+                           [&](const PlanCandidate& w) { return w.local_index == c.local_index; });
+    ASSERT_NE(it, with.plans.end()) << c.name << " lost its index";
+    EXPECT_EQ(it->name, c.name);
+    EXPECT_FALSE(searched(*it));
+  }
+  EXPECT_EQ(with.plans.size(), off.plans.size() + n_searched);
+  EXPECT_LE(n_searched, 32u);
+  EXPECT_GT(n_searched, 0u) << "no knob move of any heuristic config finalized";
+  std::printf("  %zu heuristic + %zu searched configs\n", off.plans.size(), n_searched);
+
+  ASSERT_TRUE(g.create_execution_plans({HeurMode::A, HeurMode::B, HeurMode::FALLBACK}).is_good());
+  std::vector<std::string> others;
+  for (int64_t i = 0; i < g.get_execution_plan_count(); ++i) {
+    PlanInfo info;
+    if (g.get_plan_info_at_index(i, info).is_good() && info.engine != "cudnn") others.push_back(info.engine);
+  }
+  if (!others.empty()) (void)g.deselect_engines(others);
+  for (int64_t i = 0; i < g.get_execution_plan_count(); ++i) {
+    PlanInfo info;
+    ASSERT_TRUE(g.get_plan_info_at_index(i, info).is_good());
+    if (info.deselected) continue;
+    // The router's first cudnn plan is a heuristic one, unless an autotuned order was cached.
+    if (info.measured_us < 0) {
+      EXPECT_TRUE(std::any_of(off.plans.begin(), off.plans.end(),
+                              [&](const PlanCandidate& c) { return c.local_index == info.local_index; }))
+          << info.plan;
+    }
+    break;
+  }
+  Data data;
+  fill_random(g, data, 500);
+  std::map<const TensorAttr*, Host> ref;
+  ASSERT_TRUE(run_reference(g, data, ref));
+  const Host& want = ref[C.get()];
+  const std::vector<int64_t>& slots = g.variant_uids();
+  std::vector<void*> ptrs(slots.size(), nullptr);
+  void* out = nullptr;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    TensorPtr t = g.find_tensor(slots[i]);
+    std::vector<unsigned char> host = host_bytes(*t, data);
+    cudaMalloc(&ptrs[i], host.size());
+    cudaMemcpy(ptrs[i], host.data(), host.size(), cudaMemcpyHostToDevice);
+    if (t.get() == C.get()) out = ptrs[i];
+  }
+  ASSERT_NE(out, nullptr);
+  size_t ran = 0;
+  for (const auto& c : with.plans) {
+    if (!searched(c)) continue;
+    SCOPED_TRACE(c.name);
+    int64_t index = g.find_plan_index(kCudnnEngineId, c.local_index);
+    ASSERT_GE(index, 0);
+    Status s = g.select_plan(index);
+    ASSERT_TRUE(s.is_good()) << s.to_string();
+    int64_t ws_bytes = 0;
+    (void)g.get_workspace_size_plan_at_index(index, ws_bytes);
+    void* ws = nullptr;
+    if (ws_bytes > 0) cudaMalloc(&ws, size_t(ws_bytes));
+    cudaMemset(out, 0xFF, size_t(C->storage_bytes()));  // NaN: an unwritten element fails
+    s = g.execute(ptrs.data(), ws, nullptr);
+    cudaError_t e = cudaDeviceSynchronize();
+    if (ws) cudaFree(ws);
+    ASSERT_TRUE(s.is_good()) << s.to_string();
+    ASSERT_EQ(e, cudaSuccess) << cudaGetErrorString(e);
+    std::vector<unsigned char> host(size_t(C->storage_bytes()));
+    cudaMemcpy(host.data(), out, host.size(), cudaMemcpyDeviceToHost);
+    expect_close(gather(*C, host.data()), want, 2e-2, 1e-2, c.name.c_str());
+    ++ran;
+  }
+  EXPECT_EQ(ran, n_searched);
+  for (void* p : ptrs) cudaFree(p);
 }
 
 }  // namespace

@@ -6,9 +6,12 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <set>
 #include <unordered_map>
 
+#include "engines/cudnn/knob_search.h"
 #include "engines/cudnn/lower.h"
 
 namespace opendnn {
@@ -72,24 +75,10 @@ int current_device(const Target& t) {
   return d;
 }
 
-struct Knobs {
-  int64_t engine = -1;
-  std::vector<std::pair<int64_t, int64_t>> choices;  // (type, value)
-};
-
-uint64_t fnv1a(const std::vector<std::pair<int64_t, int64_t>>& v) {
-  uint64_t h = 1469598103934665603ull;
-  for (auto [a, b] : v)
-    for (int64_t x : {a, b})
-      for (int i = 0; i < 8; ++i) {
-        h ^= uint64_t((x >> (8 * i)) & 0xFF);
-        h *= 1099511628211ull;
-      }
-  return h;
-}
+using knobs::EngineCfg;
 
 // Reads the engine id and knob choices of an engine config.
-bool read_cfg(Builder& b, const DescPtr& cfg, Knobs& k, bool& nondeterministic) {
+bool read_cfg(Builder& b, const DescPtr& cfg, EngineCfg& k, bool& nondeterministic) {
   DescPtr eng = b.make(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
   if (!eng) return false;
   cudnnBackendDescriptor_t raw = eng->get();
@@ -125,7 +114,7 @@ bool read_cfg(Builder& b, const DescPtr& cfg, Knobs& k, bool& nondeterministic) 
 }
 
 // An engine config from an engine id and knob choices.
-DescPtr make_cfg(Builder& b, const LoweredGraph& lg, const Knobs& k, std::vector<DescPtr>& keep) {
+DescPtr make_cfg(Builder& b, const LoweredGraph& lg, const EngineCfg& k, std::vector<DescPtr>& keep) {
   DescPtr eng = b.make(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
   b.set_desc(eng, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, lg.op_graph);
   b.set_i64(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, k.engine);
@@ -146,6 +135,43 @@ DescPtr make_cfg(Builder& b, const LoweredGraph& lg, const Knobs& k, std::vector
   keep.push_back(eng);
   for (auto& c : choices) keep.push_back(c);
   return b.ok() ? cfg : nullptr;
+}
+
+// The performance knobs engine `engine` exposes for this graph (its CUDNN_ATTR_ENGINE_KNOB_INFO);
+// none when cuDNN will not say.
+std::vector<knobs::KnobRange> engine_knob_ranges(const LoweredGraph& lg, int64_t engine) {
+  std::vector<knobs::KnobRange> out;
+  Builder b;
+  DescPtr eng = b.make(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  b.set_desc(eng, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, lg.op_graph);
+  b.set_i64(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, engine);
+  b.finalize(eng, "engine " + std::to_string(engine));
+  std::vector<DescPtr> infos;
+  std::vector<cudnnBackendDescriptor_t> raws;
+  for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS && b.ok(); ++i) {
+    DescPtr d = b.make(CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR);
+    if (!d) break;
+    infos.push_back(d);
+    raws.push_back(d->get());
+  }
+  int64_t count = 0;
+  if (!b.ok() ||
+      !get_attr(eng, CUDNN_ATTR_ENGINE_KNOB_INFO, CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(raws.size()), &count, raws.data()))
+    return out;
+  for (int64_t i = 0; i < count && i < int64_t(infos.size()); ++i) {
+    const DescPtr& d = infos[size_t(i)];
+    cudnnBackendKnobType_t type;
+    knobs::KnobRange r;
+    int64_t n = 0;
+    if (get_attr(d, CUDNN_ATTR_KNOB_INFO_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &n, &type) &&
+        get_attr(d, CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE, CUDNN_TYPE_INT64, 1, &n, &r.min) &&
+        get_attr(d, CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE, CUDNN_TYPE_INT64, 1, &n, &r.max) &&
+        get_attr(d, CUDNN_ATTR_KNOB_INFO_STRIDE, CUDNN_TYPE_INT64, 1, &n, &r.stride)) {
+      r.type = int64_t(type);
+      out.push_back(r);
+    }
+  }
+  return out;
 }
 
 DescPtr make_plan(Builder& b, cudnnHandle_t handle, const DescPtr& cfg, int64_t& ws) {
@@ -384,8 +410,57 @@ class CudnnEngine final : public Engine {
     // bounds propose's cost; OPENDNN_CUDNN_MAX_PLANS lowers it (tests that sweep many small graphs).
     int64_t max_per_impl = 6;
     if (const char* v = std::getenv("OPENDNN_CUDNN_MAX_PLANS"); v && std::atoi(v) > 0) max_per_impl = std::atoi(v);
-    bool is16 = sixteen_bit_io(g);
+    const size_t search_cap = knobs::search_cap_from_env();
+    const bool is16 = sixteen_bit_io(g);
+    std::set<int64_t> taken;
+    // Finalizes k's execution plan and offers it as a candidate; false (with a note for a heuristic
+    // config) when cuDNN refuses it.
+    auto offer = [&](const std::shared_ptr<LoweredGraph>& lg, SdpaImpl impl, const EngineCfg& k, bool nondet, int64_t rank,
+                     bool searched) {
+      const bool unified = impl == SdpaImpl::UNIFIED;
+      auto entry = std::make_shared<BuiltEntry>();
+      entry->lg = lg;
+      Builder pb;
+      entry->cfg = make_cfg(pb, *lg, k, entry->keep);
+      if (entry->cfg) entry->plan = make_plan(pb, handle, entry->cfg, entry->ws);
+      std::string name = std::string(unified ? "unified_" : "") + "eng" + std::to_string(k.engine);
+      for (auto [t, v] : k.choices) name += "_k" + std::to_string(t) + "=" + std::to_string(v);
+      if (!pb.ok()) {
+        if (!searched) notes.push_back("cudnn: " + name + ": " + pb.error());
+        return false;
+      }
+      PlanCandidate c;
+      c.name = name;
+      c.local_index = knobs::local_index(k, unified, taken);
+      taken.insert(c.local_index);
+      double peak = is16 ? 700e12 : 50e12;
+      c.estimated_us = (lg->flops / peak + lg->bytes / 3.5e12) * 1e6 * (1.0 + 0.02 * double(rank)) + 5.0;
+      c.workspace_bytes = align256(entry->ws) + lg->ws_bytes;
+      c.knobs.push_back({"engine", k.engine});
+      c.knobs.push_back({"unified", unified ? 1 : 0});
+      for (auto [t, v] : k.choices) c.knobs.push_back({"knob" + std::to_string(t), v});
+      if (searched) c.knobs.push_back({"searched", 1});
+      c.deterministic = !nondet;
+      for (const auto& n : g.nodes())
+        if (n->kind() == OpKind::SDPA_BACKWARD && !unified && !n->attr_bool("use_deterministic_algorithm"))
+          c.deterministic = false;
+      remember(lg->signature, c.local_index, entry);
+      p.plans.push_back(std::move(c));
+      return true;
+    };
+    // The knob search's input, gathered from the heuristic configs that built (one group per lowering).
+    struct BaseInfo {
+      std::shared_ptr<LoweredGraph> lg;
+      SdpaImpl impl;
+      bool nondet;
+    };
+    std::vector<knobs::SearchBase> bases;
+    std::vector<BaseInfo> base_info;  // parallel to bases
+    std::vector<int64_t> ranks;       // per group: the next rank
+    std::map<std::pair<int, int64_t>, std::vector<knobs::KnobRange>> ranges;  // per (group, engine)
     for (SdpaImpl impl : impls_for(g)) {
+      const int group = int(ranks.size());
+      ranks.push_back(0);
       std::shared_ptr<LoweredGraph> lg;
       std::vector<std::string> why;
       if (!lower_graph(g, handle, impl, a.version, why, lg)) {
@@ -393,8 +468,8 @@ class CudnnEngine final : public Engine {
         continue;
       }
       std::string tag = impl == SdpaImpl::UNIFIED ? "unified_" : "";
-      std::vector<Knobs> seen;
-      int64_t built = 0, rank = 0;
+      std::vector<EngineCfg> seen;
+      int64_t built = 0;
       for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_FALLBACK}) {
         if (built >= max_per_impl) break;
         Builder b;
@@ -426,43 +501,35 @@ class CudnnEngine final : public Engine {
         }
         if (got == 0) notes.push_back("cudnn: " + tag + "heuristics mode " + std::to_string(int(mode)) + " found no engine config");
         for (int64_t i = 0; i < got && built < max_per_impl; ++i) {
-          Knobs k;
+          EngineCfg k;
           bool nondet = false;
           Builder rb;
           if (!read_cfg(rb, cfgs[size_t(i)], k, nondet)) continue;
-          bool dup = false;
-          for (auto& s : seen) dup |= s.engine == k.engine && s.choices == k.choices;
-          if (dup) continue;
+          if (std::find(seen.begin(), seen.end(), k) != seen.end()) continue;
           seen.push_back(k);
-          auto entry = std::make_shared<BuiltEntry>();
-          entry->lg = lg;
-          Builder pb;
-          entry->cfg = make_cfg(pb, *lg, k, entry->keep);
-          if (entry->cfg) entry->plan = make_plan(pb, handle, entry->cfg, entry->ws);
-          std::string name = tag + "eng" + std::to_string(k.engine);
-          for (auto [t, v] : k.choices) name += "_k" + std::to_string(t) + "=" + std::to_string(v);
-          if (!pb.ok()) {
-            notes.push_back("cudnn: " + name + ": " + pb.error());
-            continue;
-          }
-          PlanCandidate c;
-          c.name = name;
-          c.local_index = k.engine * 1000 + int64_t(fnv1a(k.choices) % 1000) + (impl == SdpaImpl::UNIFIED ? 1000000 : 0);
-          for (auto& q : p.plans)
-            while (q.local_index == c.local_index) ++c.local_index;
-          double peak = is16 ? 700e12 : 50e12;
-          c.estimated_us = (lg->flops / peak + lg->bytes / 3.5e12) * 1e6 * (1.0 + 0.02 * double(rank)) + 5.0;
-          c.workspace_bytes = align256(entry->ws) + lg->ws_bytes;
-          c.knobs.push_back({"engine", k.engine});
-          c.knobs.push_back({"unified", impl == SdpaImpl::UNIFIED ? 1 : 0});
-          for (auto [t, v] : k.choices) c.knobs.push_back({"knob" + std::to_string(t), v});
-          c.deterministic = !nondet;
-          for (const auto& n : g.nodes())
-            if (n->kind() == OpKind::SDPA_BACKWARD && impl == SdpaImpl::COMPOSITE && !n->attr_bool("use_deterministic_algorithm"))
-              c.deterministic = false;
-          remember(lg->signature, c.local_index, entry);
-          p.plans.push_back(std::move(c));
+          if (!offer(lg, impl, k, nondet, ranks[size_t(group)], false)) continue;
           ++built;
+          ++ranks[size_t(group)];
+          if (search_cap == 0) continue;
+          auto key = std::make_pair(group, k.engine);
+          if (!ranges.count(key)) ranges[key] = engine_knob_ranges(*lg, k.engine);
+          bases.push_back({k, ranges[key], group});
+          base_info.push_back({lg, impl, nondet});
+        }
+      }
+    }
+    // Searched configs come after every heuristic one: their local indices never displace a heuristic
+    // config's, and their estimates rank them behind their group's heuristic configs. A config cuDNN will
+    // not finalize is skipped; a few more are tried than the cap, since knob ranges hold invalid values.
+    // UNVERIFIED on a GPU until the lead's run of CudnnEngineKnobSearch.* (hence opt-in).
+    if (search_cap > 0) {
+      size_t added = 0;
+      for (const knobs::Variant& v : knobs::knob_variants(bases, 4 * search_cap)) {
+        if (added >= search_cap) break;
+        const BaseInfo& bi = base_info[v.base];
+        int64_t& rank = ranks[size_t(bases[v.base].group)];
+        if (offer(bi.lg, bi.impl, v.cfg, bi.nondet, rank, true)) {
+          ++added;
           ++rank;
         }
       }
@@ -481,7 +548,7 @@ class CudnnEngine final : public Engine {
     DeviceGuard guard(device);
     cudnnHandle_t handle = nullptr;
     OPENDNN_RETURN_IF_ERROR(thread_handle(device, nullptr, handle));
-    Knobs k;
+    EngineCfg k;
     SdpaImpl impl = SdpaImpl::COMPOSITE;
     for (auto& [name, v] : cand.knobs) {
       if (name == "engine") k.engine = v;
@@ -515,7 +582,7 @@ class CudnnEngine final : public Engine {
  private:
   void remember(const std::string& sig, int64_t index, std::shared_ptr<BuiltEntry> e) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (cache_.size() > 256) cache_.clear();
+    if (cache_.size() > 1024) cache_.clear();  // a knob-searched graph holds up to ~70
     cache_[sig + "#" + std::to_string(index)] = std::move(e);
   }
   std::shared_ptr<BuiltEntry> recall(const std::string& sig, int64_t index) {

@@ -10,6 +10,11 @@
 //   workspace    the execution plan's workspace + the engine's own workspace tensors (256-aligned)
 //   estimate     a roofline guess: FLOPs at 700 TFLOP/s (16-bit) or 50 (fp32) + bytes at 3.5 TB/s,
 //                2% more per heuristic rank
+// Knob search (opt-in, src/engines/cudnn/knob_search.h): with OPENDNN_CUDNN_KNOB_SEARCH=1, up to
+// OPENDNN_CUDNN_KNOB_SEARCH_MAX (64) more candidates per graph, each a heuristic config with one
+// performance knob moved within the range the engine reports, that finalizes. Same naming and indices
+// (offered after the heuristic configs, so these keep theirs), knob ("searched", 1), ranked behind the
+// heuristic configs: the default choice is unchanged and autotune() finds the fastest.
 // The router finds the engine with the weak-symbol pattern of the reference kernel table:
 //   std::shared_ptr<Engine> make_cudnn_engine() __attribute__((weak));  if (make_cudnn_engine) ...
 // (the symbol is absent when opendnn is built without the cuDNN headers).
