@@ -13,6 +13,10 @@ With --split (or OPENDNN_GDN_SPLIT=1 in the environment, which then applies to t
 also the sequence-split register-state pass, OPENDNN_GDN_SPLIT=1 (split_* with the first chunk_prep,
 split2_* with the new one), and --quick adds the few-heads case h4_hv8_1x32k, the one the split is for.
 
+With --bwd also the backward: the default plan (bwd_opendnn_*: token-exact), fla's (bwd_fla_ms) and the
+chunked backward (bwd_chunked_*: OPENDNN_GDN_BWD_CHUNKED=1, unverified until test_cuda_gdn's Chunked cases
+pass), with bwd_chunked_speedup_vs_fla and its errors against the exact plan and fla.
+
 TFLOP/s use the customary minimal count 4*K*V FLOP per token and value head. Every case is also
 checked against a float64 token recurrence over the first 256 tokens of its first sequence, and
 against fla's output where fla runs.
@@ -91,12 +95,12 @@ class Case:
             out[t] = self.scale * torch.einsum("hk,hkv->hv", q[t], S)
         return out, n
 
-    def ours_env(self, env):
-        """ours() with the variables of env set while the plan is built (the opt-in kernels)."""
+    def ours_env(self, env, build=None):
+        """build() (ours() by default) with the variables of env set while the plan is built (the opt-in kernels)."""
         old = {k: os.environ.get(k) for k in env}
         os.environ.update(env)
         try:
-            return self.ours()
+            return (build or self.ours)()
         finally:
             for k, x in old.items():
                 if x is None:
@@ -130,7 +134,8 @@ class Case:
     def ours_bwd(self):
         """(callable, [dq, dk, dv, dg, dbeta, dh0]) on the cuda engine, or (None, reason)."""
         gr = new_graph()
-        self.do = torch.randn_like(self.v.new_empty(self.T, self.HV, V))
+        if getattr(self, "do", None) is None:  # one dO for every backward of the case (fla's too)
+            self.do = torch.randn_like(self.v.new_empty(self.T, self.HV, V))
         ins = {"q": self.q, "k": self.k, "v": self.v, "g": self.g, "beta": self.beta, "cu_seqlens": self.cu,
                "dO": self.do, "initial_state": self.h0.transpose(-1, -2)}
         ts = {name: gr.tensor(dim=list(x.shape), stride=list(x.stride()), data_type=x.dtype, name=name)
@@ -212,26 +217,51 @@ def opt_in(c, row, p, env, o, fs, fla_out):
         row[f"{p}_error"] = failure(e, 200)
 
 
+GRAD_NAMES = ("dq", "dk", "dv", "dg", "dbeta", "dh0")
+
+
 def backward(c, row):
-    """Times the backward (few repetitions: the exact backward is slow) and checks it against fla."""
+    """Times the backward (few repetitions: the exact backward is slow) and checks it against fla; then the
+    chunked backward (OPENDNN_GDN_BWD_CHUNKED=1, unverified until it passes test_cuda_gdn) in bwd_chunked_*."""
     fn, grads = c.ours_bwd()
     if fn is None:
         row["bwd_opendnn_declined"] = grads
-        return
-    fn()
-    torch.cuda.synchronize()
-    row["bwd_finite"] = all(bool(torch.isfinite(x).all().item()) for x in grads)
-    row["bwd_opendnn_ms"] = time_cuda(fn, warmup=1, reps=3)
-    if fla_gdn is None:
-        return
+    else:
+        fn()
+        torch.cuda.synchronize()
+        row["bwd_finite"] = all(bool(torch.isfinite(x).all().item()) for x in grads)
+        row["bwd_opendnn_ms"] = time_cuda(fn, warmup=1, reps=3)
+    ref = None
+    if fla_gdn is not None:
+        try:
+            run, ref = c.fla_bwd()
+            row["bwd_fla_ms"] = time_cuda(run, warmup=2, reps=10)
+            if fn is not None:
+                add_speedups(row, ("fla",), ours="bwd_opendnn_ms", prefix="bwd_")
+                for name, a, b in zip(GRAD_NAMES, grads, ref):
+                    row[f"bwd_rel_err_vs_fla_{name}"] = rel(a, b)
+        except Exception as e:
+            row["bwd_fla_error"] = failure(e, 200)
+    # Last, so that a fault in the unverified kernels cannot lose the numbers above.
     try:
-        run, ref = c.fla_bwd()
-        row["bwd_fla_ms"] = time_cuda(run, warmup=2, reps=10)
-        add_speedups(row, ("fla",), ours="bwd_opendnn_ms", prefix="bwd_")
-        for name, a, b in zip(("dq", "dk", "dv", "dg", "dbeta", "dh0"), grads, ref):
-            row[f"bwd_rel_err_vs_fla_{name}"] = rel(a, b)
+        cfn, cgrads = c.ours_env({"OPENDNN_GDN_BWD_CHUNKED": "1"}, c.ours_bwd)
+        if cfn is None:
+            row["bwd_chunked_declined"] = cgrads
+            return
+        cfn()
+        torch.cuda.synchronize()
+        row["bwd_chunked_finite"] = all(bool(torch.isfinite(x).all().item()) for x in cgrads)
+        row["bwd_chunked_ms"] = time_cuda(cfn, warmup=2, reps=10)
+        if fn is not None:
+            row["bwd_chunked_speedup_vs_exact"] = row["bwd_opendnn_ms"] / row["bwd_chunked_ms"]
+            for name, a, b in zip(GRAD_NAMES, cgrads, grads):
+                row[f"bwd_chunked_rel_err_vs_exact_{name}"] = rel(a, b)
+        if ref is not None:
+            row["bwd_chunked_speedup_vs_fla"] = row["bwd_fla_ms"] / row["bwd_chunked_ms"]
+            for name, a, b in zip(GRAD_NAMES, cgrads, ref):
+                row[f"bwd_chunked_rel_err_vs_fla_{name}"] = rel(a, b)
     except Exception as e:
-        row["bwd_fla_error"] = failure(e, 200)
+        row["bwd_chunked_error"] = failure(e, 200)
 
 
 def main():
@@ -242,6 +272,7 @@ def main():
     args = ap.parse_args()
     # Taken out of the environment so that the default and the other columns keep their plans.
     split = os.environ.pop("OPENDNN_GDN_SPLIT", None) == "1" or args.split
+    os.environ.pop("OPENDNN_GDN_BWD_CHUNKED", None)  # bwd_opendnn_* is the default plan, bwd_chunked_* the opt-in
     quick = QUICK + (QUICK_SPLIT if split else ())
     variants = VARIANTS + (SPLIT_VARIANTS if split else [])
     if fla_gdn is None:

@@ -237,8 +237,11 @@ void check_split(const Case& c) {
 
 // Backward: the cuda plan against the reference engine (run on the CPU on the same rounded inputs,
 // gradients in FLOAT). Gradients of q, k, v, g, beta and the initial state within 4e-2 (RMS).
-void check_bwd(const Case& c) {
-  SCOPED_TRACE("bwd " + c.name);
+// `chunked`: the plan must be gdn_bwd_chunked, else gdn_bwd_token_exact; `switch_on` sets
+// OPENDNN_GDN_BWD_CHUNKED to 1 (else 0) while the plan is built.
+void check_bwd(const Case& c, bool chunked = false, bool switch_on = false) {
+  SCOPED_TRACE("bwd " + c.name + (chunked ? " (chunked)" : ""));
+  setenv("OPENDNN_GDN_BWD_CHUNKED", chunked || switch_on ? "1" : "0", 1);
   Problem pb(c, uint32_t(c.cu.back() * 11 + std::max(c.h, c.hv) * 17 + c.k));
   const int64_t T = pb.T, N = pb.N, HO = pb.HO, K = pb.K, V = pb.V;
   Input &q = pb.q, &k = pb.k, &v = pb.v, &g = pb.g, &beta = pb.beta, &cu = pb.cu, &h0 = pb.h0;
@@ -311,9 +314,12 @@ void check_bwd(const Case& c) {
 
   Built b;
   make(b, false);
-  std::string engine;
+  std::string engine, plan;
   EXPECT_TRUE(b.gr.get_engine_name_at_index(b.gr.selected_plan(), engine).is_good());
   ASSERT_EQ(engine, "cuda");
+  EXPECT_TRUE(b.gr.get_plan_name_at_index(b.gr.selected_plan(), plan).is_good());
+  unsetenv("OPENDNN_GDN_BWD_CHUNKED");
+  EXPECT_EQ(plan, chunked ? "gdn_bwd_chunked" : "gdn_bwd_token_exact");
   const DataType types[] = {c.io, c.io, c.io, DataType::FLOAT, c.io, c.state_type};
   std::vector<std::unique_ptr<DevBuf>> dev;
   std::unordered_map<TensorPtr, void*> pack;
@@ -332,7 +338,7 @@ void check_bwd(const Case& c) {
   for (size_t i = 0; i < b.outs.size(); ++i) {
     const double e = rel_err(dev[i]->values(types[i], sizes[i]), want[i]);
     EXPECT_LT(e, 4e-2) << names[i];
-    std::printf("[ gdn bwd ] %-28s rms err %-16s %.2e\n", c.name.c_str(), names[i], e);
+    std::printf("[ gdn bwd%s ] %-28s rms err %-16s %.2e\n", chunked ? " chunked" : "", c.name.c_str(), names[i], e);
   }
 }
 
@@ -442,6 +448,52 @@ TEST_F(CudaGdn, BackwardNoStateFp16) {
   c.init = false;
   c.l2 = false;
   check_bwd(c);
+}
+
+}  // namespace
+
+// The chunked backward (OPENDNN_GDN_BWD_CHUNKED=1; K and V in {64, 128}) on the exact backward's kinds of
+// cases: varlen with empty and partial chunks, GVA both ways, strong decay, initial state, no l2norm.
+namespace {
+
+TEST_F(CudaGdn, ChunkedBackwardVarlenGva) {
+  check_bwd({"varlen GVA HV=2H K=V=64", {0, 100, 100, 230}, 2, 4, 64, 64}, true);
+}
+
+TEST_F(CudaGdn, ChunkedBackwardReverseGroupsStrongDecay) {
+  Case c{"H=2HV strong decay K=V=128", {0, 70, 71, 135}, 4, 2, 128, 128};
+  c.g_lo = -8.0, c.g_hi = -0.5;
+  c.torch_state_layout = true;
+  check_bwd(c, true);
+}
+
+TEST_F(CudaGdn, ChunkedBackwardNoStateFp16) {
+  Case c{"fp16 no h0 K=128 V=64", {0, 1, 66}, 2, 2, 128, 64, DataType::HALF};
+  c.init = false;
+  c.l2 = false;
+  check_bwd(c, true);
+}
+
+TEST_F(CudaGdn, ChunkedBackwardLongSequencesK128) {
+  // Chunks carried over many steps (weak decay), a chunk-aligned and a ragged sequence, HV = 4H, the
+  // benchmark's head dims, a bf16 initial state.
+  Case c{"HV=4H K=V=128 long", {0, 640, 640, 1000}, 2, 8, 128, 128};
+  c.g_lo = -0.05, c.g_hi = 0.0;
+  c.state_type = DataType::BFLOAT16;
+  check_bwd(c, true);
+}
+
+TEST_F(CudaGdn, ChunkedBackwardMixedDims) {
+  Case c{"K=64 V=128 scale 0.5", {0, 64, 65, 200}, 3, 3, 64, 128};
+  c.scale = 0.5;
+  check_bwd(c, true);
+  // The same case on the token-exact plan: both must agree with the reference.
+  check_bwd(c, false);
+}
+
+TEST_F(CudaGdn, ChunkedBackwardDeclinesHeadDim32) {
+  // K = V = 32: the chunked plan declines, the token-exact one runs under the switch.
+  check_bwd({"K=V=32 under the switch", {0, 70}, 1, 1, 32, 32}, false, true);
 }
 
 }  // namespace

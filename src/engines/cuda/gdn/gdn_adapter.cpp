@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Plans of the cuda engine for single-node gated delta net graphs, GDN and GDN_BWD.
 // What the kernels take is checked here, once, at propose/build time; execute() only fills pointers.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -114,6 +115,17 @@ std::string match_backward(const Node& n, const Target& target, gdn::BwdArgs& a)
     if (!dinit->get_is_virtual()) strides_of(dinit, a.dinit_stride);
   }
   a.grid = int(target.sm_count > 0 ? target.sm_count : 132);
+  a.bv = gdn::choose_bv_backward(a, a.grid);
+  return "";
+}
+
+// The chunked backward is opt-in (OPENDNN_GDN_BWD_CHUNKED=1): UNVERIFIED until a GPU run passes
+// test_cuda_gdn's Chunked cases. It is offered next to the token-exact plan, which stays the fallback;
+// returns "" or why it does not apply.
+constexpr int64_t kChunkedBwd = kBase + 2;
+std::string chunked_bwd_declined(const gdn::BwdArgs& a) {
+  if (!env_flag("OPENDNN_GDN_BWD_CHUNKED", false)) return "gdn_bwd_chunked: opt-in, OPENDNN_GDN_BWD_CHUNKED=1";
+  if (!gdn::chunked_backward_supported(a.k, a.v)) return "gdn_bwd_chunked: K and V must each be 64 or 128";
   return "";
 }
 
@@ -141,8 +153,19 @@ double estimate_us(const gdn::FwdArgs& a) {
 // The token-exact backward: ~3 us of sequential work per token (two forward sweeps and the reverse),
 // items spread over the persistent grid.
 double estimate_bwd_us(const gdn::BwdArgs& a) {
+  // Chunked: the forward recompute plus about 3x its FLOPs (the chunk-local backward products) at the
+  // same ~60 TFLOP/s guess, and a reverse sequential pass as deep as the forward's.
+  if (a.chunked) {
+    const double flops = double(a.t) * double(a.ho) * (6.0 * a.k * a.v + 64.0 * (6.0 * a.k + 4.0 * a.v));
+    const double depth = double(a.t) / 64.0 / double(a.n > 0 ? a.n : 1);
+    return 20.0 + 4.0 * flops / 60e6 + 2.0 * depth * 1.5;
+  }
   const double waves = std::ceil(double(a.n * a.ho) / double(a.grid > 0 ? a.grid : 1));
   return 10.0 + waves * double(a.t) / double(a.n > 0 ? a.n : 1) * 3.0;
+}
+
+int64_t bwd_workspace(const gdn::BwdArgs& a) {
+  return a.chunked ? gdn::chunked_backward_workspace_bytes(a) : gdn::backward_workspace_bytes(a);
 }
 
 // Both passes: the slots are resolved at build time, execute only fills pointers and launches.
@@ -166,13 +189,13 @@ class GdnPlan : public Plan {
       a.q = ptr(0), a.kk = ptr(1), a.vv = ptr(2), a.g = ptr(3), a.beta = ptr(4), a.cu = ptr(5), a.d_o = ptr(6);
       a.init = ptr(7), a.dfin = ptr(8);
       a.dq = ptr(9), a.dk = ptr(10), a.dv = ptr(11), a.dg = ptr(12), a.dbeta = ptr(13), a.dinit = ptr(14);
-      e = gdn::launch_backward(a, workspace, stream);
+      e = a.chunked ? gdn::launch_backward_chunked(a, workspace, stream) : gdn::launch_backward(a, workspace, stream);
     }
     if (e) return {ErrorCode::CUDA_API_FAILED, std::string("cuda gdn: ") + e};
     return {};
   }
   int64_t workspace_size() const override {
-    return backward_ ? gdn::backward_workspace_bytes(b_) : gdn::forward_workspace_bytes(f_);
+    return backward_ ? bwd_workspace(b_) : gdn::forward_workspace_bytes(f_);
   }
   // q, k, v, g, beta, cu_seqlens, O or dO; dQ, dK, dV, dG, dBeta. The states are optional.
   bool required(size_t i) const { return i < 7 || (backward_ && i >= 9 && i < 14); }
@@ -193,20 +216,39 @@ void propose(const Graph& g, const Target& t, Proposal& out) {
     out.declines.push_back(why);
     return;
   }
+  if (backward) {
+    if (std::string no = chunked_bwd_declined(b); !no.empty()) {
+      out.declines.push_back(no);
+    } else {
+      gdn::BwdArgs cb = b;
+      cb.chunked = true;
+      PlanCandidate c;
+      c.name = "gdn_bwd_chunked";
+      c.local_index = kChunkedBwd;
+      // Asked for by name (the switch), so ranked ahead of the token-exact plan whatever the guess says.
+      c.estimated_us = std::min(estimate_bwd_us(cb), 0.5 * estimate_bwd_us(b));
+      c.workspace_bytes = bwd_workspace(cb);
+      out.plans.push_back(c);
+    }
+  }
   PlanCandidate c;
   c.name = backward ? "gdn_bwd_token_exact"
                     : std::string("gdn_fwd_chunk64") + (f.split ? "_split" : f.mma_pass ? "_mma" : "") + (f.mma_prep ? "_prep2" : "");
   c.local_index = kBase + (backward ? 1 : 0);
   c.estimated_us = backward ? estimate_bwd_us(b) : estimate_us(f);
-  c.workspace_bytes = backward ? gdn::backward_workspace_bytes(b) : gdn::forward_workspace_bytes(f);
+  c.workspace_bytes = backward ? bwd_workspace(b) : gdn::forward_workspace_bytes(f);
   out.plans.push_back(c);
 }
 
-Status build(const Graph& g, const Target& t, const PlanCandidate&, std::unique_ptr<Plan>& out) {
+Status build(const Graph& g, const Target& t, const PlanCandidate& cand, std::unique_ptr<Plan>& out) {
   gdn::FwdArgs f;
   gdn::BwdArgs b;
   bool backward = false;
   std::string why = match(g, t, f, b, backward);
+  if (why.empty() && backward && cand.local_index == kChunkedBwd) {
+    why = chunked_bwd_declined(b);
+    b.chunked = true;
+  }
   if (!why.empty()) return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cuda gdn: " + why};
   const Node& n = *g.nodes()[0];
   auto slot = [&](const TensorPtr& p) { return p ? slot_of(g, p) : int64_t(-1); };

@@ -54,6 +54,10 @@ struct Params {
   BwdArgs a;
   Scratch w;
 };
+struct PostParams {
+  BwdArgs a;
+  const float *dqs, *dks, *des;
+};
 
 size_t sweep_smem(int k, int v) { return size_t(2 * v * k + 2 * k + 4 * v + 32) * sizeof(float); }
 
@@ -260,7 +264,7 @@ __global__ void __launch_bounds__(kThreads) sweep(Params p) {
 // One warp per (token, head) row of dq, dk (with the l2norm backward) and dv; tokens outside every
 // sequence get zero gradients (also dg and dbeta, which the sweep does not visit there).
 template <class T>
-__global__ void __launch_bounds__(kThreads) post(Params p) {
+__global__ void __launch_bounds__(kThreads) post(PostParams p) {
   const BwdArgs& a = p.a;
   const int64_t row = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
   const int64_t qrows = a.t * a.h, vrows = a.t * a.hv;
@@ -273,7 +277,7 @@ __global__ void __launch_bounds__(kThreads) post(Params p) {
   const int W = int(which == 2 ? a.v : a.k);
   const int64_t G = a.ho / heads;
   const bool inside = t >= cu_at(a.cu, a.cu_int64, 0) && t < cu_at(a.cu, a.cu_int64, a.n);
-  const float* src = which == 0 ? p.w.dqs : which == 1 ? p.w.dks : p.w.des;
+  const float* src = which == 0 ? p.dqs : which == 1 ? p.dks : p.des;
   T* out = static_cast<T*>(which == 0 ? a.dq : which == 1 ? a.dk : a.dv) + r * W;
   constexpr int kMaxPerLane = 8;  // head dims up to 256
   float acc[kMaxPerLane], x[kMaxPerLane];
@@ -319,16 +323,25 @@ const char* launch_typed(const BwdArgs& a, void* workspace, cudaStream_t st) {
   const int64_t items = a.n * a.ho;
   const unsigned grid = unsigned(std::max<int64_t>(1, std::min<int64_t>(a.grid, items)));
   sweep<T><<<grid, kThreads, smem, st>>>(p);
-  const int64_t rows = 2 * a.t * a.h + a.t * a.hv;
-  if (rows > 0) post<T><<<unsigned((rows + kWarps - 1) / kWarps), kThreads, 0, st>>>(p);
-  cudaError_t e = cudaGetLastError();
-  return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
+  return launch_backward_post(a, p.w.dqs, p.w.dks, p.w.des, st);
 }
 
 }  // namespace
 
 bool backward_supported_dims(int64_t k, int64_t v) {
   return k >= 1 && v >= 1 && k <= 256 && v <= 256 && k * v <= kMaxState;
+}
+
+const char* launch_backward_post(const BwdArgs& a, const float* dqs, const float* dks, const float* des, void* stream) {
+  const int64_t rows = 2 * a.t * a.h + a.t * a.hv;
+  const PostParams p{a, dqs, dks, des};
+  auto st = static_cast<cudaStream_t>(stream);
+  if (rows > 0) {
+    if (a.io == DataType::HALF) post<__half><<<unsigned((rows + kWarps - 1) / kWarps), kThreads, 0, st>>>(p);
+    else post<__nv_bfloat16><<<unsigned((rows + kWarps - 1) / kWarps), kThreads, 0, st>>>(p);
+  }
+  cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
 }
 
 int64_t backward_workspace_bytes(const BwdArgs& a) { return int64_t(carve(a, nullptr).bytes); }

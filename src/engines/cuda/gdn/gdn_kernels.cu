@@ -55,6 +55,12 @@ struct Work {
   void* kn;
   int2* segtab;    // split pass: [seg_bound] (sequence, first token) of each segment
   float* seg;      // split pass: [seg_bound, HO, V + K, K] fp32, see state_pass_mma
+  // Kept for the chunked backward (a.keep): the inverse T = (I + A)^-1 [T, HO, 64] io type (chunk_prep_mma),
+  // the state entering every chunk [T/64 + N, HO, V, K] io type (sequence s, chunk c at row cu[s]/64 + s + c)
+  // and v' = U - W S [T, HO, V] io type (state_pass_mma kStates).
+  void* tmat;
+  void* states;
+  void* vn;
   size_t bytes;
 };
 int64_t chunk_bound(const FwdArgs& a) { return a.t / C + a.n; }
@@ -76,6 +82,11 @@ Work carve(const FwdArgs& a, char* base) {
   if (a.l2norm) {
     w.qn = take(size_t(a.t) * size_t(a.h) * size_t(a.k) * e);
     w.kn = take(size_t(a.t) * size_t(a.h) * size_t(a.k) * e);
+  }
+  if (a.keep) {
+    w.tmat = take(rows * C * e);
+    w.states = take(size_t(chunk_bound(a)) * size_t(a.ho) * size_t(a.v) * size_t(a.k) * e);
+    w.vn = take(rows * size_t(a.v) * e);
   }
   if (a.split) {
     w.segtab = reinterpret_cast<int2*>(take(size_t(seg_bound(a)) * sizeof(int2)));
@@ -501,78 +512,6 @@ __global__ void __launch_bounds__(kThreads) state_pass(PassParams p) {
 // (two stages): one barrier per chunk.
 namespace mma {
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
-// 16 bytes global -> shared; a row outside the chunk is zero-filled (src-size 0 reads nothing).
-__device__ __forceinline__ void cp16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp4(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 4 : 0));
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void cp_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
-
-__device__ __forceinline__ void ldsm4(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-__device__ __forceinline__ void ldsm4t(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-
-// d += a b, m16n8k16, fp32 accumulators.
-template <class T>
-__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  if constexpr (std::is_same_v<T, __half>) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-}
-
-// Two floats as one 16-bit pair, the lower column in the low half (the fragment order).
-template <class T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  uint32_t r;
-  if constexpr (std::is_same_v<T, __half>) {
-    __half2 h = __floats2half2_rn(lo, hi);
-    memcpy(&r, &h, 4);
-  } else {
-    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    memcpy(&r, &h, 4);
-  }
-  return r;
-}
-template <class T>
-__device__ __forceinline__ float2 unpack2(uint32_t x) {
-  if constexpr (std::is_same_v<T, __half>) {
-    __half2 h;
-    memcpy(&h, &x, 4);
-    return __half22float2(h);
-  } else {
-    __nv_bfloat162 h;
-    memcpy(&h, &x, 4);
-    return __bfloat1622float2(h);
-  }
-}
-
-// The A operand of k-slice ks (columns 16ks..16ks+15) of a 16-row strip held as m16n8 accumulators
-// acc[n-tile][4], each element times col_scale of its column (f[n-tile][0 or 1]).
-template <class T, int N>
-__device__ __forceinline__ void a_frag(uint32_t (&a)[4], const float (&acc)[N][4], int ks) {
-  a[0] = pack2<T>(acc[2 * ks][0], acc[2 * ks][1]);
-  a[1] = pack2<T>(acc[2 * ks][2], acc[2 * ks][3]);
-  a[2] = pack2<T>(acc[2 * ks + 1][0], acc[2 * ks + 1][1]);
-  a[3] = pack2<T>(acc[2 * ks + 1][2], acc[2 * ks + 1][3]);
-}
-
 // Shared-memory layout of one chunk stage; rows padded by 16 bytes so ldmatrix rows hit distinct banks.
 // W, K, Q [C][k + pad], Aqk [C][C + pad], U [C][bv + pad] (16-bit), then gamma [C] (fp32). Without
 // outputs (the split's summaries) Q, Aqk and the O staging are left out: two CTAs then fit an SM.
@@ -609,12 +548,14 @@ size_t smem_bytes(int k, int bv, bool outputs = true) {
 //   (0.56 ms at HV8 for the old one, scaled from 4.47 ms at HV64), which the target also needs cut.
 // Recomputing each segment (kApply) rather than correcting O from stored per-chunk transfers keeps the
 // workspace at one [V + K, K] fp32 slot per segment and head.
-enum PassMode { kWhole = 0, kSummary = 1, kApply = 2 };
+// kStates (the chunked backward's recompute, a.keep): kWhole without outputs, writing the state entering
+// every chunk and v' (before its decay) to the workspace instead.
+enum PassMode { kWhole = 0, kSummary = 1, kApply = 2, kStates = 3 };
 
 // kWhole: grid N * HO * (V / bv). kSummary: seg_bound * HO * ((V + K) / bv). kApply: seg_bound * HO *
 // (V / bv). bv / 16 warps (up to 4 unsplit, 8 split), smem_bytes(K, bv).
 template <class T, int K, int Mode>
-__global__ void __launch_bounds__(Mode == kWhole ? 128 : 256) state_pass_mma(PassParams p) {
+__global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256) state_pass_mma(PassParams p) {
   using namespace mma;
   constexpr int ldk = K + kPad16, lda = C + kPad16;
   constexpr int KT = K / 8;  // n-tiles of the state strip
@@ -630,7 +571,7 @@ __global__ void __launch_bounds__(Mode == kWhole ? 128 : 256) state_pass_mma(Pas
   const int j = int((bid / slices) % a.ho), v0 = int(bid % slices) * BV;
   int64_t s = item, start = 0, end = 0;
   bool first = true, last = true;
-  if constexpr (Mode == kWhole) {
+  if constexpr (Mode == kWhole || Mode == kStates) {
     start = cu_at(a.cu, a.cu_int64, s), end = cu_at(a.cu, a.cu_int64, s + 1);
   } else {
     const int2 ent = p.w.segtab[item];
@@ -648,7 +589,7 @@ __global__ void __launch_bounds__(Mode == kWhole ? 128 : 256) state_pass_mma(Pas
   const int warp = tid / 32, lane = tid % 32, g = lane / 4, c = lane % 4;
   const int vw = warp * 16;  // this warp's strip inside the slice
 
-  constexpr bool kOut = Mode != kSummary;
+  constexpr bool kOut = Mode == kWhole || Mode == kApply;
   extern __shared__ __align__(128) unsigned char smem[];
   const size_t sbytes = stage_bytes(K, BV, kOut);
   T* ostage = reinterpret_cast<T*>(smem + 2 * sbytes) + warp * C * kLdo;
@@ -738,6 +679,17 @@ __global__ void __launch_bounds__(Mode == kWhole ? 128 : 256) state_pass_mma(Pas
     float* gs;
     stage_ptrs(st, ws, qs, ks, as, us, gs);
     const float glast = gs[L - 1];
+    if constexpr (Mode == kStates) {
+      T* dst = static_cast<T*>(p.w.states) +
+               ((cu_at(a.cu, a.cu_int64, s) / C + s + it) * a.ho + j) * int64_t(V) * K;
+#pragma unroll
+      for (int kt = 0; kt < KT; ++kt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int vv = v0 + vw + g + 8 * h, kk = 8 * kt + 2 * c;
+          *reinterpret_cast<uint32_t*>(dst + int64_t(vv) * K + kk) = pack2<T>(sacc[kt][2 * h], sacc[kt][2 * h + 1]);
+        }
+    }
 
     // The chunk's 64 rows in passes of NP row pairs (16 rows each). Per pass: X^T and S^T Q^T share
     // each A fragment of the state; v'^T = U^T - X^T gives va (its A operand for the output) and vk
@@ -783,6 +735,16 @@ __global__ void __launch_bounds__(Mode == kWhole ? 128 : 256) state_pass_mma(Pas
           x[n][3] = hi.y - x[n][3];
         }
         if constexpr (kOut) a_frag<T>(va[p0 + np], x, np);
+      }
+      if constexpr (Mode == kStates) {
+        T* vn = static_cast<T*>(p.w.vn) + (t0 * a.ho + j) * V + v0 + vw;
+#pragma unroll
+        for (int n = 0; n < 2 * NP; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int r = 8 * (2 * p0 + n) + 2 * c + e % 2;
+            if (r < L) vn[r * a.ho * V + g + 8 * (e / 2)] = from_f<T>(x[n][e]);
+          }
       }
 #pragma unroll
       for (int n = 0; n < 2 * NP; ++n) {
@@ -848,7 +810,7 @@ __global__ void __launch_bounds__(Mode == kWhole ? 128 : 256) state_pass_mma(Pas
     __syncwarp();  // the staging tile is rewritten next chunk
   }
 
-  if constexpr (!kOut) {
+  if constexpr (Mode == kSummary) {
     float* dst = p.w.seg + ((item * a.ho + j) * slot);
 #pragma unroll
     for (int kt = 0; kt < KT; ++kt)
@@ -900,15 +862,15 @@ __global__ void __launch_bounds__(256) split_combine(PassParams p) {
   auto issue = [&](int64_t g, int st) {
     const float* src = seg_at(g) + size_t(V) * K;
     float* dst = csm + st * K * K;
-    for (int i = tid; i < K * K / 4; i += 256) mma::cp16(dst + 4 * i, src + 4 * i, true);
-    mma::cp_commit();
+    for (int i = tid; i < K * K / 4; i += 256) cp16(dst + 4 * i, src + 4 * i, true);
+    cp_commit();
   };
   for (int i = tid; i < 16 * K; i += 256) prev[i] = seg_at(g0)[size_t(v0) * K + i];
   issue(g0 + 1, 0);
   const int64_t stop = g0 + nseg - 1;  // the last segment has no successor
   for (int64_t g = g0 + 1; g < stop; ++g) {
     const int st = int(g - g0 - 1) & 1;
-    mma::cp_wait_all();
+    cp_wait_all();
     __syncthreads();  // M_g and prev are visible; the other buffer is free
     if (g + 1 < stop) issue(g + 1, st ^ 1);
     const float* m = csm + st * K * K;
@@ -1186,18 +1148,21 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_prep_mma(PrepParams p) {
     // The scaled inverses in the io type (lanes walk rows: conflict-free column reads of M).
     for (int u = tid; u < C * C / 8; u += kThreads) {
       const int r = u % C, c0 = (u / C) * 8;
-      uint4 pw, pu;
+      uint4 pw, pu, pt;
       T* ew = reinterpret_cast<T*>(&pw);
       T* eu = reinterpret_cast<T*>(&pu);
+      T* et = reinterpret_cast<T*>(&pt);
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
         const int cc = c0 + e;
         const float t = cc <= r ? M[cc * kLdm + r] : 0.f;
         ew[e] = from_f<T>(t * beg[cc]);
         eu[e] = from_f<T>(t * bet[cc]);
+        et[e] = from_f<T>(t);
       }
       *reinterpret_cast<uint4*>(tw + r * kLdt + c0) = pw;
       *reinterpret_cast<uint4*>(tu + r * kLdt + c0) = pu;
+      if (p.w.tmat && r < L) *reinterpret_cast<uint4*>(static_cast<T*>(p.w.tmat) + ((t0 + r) * a.ho + j) * C + c0) = pt;
     }
     cp_wait_all();  // this head's v rows
     __syncthreads();
@@ -1265,7 +1230,7 @@ constexpr size_t kMaxSmem = 227 * 1024;
 
 template <class T, int K, int Mode>
 void launch_mma_mode(const PassParams& pp, int64_t ctas, cudaStream_t st) {
-  const size_t bytes = mma::smem_bytes(K, pp.a.bv, Mode != kSummary);
+  const size_t bytes = mma::smem_bytes(K, pp.a.bv, Mode == kWhole || Mode == kApply);
   cudaFuncSetAttribute(state_pass_mma<T, K, Mode>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
   state_pass_mma<T, K, Mode><<<unsigned(ctas), unsigned(pp.a.bv / 16 * 32), bytes, st>>>(pp);
 }
@@ -1274,7 +1239,8 @@ template <class T, int K>
 void launch_mma_k(const PassParams& pp, cudaStream_t st) {
   const FwdArgs& a = pp.a;
   if (!a.split) {
-    launch_mma_mode<T, K, kWhole>(pp, a.n * a.ho * (a.v / a.bv), st);
+    if (a.keep) launch_mma_mode<T, K, kStates>(pp, a.n * a.ho * (a.v / a.bv), st);
+    else launch_mma_mode<T, K, kWhole>(pp, a.n * a.ho * (a.v / a.bv), st);
     return;
   }
   const int64_t sb = seg_bound(a);
@@ -1390,8 +1356,14 @@ bool mma_prep_supported(int64_t k, int64_t v) { return (k == 64 || k == 128) && 
 
 int64_t forward_workspace_bytes(const FwdArgs& a) { return int64_t(carve(a, nullptr).bytes); }
 
+FwdSaved forward_saved(const FwdArgs& a, void* workspace) {
+  const Work w = carve(a, static_cast<char*>(workspace));
+  return {reinterpret_cast<const int*>(w.table), w.gam, w.w, w.u, w.aqk, a.l2norm ? w.qn : a.q, a.l2norm ? w.kn : a.kk,
+          w.tmat, w.states, w.vn, chunk_bound(a)};
+}
+
 const char* launch_forward(const FwdArgs& a, void* workspace, void* stream) {
-  const void* ptrs[] = {a.q, a.kk, a.vv, a.o, workspace};
+  const void* ptrs[] = {a.q, a.kk, a.vv, a.keep ? a.q : a.o, workspace};
   for (const void* ptr : ptrs)
     if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) return "q, k, v, O and the workspace must be 16-byte aligned";
   if (a.n <= 0 || a.ho <= 0) return nullptr;

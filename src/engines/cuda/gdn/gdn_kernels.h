@@ -33,6 +33,10 @@ struct FwdArgs {
   // chunks that run in parallel: see state_pass_mma and split_combine in gdn_kernels.cu.
   bool split = false;
   int seg_chunks = 0;
+  // The chunked backward's recompute: no output; chunk_prep_mma also keeps the inverse T and the
+  // register-state pass (kStates) the state entering every chunk and v' (see FwdSaved). Needs
+  // mma_prep and mma_pass, not split.
+  bool keep = false;
   const void *q = nullptr, *kk = nullptr, *vv = nullptr, *g = nullptr, *beta = nullptr, *cu = nullptr;
   const void* init = nullptr;  // may be null (zero initial state)
   void* o = nullptr;
@@ -53,6 +57,19 @@ bool choose_split(FwdArgs& a, int sm_count);
 // chunk_prep_mma: K and V in {64, 128}.
 bool mma_prep_supported(int64_t k, int64_t v);
 int64_t forward_workspace_bytes(const FwdArgs& a);
+// Where the forward left its per-chunk quantities in `workspace` (io-type tensors unless noted).
+struct FwdSaved {
+  const int* table;   // [bound][2] (sequence, first token) of each chunk; sequence -1 past the end
+  const float* gam;   // [T, HO] within-chunk cumulative log gate (fp32)
+  const void *w, *u;  // [T, HO, K], [T, HO, V]
+  const void* aqk;    // [T, HO, 64] scale * (Q K^T masked and decayed), row r holds columns c <= r
+  const void *q, *k;  // q and k as the kernels read them (the l2-normalised copies with l2norm)
+  const void* tmat;   // keep: [T, HO, 64] the inverse T = (I + A)^-1, lower triangular, unit diagonal
+  const void* states; // keep: [T/64 + N, HO, V, K] the state entering chunk c of sequence s at row cu[s]/64 + s + c
+  const void* vn;     // keep: [T, HO, V] v' = U - W S
+  int64_t bound;      // chunk table rows
+};
+FwdSaved forward_saved(const FwdArgs& a, void* workspace);
 // Launch on `stream` (a cudaStream_t); workspace holds forward_workspace_bytes. Returns a CUDA
 // error string or nullptr.
 const char* launch_forward(const FwdArgs& a, void* workspace, void* stream);
@@ -69,6 +86,10 @@ struct BwdArgs {
   float scale = 1.f;
   bool l2norm = false;
   int grid = 132;  // persistent CTAs of the sweep (one per SM)
+  // The chunked backward (gdn_bwd_chunked.cu) instead of the token-exact sweep; opt-in via
+  // OPENDNN_GDN_BWD_CHUNKED=1 until a GPU run verifies it. bv: V columns of the reverse pass's CTAs.
+  bool chunked = false;
+  int bv = 64;
   const void *q = nullptr, *kk = nullptr, *vv = nullptr, *g = nullptr, *beta = nullptr, *cu = nullptr;
   const void* d_o = nullptr;
   const void* init = nullptr;  // may be null
@@ -82,5 +103,15 @@ struct BwdArgs {
 bool backward_supported_dims(int64_t k, int64_t v);
 int64_t backward_workspace_bytes(const BwdArgs& a);
 const char* launch_backward(const BwdArgs& a, void* workspace, void* stream);
+// The per-output-head gradients of q~, k~ (after normalisation) and v, fp32 [T, HO, K|V], summed over
+// the heads that read each q/k/v head, through the l2norm backward, into a.dq, a.dk, a.dv; zero dg and
+// dbeta outside every sequence. Both backwards end with it.
+const char* launch_backward_post(const BwdArgs& a, const float* dqs, const float* dks, const float* des, void* stream);
+
+// The chunked backward: K and V in {64, 128}.
+bool chunked_backward_supported(int64_t k, int64_t v);
+int choose_bv_backward(const BwdArgs& a, int sm_count);
+int64_t chunked_backward_workspace_bytes(const BwdArgs& a);
+const char* launch_backward_chunked(const BwdArgs& a, void* workspace, void* stream);
 
 }  // namespace opendnn::cuda::gdn

@@ -1,0 +1,685 @@
+// SPDX-License-Identifier: Apache-2.0
+// Gated delta net backward, chunked (WY/UT form, chunk size 64; shared/reference/gated_delta_net.md 1.3).
+// Opt-in (OPENDNN_GDN_BWD_CHUNKED=1): UNVERIFIED until a GPU run passes test_cuda_gdn's Chunked cases.
+//
+// Per chunk (rows r < L, S the state entering it, K x V in the math; stored V x K):
+//   Vn = U - W S,  O = Qg S + P Vn,  S' = e^gL S + Kd^T Vn,
+//   Qg = diag(scale e^gamma) Q,  Kd = diag(e^(gL - gamma)) K,  P = scale (Q K^T o Gamma) lower (Aqk),
+//   W = T diag(beta e^gamma) K,  U = T diag(beta) V,  T = (I + A)^-1,  A = diag(beta) (K K^T o Gamma) strictly lower.
+// Backward, given dO and dS' (the gradient of the state leaving the chunk):
+//   dVn = P^T dO + Kd dS',  dS = e^gL dS' + Qg^T dO - W^T dVn   (the sequential part, in reverse)
+//   dW = -dVn S^T, dU = dVn, dT = dW Bk^T + dU Bv^T (Bk = diag(beta e^gamma) K, Bv = diag(beta) V),
+//   dA = -T^T dT T^T (strictly lower), and the gates through gamma, whose gradient is summed in reverse
+//   within the chunk to give dg (g enters only through its within-chunk cumsum).
+//
+// Kernels, in stream order:
+//   forward recompute (gdn_kernels.cu with FwdArgs::keep): chunk table, l2 rows, chunk_prep_mma (also
+//                 keeping T), the register-state pass in kStates mode (the state entering every chunk and v').
+//   state_bwd     per (sequence, output head, V slice): walks the chunks backwards with dS^T (bv x K) in
+//                 fp32 mma.sync accumulators, the mirror of state_pass_mma; writes dS' per chunk and dVn.
+//   chunk_bwd     per (chunk, output head), in parallel: dq~, dk~, dv per output head (fp32 scratch), dg, dbeta.
+//   post          (gdn_bwd_kernels.cu) the GVA head sums and the l2norm backward.
+// exp(gamma_i - gamma_j) is evaluated only under the causal mask (strong gates underflow to 0, never inf * 0).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "engines/cuda/gdn/gdn_device.cuh"
+#include "engines/cuda/gdn/gdn_kernels.h"
+
+namespace opendnn::cuda::gdn {
+namespace {
+
+constexpr int C = kChunk;
+constexpr int kPad16 = 8;  // 16 bytes of row padding: ldmatrix rows on distinct banks
+constexpr int kPad32 = 4;
+
+size_t align_up(size_t x) { return (x + 255) & ~size_t(255); }
+
+FwdArgs forward_args(const BwdArgs& b) {
+  FwdArgs f;
+  f.io = b.io, f.g_type = b.g_type, f.beta_type = b.beta_type, f.cu_int64 = b.cu_int64, f.init_type = b.init_type;
+  f.t = b.t, f.n = b.n, f.h = b.h, f.hv = b.hv, f.ho = b.ho, f.k = b.k, f.v = b.v;
+  f.scale = b.scale, f.l2norm = b.l2norm, f.bv = b.bv;
+  f.mma_pass = true, f.mma_prep = true, f.keep = true;
+  f.q = b.q, f.kk = b.kk, f.vv = b.vv, f.g = b.g, f.beta = b.beta, f.cu = b.cu, f.init = b.init;
+  for (int i = 0; i < 4; ++i) f.init_stride[i] = b.init_stride[i];
+  return f;
+}
+
+// After the forward's workspace: dS' per chunk (io type, the layout of FwdSaved::states), dVn [T, HO, V]
+// (io type), and the per-output-head gradients for post (fp32).
+struct Scratch {
+  void* dstates;
+  void* dvn;
+  float *dqs, *dks, *des;
+  size_t bytes;
+};
+Scratch carve(const BwdArgs& a, char* base) {
+  Scratch w{};
+  size_t off = align_up(size_t(forward_workspace_bytes(forward_args(a))));
+  auto take = [&](size_t bytes) {
+    char* p = base ? base + off : nullptr;
+    off += align_up(bytes);
+    return p;
+  };
+  const size_t rows = size_t(a.t) * size_t(a.ho), bound = size_t(a.t / C + a.n);
+  w.dstates = take(bound * size_t(a.ho) * size_t(a.v) * size_t(a.k) * 2);
+  w.dvn = take(rows * size_t(a.v) * 2);
+  w.dqs = reinterpret_cast<float*>(take(rows * size_t(a.k) * 4));
+  w.dks = reinterpret_cast<float*>(take(rows * size_t(a.k) * 4));
+  w.des = reinterpret_cast<float*>(take(rows * size_t(a.v) * 4));
+  w.bytes = off;
+  return w;
+}
+
+struct Params {
+  BwdArgs a;
+  FwdSaved f;
+  Scratch w;
+};
+
+// acc[n] (16 rows from m0, 8 columns each from n0) += A B over k in [k0, k1) (multiples of 16), NT even.
+// A is read from [m][k] rows, or from [k][m] rows when TA; B from [k][n] rows, or from [n][k] rows when TB.
+template <class T, int NT, bool TA, bool TB>
+__device__ __forceinline__ void warp_mma(float (&acc)[NT][4], const T* A, int lda, const T* B, int ldb, int m0, int n0,
+                                         int k0, int k1) {
+  const int lane = threadIdx.x % 32;
+  const int r8 = lane & 7, b3 = (lane >> 3) & 1, b4 = lane >> 4;
+  for (int k = k0; k < k1; k += 16) {
+    uint32_t af[4];
+    if constexpr (TA) ldsm4t(af, A + (k + r8 + 8 * b4) * lda + m0 + 8 * b3);
+    else ldsm4(af, A + (m0 + r8 + 8 * b3) * lda + k + 8 * b4);
+#pragma unroll
+    for (int n = 0; n < NT; n += 2) {
+      uint32_t bf[4];
+      if constexpr (TB) ldsm4(bf, B + (n0 + 8 * n + r8 + 8 * b4) * ldb + k + 8 * b3);
+      else ldsm4t(bf, B + (k + r8 + 8 * b3) * ldb + n0 + 8 * n + 8 * b4);
+      mma16816<T>(acc[n], af, bf[0], bf[1]);
+      mma16816<T>(acc[n + 1], af, bf[2], bf[3]);
+    }
+  }
+}
+template <int NT>
+__device__ __forceinline__ void zero(float (&acc)[NT][4]) {
+#pragma unroll
+  for (int n = 0; n < NT; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[n][e] = 0.f;
+}
+// Sum over the four lanes sharing a row (the accumulator's column owners).
+__device__ __forceinline__ float row_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// ------------------------------------------------------------------------------------------------
+// state_bwd: grid N * HO * (V / bv), bv / 16 warps. Warp w owns dS^T rows v0 + 16w .. +15 over all of K
+// (the forward pass's state layout), so dVn^T = dS'^T Kd^T + dO^T P and the update
+// dS^T <- e^gL dS^T + dO^T Qg - dVn^T W read only the chunk tiles from shared memory. Chunk c - 1 streams
+// in with cp.async while chunk c computes.
+__host__ __device__ constexpr size_t bstage_bytes(int k, int bv) {
+  return size_t(C * (bv + kPad16) + C * (C + kPad16) + 3 * C * (k + kPad16)) * 2 + C * sizeof(float);
+}
+
+template <class T, int K>
+__global__ void __launch_bounds__(128) state_bwd(Params p) {
+  constexpr int ldk = K + kPad16, ldp = C + kPad16, KT = K / 8;
+  const BwdArgs& a = p.a;
+  const int V = int(a.v), BV = a.bv, ldo = BV + kPad16;
+  const int slices = V / BV;
+  const int64_t bid = blockIdx.x;
+  const int64_t s = bid / (a.ho * slices);
+  const int j = int((bid / slices) % a.ho), v0 = int(bid % slices) * BV;
+  const int hq = int(j / (a.ho / a.h));
+  const int tid = threadIdx.x, nthreads = blockDim.x, warp = tid / 32, lane = tid % 32, g = lane / 4, c = lane % 4;
+  const int vw = warp * 16;
+  const int64_t start = cu_at(a.cu, a.cu_int64, s), end = cu_at(a.cu, a.cu_int64, s + 1);
+  const int nch = end > start ? int((end - start + C - 1) / C) : 0;
+  const int64_t row0 = start / C + s;
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  const size_t sbytes = bstage_bytes(K, BV);
+  auto stage_ptrs = [&](int st, T*& o, T*& pm, T*& k, T*& q, T*& w, float*& gm) {
+    o = reinterpret_cast<T*>(smem + sbytes * size_t(st));
+    pm = o + C * ldo;
+    k = pm + C * ldp;
+    q = k + C * ldk;
+    w = q + C * ldk;
+    gm = reinterpret_cast<float*>(w + C * ldk);
+  };
+
+  // dS^T strip: element (v = v0 + vw + g + 8 (e / 2), k = 8 kt + 2c + e % 2) in dacc[kt][e].
+  float dacc[KT][4];
+#pragma unroll
+  for (int kt = 0; kt < KT; ++kt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int vv = v0 + vw + g + 8 * (e / 2), kk = 8 * kt + 2 * c + e % 2;
+      dacc[kt][e] = a.dfin ? load_any(a.dfin_type, a.dfin,
+                                      s * a.dfin_stride[0] + j * a.dfin_stride[1] + vv * a.dfin_stride[2] +
+                                          kk * a.dfin_stride[3])
+                           : 0.f;
+    }
+
+  const T* dog = static_cast<const T*>(a.d_o);
+  const T* pg = static_cast<const T*>(p.f.aqk);
+  const T* kg = static_cast<const T*>(p.f.k);
+  const T* qg = static_cast<const T*>(p.f.q);
+  const T* wg = static_cast<const T*>(p.f.w);
+  auto issue = [&](int ci, int st) {
+    T *o, *pm, *k, *q, *w;
+    float* gm;
+    stage_ptrs(st, o, pm, k, q, w, gm);
+    const int64_t t0 = start + int64_t(ci) * C;
+    const int L = int(imin(C, end - t0));
+    for (int e = tid; e < C * (K / 8); e += nthreads) {
+      const int r = e / (K / 8), col = (e % (K / 8)) * 8;
+      const bool ok = r < L;
+      const int64_t rq = ok ? (t0 + r) * a.h + hq : 0, rw = ok ? (t0 + r) * a.ho + j : 0;
+      cp16(k + r * ldk + col, kg + rq * K + col, ok);
+      cp16(q + r * ldk + col, qg + rq * K + col, ok);
+      cp16(w + r * ldk + col, wg + rw * K + col, ok);
+    }
+    for (int e = tid; e < C * (C / 8); e += nthreads) {
+      const int r = e / (C / 8), col = (e % (C / 8)) * 8;
+      const bool ok = r < L;
+      cp16(pm + r * ldp + col, pg + (ok ? (t0 + r) * a.ho + j : 0) * C + col, ok);
+    }
+    for (int e = tid; e < C * (BV / 8); e += nthreads) {
+      const int r = e / (BV / 8), col = (e % (BV / 8)) * 8;
+      const bool ok = r < L;
+      cp16(o + r * ldo + col, dog + (ok ? (t0 + r) * a.ho + j : 0) * V + v0 + col, ok);
+    }
+    for (int r = tid; r < C; r += nthreads) cp4(gm + r, p.f.gam + (r < L ? (t0 + r) * a.ho + j : 0), r < L);
+    cp_commit();
+  };
+
+  const int r8 = lane & 7, b3 = (lane >> 3) & 1, b4 = lane >> 4;
+  if (nch > 0) issue(nch - 1, 0);
+  for (int ci = nch - 1, it = 0; ci >= 0; --ci, ++it) {
+    const int64_t t0 = start + int64_t(ci) * C;
+    const int L = int(imin(C, end - t0));
+    const int st = it & 1;
+    cp_wait_all();
+    __syncthreads();  // chunk ci is visible; every warp is done with the other stage
+    if (ci > 0) issue(ci - 1, st ^ 1);
+    T *os, *ps, *ks, *qs, *ws;
+    float* gs;
+    stage_ptrs(st, os, ps, ks, qs, ws, gs);
+    const float glast = gs[L - 1];
+
+    // dS' of this chunk for chunk_bwd.
+    T* dst = static_cast<T*>(p.w.dstates) + ((row0 + ci) * a.ho + j) * int64_t(V) * K;
+#pragma unroll
+    for (int kt = 0; kt < KT; ++kt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int vv = v0 + vw + g + 8 * h, kk = 8 * kt + 2 * c;
+        *reinterpret_cast<uint32_t*>(dst + int64_t(vv) * K + kk) = pack2<T>(dacc[kt][2 * h], dacc[kt][2 * h + 1]);
+      }
+
+    // dVn^T (16 x 64): dS'^T K^T with its columns decayed, plus dO^T P (P lower: row slice kk feeds r <= its rows).
+    float dv[8][4];
+    zero(dv);
+#pragma unroll
+    for (int kk = 0; kk < K / 16; ++kk) {
+      uint32_t af[4];
+      a_frag<T>(af, dacc, kk);
+#pragma unroll
+      for (int np = 0; np < 4; ++np) {
+        uint32_t b[4];
+        ldsm4(b, ks + (16 * np + r8 + 8 * b4) * ldk + 16 * kk + 8 * b3);
+        mma16816<T>(dv[2 * np], af, b[0], b[1]);
+        mma16816<T>(dv[2 * np + 1], af, b[2], b[3]);
+      }
+    }
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+      const int r = 8 * n + 2 * c;
+      const float d0 = __expf(glast - gs[r]), d1 = __expf(glast - gs[r + 1]);
+      dv[n][0] *= d0, dv[n][1] *= d1, dv[n][2] *= d0, dv[n][3] *= d1;
+    }
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      uint32_t af[4];
+      ldsm4t(af, os + (16 * kk + r8 + 8 * b4) * ldo + vw + 8 * b3);
+#pragma unroll
+      for (int np = 0; np <= kk; ++np) {
+        uint32_t b[4];
+        ldsm4t(b, ps + (16 * kk + r8 + 8 * b3) * ldp + 16 * np + 8 * b4);
+        mma16816<T>(dv[2 * np], af, b[0], b[1]);
+        mma16816<T>(dv[2 * np + 1], af, b[2], b[3]);
+      }
+    }
+    T* dvn = static_cast<T*>(p.w.dvn) + (t0 * a.ho + j) * V + v0 + vw;
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = 8 * n + 2 * c + e % 2;
+        if (r < L) dvn[r * a.ho * V + g + 8 * (e / 2)] = from_f<T>(dv[n][e]);
+        dv[n][e] = -dv[n][e];
+      }
+    uint32_t vf[4][4];
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) a_frag<T>(vf[kk], dv, kk);
+
+    // dS^T <- e^gL dS^T - dVn^T W + dO^T diag(scale e^gamma) Q.
+    const float decay = __expf(glast);
+#pragma unroll
+    for (int kt = 0; kt < KT; ++kt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dacc[kt][e] *= decay;
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      uint32_t af[4];
+      ldsm4t(af, os + (16 * kk + r8 + 8 * b4) * ldo + vw + 8 * b3);
+      const int r = 16 * kk + 2 * c;
+      const float f0 = a.scale * __expf(gs[r]), f1 = a.scale * __expf(gs[r + 1]);
+      const float f8 = a.scale * __expf(gs[r + 8]), f9 = a.scale * __expf(gs[r + 9]);
+      float2 x = unpack2<T>(af[0]);
+      af[0] = pack2<T>(x.x * f0, x.y * f1);
+      x = unpack2<T>(af[1]);
+      af[1] = pack2<T>(x.x * f0, x.y * f1);
+      x = unpack2<T>(af[2]);
+      af[2] = pack2<T>(x.x * f8, x.y * f9);
+      x = unpack2<T>(af[3]);
+      af[3] = pack2<T>(x.x * f8, x.y * f9);
+#pragma unroll
+      for (int qp = 0; qp < K / 16; ++qp) {
+        uint32_t b[4], bw[4];
+        ldsm4t(b, qs + (16 * kk + r8 + 8 * b3) * ldk + 16 * qp + 8 * b4);
+        ldsm4t(bw, ws + (16 * kk + r8 + 8 * b3) * ldk + 16 * qp + 8 * b4);
+        mma16816<T>(dacc[2 * qp], af, b[0], b[1]);
+        mma16816<T>(dacc[2 * qp + 1], af, b[2], b[3]);
+        mma16816<T>(dacc[2 * qp], vf[kk], bw[0], bw[1]);
+        mma16816<T>(dacc[2 * qp + 1], vf[kk], bw[2], bw[3]);
+      }
+    }
+  }
+
+  if (a.dinit) {
+#pragma unroll
+    for (int kt = 0; kt < KT; ++kt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int vv = v0 + vw + g + 8 * (e / 2), kk = 8 * kt + 2 * c + e % 2;
+        store_any(a.dinit_type, a.dinit,
+                  s * a.dinit_stride[0] + j * a.dinit_stride[1] + vv * a.dinit_stride[2] + kk * a.dinit_stride[3],
+                  dacc[kt][e]);
+      }
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// chunk_bwd: grid (chunk table rows, HO), 256 threads. Warp w computes 16-row strip w / 2 of every
+// C x (K | V | C) product, half w % 2 of its columns, with mma.sync from 16-bit shared tiles. The state
+// tiles S and dS' are only needed first; their space then holds the C x C intermediates.
+template <int K, int V>
+struct BLayout {
+  static constexpr int ldk = K + kPad16, ldv = V + kPad16, ldc = C + kPad16, ldf = C + kPad32;
+  static constexpr size_t q = 0;                                   // [C][ldk] q~
+  static constexpr size_t k = q + size_t(C) * ldk * 2;             // [C][ldk] k~
+  static constexpr size_t v = k + size_t(C) * ldk * 2;             // [C][ldv] v
+  static constexpr size_t dout = v + size_t(C) * ldv * 2;          // [C][ldv] dO
+  static constexpr size_t vn = dout + size_t(C) * ldv * 2;         // [C][ldv] v'
+  static constexpr size_t dvn = vn + size_t(C) * ldv * 2;          // [C][ldv] dVn (= dU)
+  static constexpr size_t dw = dvn + size_t(C) * ldv * 2;          // [C][ldk] dW
+  static constexpr size_t t = dw + size_t(C) * ldk * 2;            // [C][ldc] T
+  static constexpr size_t p = t + size_t(C) * ldc * 2;             // [C][ldc] Aqk
+  static constexpr size_t r = p + size_t(C) * ldc * 2;             // region: S^T, dS'^T, then the below
+  static constexpr size_t st = r;                                  // [V][ldk]
+  static constexpr size_t dst = st + size_t(V) * ldk * 2;          // [V][ldk]
+  static constexpr size_t kk = r;                                  // [C][ldf] fp32 K K^T
+  static constexpr size_t hf = kk + size_t(C) * ldf * 4;           // [C][ldf] fp32 dP o P, then dA o A
+  static constexpr size_t ds = hf + size_t(C) * ldf * 4;           // [C][ldc] Dq, then G = dT (strictly lower)
+  static constexpr size_t ys = ds + size_t(C) * ldc * 2;           // [C][ldc] G T^T
+  static constexpr size_t es = ys + size_t(C) * ldc * 2;           // [C][ldc] diag(beta) (dA o Gamma)
+  static constexpr size_t r_end = std::max(dst + size_t(V) * ldk * 2, es + size_t(C) * ldc * 2);
+  static constexpr size_t gates = r_end;                           // gamma, beta, dgamma, dbeta [C] fp32
+  static constexpr size_t bytes = gates + 4 * C * sizeof(float);
+};
+
+template <class T, int K, int V>
+__global__ void __launch_bounds__(256, 1) chunk_bwd(Params p) {
+  using Lay = BLayout<K, V>;
+  constexpr int ldk = Lay::ldk, ldv = Lay::ldv, ldc = Lay::ldc, ldf = Lay::ldf;
+  constexpr int NK = K / 16, NV = V / 16;  // 8-column tiles in half of K or V
+  const BwdArgs& a = p.a;
+  const int2 ent = reinterpret_cast<const int2*>(p.f.table)[blockIdx.x];
+  if (ent.x < 0) return;
+  const int j = blockIdx.y;
+  const int64_t s = ent.x, t0 = ent.y, seq0 = cu_at(a.cu, a.cu_int64, s);
+  const int L = int(imin(C, cu_at(a.cu, a.cu_int64, s + 1) - t0));
+  const int hq = int(j / (a.ho / a.h)), hvv = int(j / (a.ho / a.hv));
+  const int64_t crow = seq0 / C + s + (t0 - seq0) / C;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, c = lane % 4;
+  const int m0 = 16 * (warp / 2), hf = warp % 2;
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  T* qs = reinterpret_cast<T*>(smem + Lay::q);
+  T* ks = reinterpret_cast<T*>(smem + Lay::k);
+  T* vs = reinterpret_cast<T*>(smem + Lay::v);
+  T* dos = reinterpret_cast<T*>(smem + Lay::dout);
+  T* vns = reinterpret_cast<T*>(smem + Lay::vn);
+  T* dvns = reinterpret_cast<T*>(smem + Lay::dvn);
+  T* dws = reinterpret_cast<T*>(smem + Lay::dw);
+  T* ts = reinterpret_cast<T*>(smem + Lay::t);
+  T* ps = reinterpret_cast<T*>(smem + Lay::p);
+  T* sts = reinterpret_cast<T*>(smem + Lay::st);
+  T* dsts = reinterpret_cast<T*>(smem + Lay::dst);
+  float* kkf = reinterpret_cast<float*>(smem + Lay::kk);
+  float* hff = reinterpret_cast<float*>(smem + Lay::hf);
+  T* dss = reinterpret_cast<T*>(smem + Lay::ds);
+  T* yss = reinterpret_cast<T*>(smem + Lay::ys);
+  T* ess = reinterpret_cast<T*>(smem + Lay::es);
+  float* gam = reinterpret_cast<float*>(smem + Lay::gates);
+  float* bet = gam + C;
+  float* dgam = bet + C;
+  float* dbet = dgam + C;
+
+  // Rows at or past L are zero-filled, so every product leaves them zero.
+  auto load_rows = [&](T* dst, int ld, const void* src, int64_t heads, int64_t head, int width) {
+    const T* sp = static_cast<const T*>(src);
+    const int per = width / 8;
+    for (int e = tid; e < C * per; e += 256) {
+      const int r = e / per, col = (e % per) * 8;
+      const bool ok = r < L;
+      cp16(dst + r * ld + col, sp + ((ok ? t0 + r : t0) * heads + head) * width + col, ok);
+    }
+  };
+  load_rows(qs, ldk, p.f.q, a.h, hq, K);
+  load_rows(ks, ldk, p.f.k, a.h, hq, K);
+  load_rows(vs, ldv, a.vv, a.hv, hvv, V);
+  load_rows(dos, ldv, a.d_o, a.ho, j, V);
+  load_rows(vns, ldv, p.f.vn, a.ho, j, V);
+  load_rows(dvns, ldv, p.w.dvn, a.ho, j, V);
+  load_rows(ts, ldc, p.f.tmat, a.ho, j, C);
+  load_rows(ps, ldc, p.f.aqk, a.ho, j, C);
+  {
+    const T* sg = static_cast<const T*>(p.f.states) + (crow * a.ho + j) * int64_t(V) * K;
+    const T* dg = static_cast<const T*>(p.w.dstates) + (crow * a.ho + j) * int64_t(V) * K;
+    for (int e = tid; e < V * (K / 8); e += 256) {
+      const int r = e / (K / 8), col = (e % (K / 8)) * 8;
+      cp16(sts + r * ldk + col, sg + r * K + col, true);
+      cp16(dsts + r * ldk + col, dg + r * K + col, true);
+    }
+  }
+  cp_commit();
+  if (tid < C) {
+    const bool ok = tid < L;
+    gam[tid] = ok ? p.f.gam[(t0 + tid) * a.ho + j] : 0.f;
+    bet[tid] = ok ? load_any(a.beta_type, a.beta, (t0 + tid) * a.ho + j) : 0.f;
+    dgam[tid] = 0.f;
+    dbet[tid] = 0.f;
+  }
+  cp_wait_all();
+  __syncthreads();
+  const float glast = gam[L - 1];
+  const float* gl = &gam[0];
+  auto row_of = [&](int e) { return m0 + g + 8 * (e / 2); };           // accumulator element -> row
+  auto col_of = [&](int n0, int n, int e) { return n0 + 8 * n + 2 * c + e % 2; };
+  // Per-row partial sums of a strip to shared memory: x[0] for row g, x[1] for row g + 8.
+  auto add_rows = [&](float* dst, float x0, float x1) {
+    x0 = row_sum(x0), x1 = row_sum(x1);
+    if (c == 0) atomicAdd(dst + m0 + g, x0), atomicAdd(dst + m0 + g + 8, x1);
+  };
+  auto store_f32 = [&](float* dst, int width, int n0, auto& acc) {  // global fp32 rows r < L
+    constexpr int N = sizeof(acc) / sizeof(acc[0]);
+#pragma unroll
+    for (int n = 0; n < N; ++n)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = m0 + g + 8 * h;
+        if (r < L)
+          *reinterpret_cast<float2*>(dst + ((t0 + r) * a.ho + j) * width + n0 + 8 * n + 2 * c) =
+              make_float2(acc[n][2 * h], acc[n][2 * h + 1]);
+      }
+  };
+  const int nk0 = hf * K / 2, nv0 = hf * V / 2, nc0 = hf * 32;
+
+  // Phase A: the products with the state tiles.
+  float dq[NK][4], dk[NK][4];
+  {
+    float dw[NK][4];
+    zero(dw);
+    warp_mma<T, NK, false, false>(dw, dvns, ldv, sts, ldk, m0, nk0, 0, V);  // dVn S^T
+#pragma unroll
+    for (int n = 0; n < NK; ++n)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        *reinterpret_cast<uint32_t*>(dws + (m0 + g + 8 * h) * ldk + nk0 + 8 * n + 2 * c) =
+            pack2<T>(-dw[n][2 * h], -dw[n][2 * h + 1]);
+  }
+  zero(dq);
+  warp_mma<T, NK, false, false>(dq, dos, ldv, sts, ldk, m0, nk0, 0, V);  // dO S^T
+  zero(dk);
+  warp_mma<T, NK, false, false>(dk, vns, ldv, dsts, ldk, m0, nk0, 0, V);  // Vn dS'^T
+  {
+    float xq[2] = {0.f, 0.f}, xk[2] = {0.f, 0.f};
+#pragma unroll
+    for (int n = 0; n < NK; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = row_of(e), col = col_of(nk0, n, e);
+        const bool ok = r < L;
+        dq[n][e] *= ok ? a.scale * __expf(gl[r]) : 0.f;
+        dk[n][e] *= ok ? __expf(glast - gl[r]) : 0.f;
+        xq[e / 2] += dq[n][e] * to_f(qs[r * ldk + col]);
+        xk[e / 2] += dk[n][e] * to_f(ks[r * ldk + col]);
+      }
+    add_rows(dgam, xq[0] - xk[0], xq[1] - xk[1]);
+    float tk = xk[0] + xk[1];  // Kd's e^gL: the same terms, all rows, onto the last row
+    for (int o = 16; o > 0; o >>= 1) tk += __shfl_xor_sync(0xffffffffu, tk, o);
+    if (lane == 0) atomicAdd(&dgam[L - 1], tk);
+  }
+  {  // e^gL <S, dS'>: the state's own decay over the chunk
+    float x = 0.f;
+    for (int e = tid; e < V * K; e += 256) {
+      const int r = e / K, col = e % K;
+      x += to_f(sts[r * ldk + col]) * to_f(dsts[r * ldk + col]);
+    }
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+    if (lane == 0) atomicAdd(&dgam[L - 1], __expf(glast) * x);
+  }
+  __syncthreads();  // S and dS' are dead; dW is complete
+
+  // Phase B: through P (the output's intra-chunk matrix) and K K^T for phase C.
+  {
+    float dp[4][4];
+    zero(dp);
+    warp_mma<T, 4, false, true>(dp, dos, ldv, vns, ldv, m0, nc0, 0, V);  // dO Vn^T
+#pragma unroll
+    for (int n = 0; n < 4; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = row_of(e), col = col_of(nc0, n, e);
+        const bool live = r < L && col <= r;
+        const float d = live ? a.scale * __expf(gl[r] - gl[col]) : 0.f;
+        dss[r * ldc + col] = from_f<T>(dp[n][e] * d);
+        hff[r * ldf + col] = live ? dp[n][e] * to_f(ps[r * ldc + col]) : 0.f;
+      }
+    float kk[4][4];
+    zero(kk);
+    warp_mma<T, 4, false, true>(kk, ks, ldk, ks, ldk, m0, nc0, 0, K);
+#pragma unroll
+    for (int n = 0; n < 4; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) kkf[row_of(e) * ldf + col_of(nc0, n, e)] = kk[n][e];
+  }
+  __syncthreads();
+  warp_mma<T, NK, false, false>(dq, dss, ldc, ks, ldk, m0, nk0, 0, m0 + 16);  // Dq K (Dq lower)
+  store_f32(p.w.dqs, K, nk0, dq);
+  warp_mma<T, NK, true, false>(dk, dss, ldc, qs, ldk, m0, nk0, m0, C);  // Dq^T Q
+  if (tid < C) {
+    float x = 0.f;
+    for (int m = 0; m < C; ++m) x += hff[tid * ldf + m] - hff[m * ldf + tid];
+    dgam[tid] += x;
+  }
+  __syncthreads();  // Dq and H are consumed
+
+  // Phase C: through T, W and U.
+  {
+    float g1[4][4], g2[4][4];
+    zero(g1);
+    zero(g2);
+    warp_mma<T, 4, false, true>(g1, dws, ldk, ks, ldk, m0, nc0, 0, K);   // dW K^T
+    warp_mma<T, 4, false, true>(g2, dvns, ldv, vs, ldv, m0, nc0, 0, V);  // dU V^T
+#pragma unroll
+    for (int n = 0; n < 4; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = row_of(e), col = col_of(nc0, n, e);
+        const float x = col < r && r < L ? bet[col] * (__expf(gl[col]) * g1[n][e] + g2[n][e]) : 0.f;
+        dss[r * ldc + col] = from_f<T>(x);
+      }
+  }
+  {
+    float bk[NK][4];
+    zero(bk);
+    warp_mma<T, NK, true, false>(bk, ts, ldc, dws, ldk, m0, nk0, m0, C);  // T^T dW (T lower)
+    float x[2] = {0.f, 0.f};
+#pragma unroll
+    for (int n = 0; n < NK; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = row_of(e), col = col_of(nk0, n, e);
+        const float eg = r < L ? __expf(gl[r]) : 0.f;
+        x[e / 2] += eg * bk[n][e] * to_f(ks[r * ldk + col]);
+        dk[n][e] += bet[r] * eg * bk[n][e];
+      }
+    add_rows(dbet, x[0], x[1]);
+    add_rows(dgam, x[0] * bet[m0 + g], x[1] * bet[m0 + g + 8]);
+  }
+  {
+    float bv[NV][4];
+    zero(bv);
+    warp_mma<T, NV, true, false>(bv, ts, ldc, dvns, ldv, m0, nv0, m0, C);  // T^T dU
+    float x[2] = {0.f, 0.f};
+#pragma unroll
+    for (int n = 0; n < NV; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = row_of(e), col = col_of(nv0, n, e);
+        x[e / 2] += bv[n][e] * to_f(vs[r * ldv + col]);
+        bv[n][e] *= bet[r];
+      }
+    add_rows(dbet, x[0], x[1]);
+    store_f32(p.w.des, V, nv0, bv);
+  }
+  __syncthreads();  // G complete
+  {
+    float y[4][4];
+    zero(y);
+    warp_mma<T, 4, false, true>(y, dss, ldc, ts, ldc, m0, nc0, 0, m0 + 16);  // G T^T (G lower)
+#pragma unroll
+    for (int n = 0; n < 4; ++n)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        *reinterpret_cast<uint32_t*>(yss + (m0 + g + 8 * h) * ldc + nc0 + 8 * n + 2 * c) =
+            pack2<T>(y[n][2 * h], y[n][2 * h + 1]);
+  }
+  __syncthreads();
+  {
+    float da[4][4];
+    zero(da);
+    warp_mma<T, 4, true, false>(da, ts, ldc, yss, ldc, m0, nc0, m0, C);  // T^T Y; dA = -that
+    float x[2] = {0.f, 0.f};
+#pragma unroll
+    for (int n = 0; n < 4; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = row_of(e), col = col_of(nc0, n, e);
+        const bool live = col < r && r < L;
+        const float ed = live ? -da[n][e] * __expf(gl[r] - gl[col]) : 0.f;  // dA o Gamma
+        const float kk = kkf[r * ldf + col];
+        x[e / 2] += ed * kk;
+        ess[r * ldc + col] = from_f<T>(bet[r] * ed);
+        hff[r * ldf + col] = bet[r] * ed * kk;  // dA o A
+      }
+    add_rows(dbet, x[0], x[1]);
+  }
+  __syncthreads();
+  warp_mma<T, NK, false, false>(dk, ess, ldc, ks, ldk, m0, nk0, 0, m0 + 16);  // E K
+  warp_mma<T, NK, true, false>(dk, ess, ldc, ks, ldk, m0, nk0, m0, C);        // E^T K
+  store_f32(p.w.dks, K, nk0, dk);
+  if (tid < C) {
+    float x = 0.f;
+    for (int m = 0; m < C; ++m) x += hff[tid * ldf + m] - hff[m * ldf + tid];
+    dgam[tid] += x;
+  }
+  __syncthreads();
+
+  // dg: gamma_r = sum_{i <= r} g_i, so dg_r = sum_{i >= r} dgamma_i.
+  if (tid < L) {
+    float x = 0.f;
+    for (int i = tid; i < L; ++i) x += dgam[i];
+    store_any(a.g_type, a.dg, (t0 + tid) * a.ho + j, x);
+    store_any(a.beta_type, a.dbeta, (t0 + tid) * a.ho + j, dbet[tid]);
+  }
+}
+
+constexpr size_t kMaxSmem = 227 * 1024;
+
+template <class T, int K, int V>
+void launch_kv(const Params& p, cudaStream_t st) {
+  const size_t bytes = BLayout<K, V>::bytes;
+  cudaFuncSetAttribute(chunk_bwd<T, K, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+  chunk_bwd<T, K, V><<<dim3(unsigned(p.f.bound), unsigned(p.a.ho)), 256, bytes, st>>>(p);
+}
+template <class T, int K>
+void launch_k(const Params& p, cudaStream_t st) {
+  const BwdArgs& a = p.a;
+  const size_t bytes = 2 * bstage_bytes(K, a.bv);
+  cudaFuncSetAttribute(state_bwd<T, K>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+  state_bwd<T, K><<<unsigned(a.n * a.ho * (a.v / a.bv)), unsigned(a.bv / 16 * 32), bytes, st>>>(p);
+  if (p.f.bound > 0) {
+    if (a.v == 64) launch_kv<T, K, 64>(p, st);
+    else launch_kv<T, K, 128>(p, st);
+  }
+}
+
+template <class T>
+const char* launch_typed(const BwdArgs& a, void* workspace, cudaStream_t st) {
+  const FwdArgs f = forward_args(a);
+  if (const char* e = launch_forward(f, workspace, st)) return e;
+  const Params p{a, forward_saved(f, workspace), carve(a, static_cast<char*>(workspace))};
+  if (a.k == 64) launch_k<T, 64>(p, st);
+  else launch_k<T, 128>(p, st);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return cudaGetErrorString(e);
+  return launch_backward_post(a, p.w.dqs, p.w.dks, p.w.des, st);
+}
+
+static_assert(BLayout<128, 128>::bytes <= kMaxSmem, "chunk_bwd at K = V = 128 must fit one SM");
+static_assert(2 * bstage_bytes(128, 64) <= kMaxSmem, "state_bwd at K = 128, bv = 64 must fit one SM");
+
+}  // namespace
+
+bool chunked_backward_supported(int64_t k, int64_t v) { return (k == 64 || k == 128) && (v == 64 || v == 128); }
+
+int choose_bv_backward(const BwdArgs& a, int sm_count) {
+  // As the forward's register-state pass: the widest slice that still gives ~3/4 of the SMs a CTA.
+  int best = 0;
+  for (int bv : {64, 32, 16}) {
+    if (a.v % bv != 0) continue;
+    best = bv;
+    if (a.n * a.ho * (a.v / bv) * 4 >= int64_t(sm_count) * 3) return bv;
+  }
+  return best;
+}
+
+int64_t chunked_backward_workspace_bytes(const BwdArgs& a) { return int64_t(carve(a, nullptr).bytes); }
+
+const char* launch_backward_chunked(const BwdArgs& a, void* workspace, void* stream) {
+  const void* ptrs[] = {a.q, a.kk, a.vv, a.d_o, workspace};
+  for (const void* ptr : ptrs)
+    if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) return "q, k, v, dO and the workspace must be 16-byte aligned";
+  if (a.n <= 0 || a.ho <= 0) return nullptr;
+  auto st = static_cast<cudaStream_t>(stream);
+  return a.io == DataType::HALF ? launch_typed<__half>(a, workspace, st) : launch_typed<__nv_bfloat16>(a, workspace, st);
+}
+
+}  // namespace opendnn::cuda::gdn
