@@ -115,6 +115,17 @@ __device__ __forceinline__ float row_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
+// dgam[i] += sum_m X(i, m) - sum_m X(m, i) for a C x C matrix X of d(entry) * entry, where entry (i, m)
+// carries exp(gamma_i - gamma_m). All 256 threads: four a row, 16 columns (and rows) each.
+__device__ __forceinline__ void add_rows_minus_cols(const float* X, int ld, float* dgam) {
+  const int i = threadIdx.x / 4, q = threadIdx.x % 4;
+  float x = 0.f;
+#pragma unroll 4
+  for (int m = 16 * q; m < 16 * q + 16; ++m) x += X[i * ld + m] - X[m * ld + i];
+  x = row_sum(x);
+  if (q == 0) dgam[i] += x;
+}
+
 // ------------------------------------------------------------------------------------------------
 // state_bwd: grid N * HO * (V / bv), bv / 16 warps. Warp w owns dS^T rows v0 + 16w .. +15 over all of K
 // (the forward pass's state layout), so dVn^T = dS'^T Kd^T + dO^T P and the update
@@ -391,14 +402,12 @@ __global__ void __launch_bounds__(256, 1) chunk_bwd(Params p) {
       cp16(dst + r * ld + col, sp + ((ok ? t0 + r : t0) * heads + head) * width + col, ok);
     }
   };
+  // Two groups: what phase A reads, then V, T and P, which arrive while phase A computes.
   load_rows(qs, ldk, p.f.q, a.h, hq, K);
   load_rows(ks, ldk, p.f.k, a.h, hq, K);
-  load_rows(vs, ldv, a.vv, a.hv, hvv, V);
   load_rows(dos, ldv, a.d_o, a.ho, j, V);
   load_rows(vns, ldv, p.f.vn, a.ho, j, V);
   load_rows(dvns, ldv, p.w.dvn, a.ho, j, V);
-  load_rows(ts, ldc, p.f.tmat, a.ho, j, C);
-  load_rows(ps, ldc, p.f.aqk, a.ho, j, C);
   {
     const T* sg = static_cast<const T*>(p.f.states) + (crow * a.ho + j) * int64_t(V) * K;
     const T* dg = static_cast<const T*>(p.w.dstates) + (crow * a.ho + j) * int64_t(V) * K;
@@ -409,6 +418,10 @@ __global__ void __launch_bounds__(256, 1) chunk_bwd(Params p) {
     }
   }
   cp_commit();
+  load_rows(vs, ldv, a.vv, a.hv, hvv, V);
+  load_rows(ts, ldc, p.f.tmat, a.ho, j, C);
+  load_rows(ps, ldc, p.f.aqk, a.ho, j, C);
+  cp_commit();
   if (tid < C) {
     const bool ok = tid < L;
     gam[tid] = ok ? p.f.gam[(t0 + tid) * a.ho + j] : 0.f;
@@ -416,7 +429,7 @@ __global__ void __launch_bounds__(256, 1) chunk_bwd(Params p) {
     dgam[tid] = 0.f;
     dbet[tid] = 0.f;
   }
-  cp_wait_all();
+  cp_wait_but_one();
   __syncthreads();
   const float glast = gam[L - 1];
   const float* gl = &gam[0];
@@ -485,7 +498,8 @@ __global__ void __launch_bounds__(256, 1) chunk_bwd(Params p) {
     for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
     if (lane == 0) atomicAdd(&dgam[L - 1], __expf(glast) * x);
   }
-  __syncthreads();  // S and dS' are dead; dW is complete
+  cp_wait_all();
+  __syncthreads();  // S and dS' are dead; dW is complete; V, T and P have arrived
 
   // Phase B: through P (the output's intra-chunk matrix) and K K^T for phase C.
   {
@@ -514,11 +528,7 @@ __global__ void __launch_bounds__(256, 1) chunk_bwd(Params p) {
   warp_mma<T, NK, false, false>(dq, dss, ldc, ks, ldk, m0, nk0, 0, m0 + 16);  // Dq K (Dq lower)
   store_f32(p.w.dqs, K, nk0, dq);
   warp_mma<T, NK, true, false>(dk, dss, ldc, qs, ldk, m0, nk0, m0, C);  // Dq^T Q
-  if (tid < C) {
-    float x = 0.f;
-    for (int m = 0; m < C; ++m) x += hff[tid * ldf + m] - hff[m * ldf + tid];
-    dgam[tid] += x;
-  }
+  add_rows_minus_cols(hff, ldf, dgam);
   __syncthreads();  // Dq and H are consumed
 
   // Phase C: through T, W and U.
@@ -606,19 +616,25 @@ __global__ void __launch_bounds__(256, 1) chunk_bwd(Params p) {
   warp_mma<T, NK, false, false>(dk, ess, ldc, ks, ldk, m0, nk0, 0, m0 + 16);  // E K
   warp_mma<T, NK, true, false>(dk, ess, ldc, ks, ldk, m0, nk0, m0, C);        // E^T K
   store_f32(p.w.dks, K, nk0, dk);
-  if (tid < C) {
-    float x = 0.f;
-    for (int m = 0; m < C; ++m) x += hff[tid * ldf + m] - hff[m * ldf + tid];
-    dgam[tid] += x;
-  }
+  add_rows_minus_cols(hff, ldf, dgam);
   __syncthreads();
 
-  // dg: gamma_r = sum_{i <= r} g_i, so dg_r = sum_{i >= r} dgamma_i.
-  if (tid < L) {
-    float x = 0.f;
-    for (int i = tid; i < L; ++i) x += dgam[i];
-    store_any(a.g_type, a.dg, (t0 + tid) * a.ho + j, x);
-    store_any(a.beta_type, a.dbeta, (t0 + tid) * a.ho + j, dbet[tid]);
+  // dg: gamma_r = sum_{i <= r} g_i, so dg_r = sum_{i >= r} dgamma_i: a suffix scan, two rows a lane.
+  if (warp == 0) {
+    const int r0 = 2 * lane;
+    const float x0 = r0 < L ? dgam[r0] : 0.f, x1 = r0 + 1 < L ? dgam[r0 + 1] : 0.f;
+    float sfx = x0 + x1;
+    for (int o = 1; o < 32; o <<= 1) {
+      const float y = __shfl_down_sync(0xffffffffu, sfx, o);
+      if (lane + o < 32) sfx += y;
+    }
+    const float dg[2] = {sfx, sfx - x0};
+#pragma unroll
+    for (int e = 0; e < 2; ++e)
+      if (r0 + e < L) {
+        store_any(a.g_type, a.dg, (t0 + r0 + e) * a.ho + j, dg[e]);
+        store_any(a.beta_type, a.dbeta, (t0 + r0 + e) * a.ho + j, dbet[r0 + e]);
+      }
   }
 }
 
