@@ -170,16 +170,21 @@ def sdpa_cases(quick):
     return rows
 
 
-def knob_searched(make):
-    """make() with the cudnn engine's knob search on (it is read when a graph is planned), and the
+def planned(make, knob_search):
+    """make() with the cudnn engine's knob search on or off (it is read when a graph is planned), and the
     milliseconds that planning and building every config took."""
-    os.environ["OPENDNN_CUDNN_KNOB_SEARCH"] = "1"
+    key = "OPENDNN_CUDNN_KNOB_SEARCH"
+    prev = os.environ.pop(key, None)
+    if knob_search:
+        os.environ[key] = "1"
     try:
         t0 = time.perf_counter()
         p = make()
         return p, (time.perf_counter() - t0) * 1e3
     finally:
-        del os.environ["OPENDNN_CUDNN_KNOB_SEARCH"]
+        os.environ.pop(key, None)
+        if prev is not None:
+            os.environ[key] = prev
 
 
 def gemm_cases(quick):
@@ -200,13 +205,13 @@ def gemm_cases(quick):
             return OurPlan(g, {ta: a, tb: b, tc: c})
 
         try:
-            default = make().tune()  # cuDNN's heuristic configs only
+            default = planned(make, False)[0].tune()  # cuDNN's heuristic configs only
         except Exception as e:
             error_row(rows, case, e)
             continue
         p, search_ms, search_error = default, None, None
         try:
-            searched, search_ms = knob_searched(make)
+            searched, search_ms = planned(make, True)
             p = searched.tune()
         except Exception as e:  # the heuristic configs' row still stands
             search_error = failure(e, 400)

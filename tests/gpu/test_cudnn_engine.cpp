@@ -1551,17 +1551,49 @@ bool searched(const PlanCandidate& c) {
   return false;
 }
 
-// A bf16 matmul [1,128,256] x [1,256,192]: the search leaves the heuristic configs as they are (names,
-// local indices, first place), stays within its cap, and every searched config builds, executes and
-// matches the reference engine.
+// A bf16 matmul [1,128,256] x [1,256,192]; returns its output.
+TensorPtr small_matmul(Graph& g) {
+  g.set_io_data_type(DataType::BFLOAT16).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+  auto C = g.matmul(input(g, "A", {1, 128, 256}, DataType::BFLOAT16), input(g, "B", {1, 256, 192}, DataType::BFLOAT16));
+  as_output(C, {1, 128, 192}, DataType::BFLOAT16);
+  return C;
+}
+
+std::vector<std::string> searched_names(const Proposal& p) {
+  std::vector<std::string> v;
+  for (const auto& c : p.plans)
+    if (searched(c)) v.push_back(c.name);
+  return v;
+}
+
+// A smaller cap gives a prefix of the same order (the order does not depend on the cap or the run).
+TEST(CudnnEngineKnobSearch, CapKeepsTheOrder) {
+  SKIP_WITHOUT_CUDNN();
+  Graph g;
+  small_matmul(g);
+  prepare(g);
+  std::vector<std::string> three, eight;
+  {
+    KnobSearchOn on("3");
+    three = searched_names(make_cudnn_engine()->propose_plans(g, cuda_target()));
+  }
+  {
+    KnobSearchOn on("8");
+    eight = searched_names(make_cudnn_engine()->propose_plans(g, cuda_target()));
+    EXPECT_EQ(searched_names(make_cudnn_engine()->propose_plans(g, cuda_target())), eight);
+  }
+  EXPECT_LE(three.size(), 3u);
+  EXPECT_LE(eight.size(), 8u);
+  ASSERT_LE(three.size(), eight.size());
+  for (size_t i = 0; i < three.size(); ++i) EXPECT_EQ(three[i], eight[i]);
+}
+
+// The search leaves the heuristic configs as they are (names, local indices, first place), stays
+// within its cap, and every searched config builds, executes and matches the reference engine.
 TEST(CudnnEngineKnobSearch, SearchedMatmulPlansMatchReference) {
   SKIP_WITHOUT_CUDNN();
   Graph g;
-  g.set_io_data_type(DataType::BFLOAT16).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
-  auto A = input(g, "A", {1, 128, 256}, DataType::BFLOAT16);
-  auto Bm = input(g, "B", {1, 256, 192}, DataType::BFLOAT16);
-  auto C = g.matmul(A, Bm);
-  as_output(C, {1, 128, 192}, DataType::BFLOAT16);
+  TensorPtr C = small_matmul(g);
   prepare(g);
   Proposal off = make_cudnn_engine()->propose_plans(g, cuda_target());
   ASSERT_FALSE(off.plans.empty()) << (off.declines.empty() ? "" : off.declines[0]);
@@ -1641,6 +1673,7 @@ TEST(CudnnEngineKnobSearch, SearchedMatmulPlansMatchReference) {
     std::vector<unsigned char> host(size_t(C->storage_bytes()));
     cudaMemcpy(host.data(), out, host.size(), cudaMemcpyDeviceToHost);
     expect_close(gather(*C, host.data()), want, 2e-2, 1e-2, c.name.c_str());
+    std::printf("  ran %s (workspace %lld B)\n", c.name.c_str(), (long long)ws_bytes);
     ++ran;
   }
   EXPECT_EQ(ran, n_searched);
