@@ -65,7 +65,8 @@ class OurPlan(Bound):
             if ms < best_ms:
                 best, best_ms = i, ms
         self.g.select_plan(best)
-        self.best_ms = best_ms
+        # The five fastest of the first pass, (plan, ms): which knobs matter, for the next look.
+        self.top = [(self.g.get_plan_name_at_index(i), ms) for ms, i in sorted(timed)[:5]]
         return self
 
     @property
@@ -225,7 +226,7 @@ def gemm_cases(quick):
              "peer_tflops": fl / (t_t * 1e-3) / 1e12, "speedup": t_t / t_o, "speedup_vs_torch_cublas": t_t / t_o, "plan": p.name,
              "matches_torch": bool(ok), "max_abs_err": err,
              "ours_default_ms": t_d, "speedup_default": t_t / t_d, "plan_default": default.name,
-             "knob_search_ms": search_ms, "plans_tried": len(p.candidates),
+             "knob_search_ms": search_ms, "plans_tried": len(p.candidates), "top_plans": p.top,
              "knob_plans": len(p.candidates) - len(default.candidates)}
         if search_error:
             r["knob_search_error"] = search_error

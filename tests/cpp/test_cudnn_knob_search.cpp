@@ -54,13 +54,15 @@ std::vector<SearchBase> two_bases() {
 TEST(CudnnKnobSearch, VariantsTakeBasesAndKnobsInTurn) {
   auto v = knob_variants(two_bases(), 100);
   ASSERT_EQ(v.size(), 12u);  // A: 5 + 4 moves, B: 3
-  EXPECT_EQ(v[0].base, 0u);
+  // A moves every round, B (the second base) every second round.
+  std::vector<size_t> from;
+  for (const Variant& x : v) from.push_back(x.base);
+  EXPECT_EQ(from, (std::vector<size_t>{0, 1, 0, 0, 1, 0, 0, 1, 0, 0, 0, 0}));
   EXPECT_EQ(v[0].cfg, (EngineCfg{5, {{2, 2}, {14, 4}}}));
-  EXPECT_EQ(v[1].base, 1u);
   EXPECT_EQ(v[1].cfg, (EngineCfg{7, {{1, 0}}}));
   EXPECT_EQ(v[2].cfg, (EngineCfg{5, {{2, 3}, {14, 3}}}));
-  EXPECT_EQ(v[3].cfg, (EngineCfg{7, {{1, 1}}}));
-  EXPECT_EQ(v[4].cfg, (EngineCfg{5, {{2, 4}, {14, 4}}}));
+  EXPECT_EQ(v[3].cfg, (EngineCfg{5, {{2, 4}, {14, 4}}}));
+  EXPECT_EQ(v[4].cfg, (EngineCfg{7, {{1, 1}}}));
   EXPECT_EQ(v[11].cfg, (EngineCfg{5, {{2, 0}, {14, 4}}}));
   for (size_t i = 0; i < v.size(); ++i) {
     for (const SearchBase& b : two_bases()) EXPECT_FALSE(v[i].cfg == b.cfg) << i;
@@ -76,6 +78,18 @@ TEST(CudnnKnobSearch, VariantsCappedAsAPrefix) {
   EXPECT_TRUE(knob_variants(two_bases(), 0).empty());
   // Per-knob limit: one value per knob.
   EXPECT_EQ(knob_variants(two_bases(), 100, 1).size(), 3u);
+}
+
+TEST(CudnnKnobSearch, FirstBasesGetTheLargerShare) {
+  std::vector<KnobRange> r = {{2, 0, 20, 1}};
+  std::vector<SearchBase> bases = {{{1, {{2, 10}}}, r, 0}, {{2, {{2, 10}}}, r, 0}, {{3, {{2, 10}}}, r, 0}};
+  size_t n[3] = {0, 0, 0};
+  for (const Variant& v : knob_variants(bases, 11)) ++n[v.base];
+  EXPECT_EQ(n[0], 6u);
+  EXPECT_EQ(n[1], 3u);
+  EXPECT_EQ(n[2], 2u);
+  // Without a cap every base's moves all come out (16 values per knob, the base's own left out).
+  EXPECT_EQ(knob_variants(bases, 1000).size(), 3 * kValuesPerKnob);
 }
 
 TEST(CudnnKnobSearch, VariantsSkipKnownConfigs) {

@@ -8,8 +8,8 @@
 //   OPENDNN_CUDNN_KNOB_SEARCH=1        adds searched configs to each graph's cudnn plans
 //   OPENDNN_CUDNN_KNOB_SEARCH_MAX=<n>  at most n of them per graph (default 64)
 // The search: each heuristic config (a base) with ONE knob moved to another value of the range the
-// engine reports (min..max by stride), values nearest the base's first; bases and knobs taken in turn
-// so a cap spreads over both. Combinations of two moved knobs are not searched.
+// engine reports (min..max by stride), values nearest the base's first; knobs taken in turn, and bases
+// too, the heuristics' first choice most often (knob_variants). Two knobs moved at once are not searched.
 #pragma once
 
 #include <algorithm>
@@ -115,13 +115,13 @@ inline EngineCfg with_knob(EngineCfg k, int64_t type, int64_t value) {
   return k;
 }
 
-// Searched configs, in a deterministic order: round r takes, from each base in turn, its r-th
-// one-knob move (a base's moves cycle over its knobs: the 1st value of each knob, then the 2nd, ...).
+// Searched configs, in a deterministic order. A base's moves cycle over its knobs (the 1st value of each
+// knob, then the 2nd, ...). In round r, base b (in heuristic order) takes its next new move when r is a
+// multiple of b + 1: the heuristics' favourite is searched most, the k-th config gets a 1/k share.
 // Configs equal to a base or to an earlier move are left out. At most `limit`.
 inline std::vector<Variant> knob_variants(const std::vector<SearchBase>& bases, size_t limit,
                                           size_t per_knob = kValuesPerKnob) {
   std::vector<std::vector<EngineCfg>> moves(bases.size());
-  size_t longest = 0;
   for (size_t b = 0; b < bases.size(); ++b) {
     const EngineCfg& base = bases[b].cfg;
     std::vector<KnobRange> ranges = bases[b].ranges;
@@ -144,7 +144,6 @@ inline std::vector<Variant> knob_variants(const std::vector<SearchBase>& bases, 
         }
       if (!any) break;
     }
-    longest = std::max(longest, moves[b].size());
   }
   std::vector<Variant> out;
   auto known = [&](int group, const EngineCfg& k) {
@@ -154,9 +153,21 @@ inline std::vector<Variant> knob_variants(const std::vector<SearchBase>& bases, 
       if (bases[v.base].group == group && v.cfg == k) return true;
     return false;
   };
-  for (size_t j = 0; j < longest && out.size() < limit; ++j)
-    for (size_t b = 0; b < bases.size() && out.size() < limit; ++b)
-      if (j < moves[b].size() && !known(bases[b].group, moves[b][j])) out.push_back({b, moves[b][j]});
+  std::vector<size_t> next(bases.size(), 0);
+  for (size_t r = 0; out.size() < limit; ++r) {
+    bool left = false;
+    for (size_t b = 0; b < bases.size() && out.size() < limit; ++b) {
+      if (r % (b + 1) == 0)
+        while (next[b] < moves[b].size()) {
+          const EngineCfg& k = moves[b][next[b]++];
+          if (known(bases[b].group, k)) continue;
+          out.push_back({b, k});
+          break;
+        }
+      left |= next[b] < moves[b].size();
+    }
+    if (!left) break;
+  }
   return out;
 }
 
