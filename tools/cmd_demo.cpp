@@ -4,6 +4,10 @@
 // runs each graph on the best plan the router offers, checks the result (against the reference
 // engine, or against an fp64 computation when the best plan is the reference engine's) and prints
 // timings. Graphs are joined on the host where a reshape would be needed.
+// With a CUDA device (and a CUDA runtime to load: the tool never links one), the buffers live on the
+// device and graphs are planned for it. A graph no GPU engine takes whole runs node by node (the cuda
+// engine takes single ops), and a node no GPU engine takes runs on the CPU; each line says where it
+// ran. The reference engine's run, the check's baseline, is on the host either way.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -12,10 +16,15 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "commands.h"
+#include "common/cuda_runtime.h"
 #include "common/dtype_convert.h"
 #include "engines/reference/ref_kernel.h"
 #include "opendnn/opendnn.h"
@@ -27,26 +36,77 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
-// Host buffers for a graph's variant tensors, filled from / read into packed row-major doubles.
+// The CUDA runtime when the demo runs on the GPU (set once by run_demo), else null.
+const cudart::Runtime* g_gpu = nullptr;
+
+// CUDA failures end the demo: without its buffers it cannot go on.
+void cuda_check(int rc, const char* what) {
+  if (rc != 0) throw std::runtime_error(g_gpu->failure(rc, what));
+}
+
+struct DeviceMem {
+  void* p = nullptr;
+  explicit DeviceMem(size_t bytes) { cuda_check(g_gpu->Malloc(&p, std::max<size_t>(bytes, 16)), "cudaMalloc"); }
+  ~DeviceMem() { g_gpu->Free(p); }
+  DeviceMem(const DeviceMem&) = delete;
+  DeviceMem& operator=(const DeviceMem&) = delete;
+};
+
+// Plans made while one lives are for the CPU, the only target of the reference engine.
+class CpuTarget {
+ public:
+  CpuTarget() : saved_(default_target()) { set_default_target(Target{}); }
+  ~CpuTarget() { set_default_target(saved_); }
+  CpuTarget(const CpuTarget&) = delete;
+  CpuTarget& operator=(const CpuTarget&) = delete;
+
+ private:
+  Target saved_;
+};
+
+// Buffers for a graph's variant tensors, filled from / read into packed row-major doubles. Host
+// memory, mirrored on the device for a GPU run: set() uploads, get() downloads.
 class Buffers {
  public:
-  void* ptr(const TensorPtr& t) {
-    auto& b = bufs_[t.get()];
-    if (b.empty()) b.assign(size_t(std::max<int64_t>(t->storage_bytes(), 16)) + 64, std::byte{0});
+  explicit Buffers(bool device = false) : device_(device) {}
+  bool on_device() const { return device_; }
+  // Where plans read and write t.
+  void* ptr(const TensorPtr& t) { return device_ ? entry(t).dev->p : host(t); }
+  // `part`, a tensor of a graph split from another, shares the memory of `whole`, its tensor there
+  // (sized by `part`: a tensor the whole graph kept virtual may have another type in the part).
+  void share(const TensorPtr& part, const TensorPtr& whole) {
+    auto& w = bufs_[whole.get()];
+    if (!w) {
+      w = std::make_shared<Entry>();
+      init(*w, part.get());
+    }
+    bufs_[part.get()] = w;
+  }
+  void* host(const TensorPtr& t) {
+    auto& b = entry(t).bytes;
     auto p = reinterpret_cast<uintptr_t>(b.data());
     return b.data() + ((64 - p % 64) % 64);
   }
+  // A plan that runs on the CPU after all works on the host copies: all down before, all up after.
+  void download_all() {
+    for (auto& [t, e] : bufs_) copy(*e, cudart::Runtime::kDeviceToHost);
+  }
+  void upload_all() {
+    for (auto& [t, e] : bufs_) copy(*e, cudart::Runtime::kHostToDevice);
+  }
   void set(const TensorPtr& t, const std::vector<double>& v) {
-    void* d = ptr(t);
+    void* d = host(t);
     int64_t i = 0;
     ref::for_each_index(t->get_dim(), [&](const int64_t* idx, int64_t) {
       int64_t off = 0;
       for (size_t k = 0; k < t->get_dim().size(); ++k) off += idx[k] * t->get_stride()[k];
       store_element(t->get_data_type(), d, off, v[size_t(i++)]);
     });
+    if (device_) copy(entry(t), cudart::Runtime::kHostToDevice);
   }
   std::vector<double> get(const TensorPtr& t) {
-    const void* d = ptr(t);
+    if (device_) copy(entry(t), cudart::Runtime::kDeviceToHost);
+    const void* d = host(t);
     std::vector<double> v;
     v.reserve(size_t(t->volume()));
     ref::for_each_index(t->get_dim(), [&](const int64_t* idx, int64_t) {
@@ -58,7 +118,76 @@ class Buffers {
   }
 
  private:
-  std::map<const TensorAttr*, std::vector<std::byte>> bufs_;
+  struct Entry {
+    size_t size = 0;
+    std::vector<std::byte> bytes;  // 64 bytes over, for the alignment
+    std::unique_ptr<DeviceMem> dev;
+  };
+  void init(Entry& e, const TensorAttr* t) {
+    e.size = size_t(std::max<int64_t>(t->storage_bytes(), 16));
+    e.bytes.assign(e.size + 64, std::byte{0});
+    if (device_) {
+      e.dev = std::make_unique<DeviceMem>(e.size);
+      copy(e, cudart::Runtime::kHostToDevice);  // zeros, as on the host
+    }
+  }
+  Entry& entry(const TensorPtr& t) {
+    auto& e = bufs_[t.get()];
+    if (!e) {
+      e = std::make_shared<Entry>();
+      init(*e, t.get());
+    }
+    return *e;
+  }
+  void copy(Entry& e, int kind) {
+    if (!e.dev) return;
+    auto p = reinterpret_cast<uintptr_t>(e.bytes.data());
+    void* h = e.bytes.data() + ((64 - p % 64) % 64);
+    bool up = kind == cudart::Runtime::kHostToDevice;
+    cuda_check(g_gpu->Memcpy(up ? e.dev->p : h, up ? h : e.dev->p, e.size, kind), "cudaMemcpy");
+  }
+
+  bool device_;
+  std::map<const TensorAttr*, std::shared_ptr<Entry>> bufs_;
+};
+
+// Device time of the work between start() and stop_ms() on the default stream: CUDA events where
+// the runtime has them, else a device synchronisation and the host clock.
+class DeviceTimer {
+ public:
+  DeviceTimer() {
+    if (g_gpu->has_events()) {
+      cuda_check(g_gpu->EventCreate(&start_), "cudaEventCreate");
+      cuda_check(g_gpu->EventCreate(&stop_), "cudaEventCreate");
+    }
+  }
+  ~DeviceTimer() {
+    if (start_) g_gpu->EventDestroy(start_);
+    if (stop_) g_gpu->EventDestroy(stop_);
+  }
+  DeviceTimer(const DeviceTimer&) = delete;
+  DeviceTimer& operator=(const DeviceTimer&) = delete;
+  void start() {
+    if (stop_) return cuda_check(g_gpu->EventRecord(start_, nullptr), "cudaEventRecord");
+    cuda_check(g_gpu->DeviceSynchronize(), "cudaDeviceSynchronize");
+    t0_ = Clock::now();
+  }
+  double stop_ms() {
+    if (!stop_) {
+      cuda_check(g_gpu->DeviceSynchronize(), "cudaDeviceSynchronize (a kernel failed)");
+      return ms_since(t0_);
+    }
+    cuda_check(g_gpu->EventRecord(stop_, nullptr), "cudaEventRecord");
+    cuda_check(g_gpu->EventSynchronize(stop_), "cudaEventSynchronize (a kernel failed)");
+    float ms = 0;
+    cuda_check(g_gpu->EventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
+    return double(ms);
+  }
+
+ private:
+  void* start_ = nullptr;
+  void* stop_ = nullptr;
+  Clock::time_point t0_;
 };
 
 struct Ran {
@@ -68,11 +197,142 @@ struct Ran {
   double build_ms = 0, exec_ms = 0;
 };
 
-// Plans g (best plan first), executes it and reports; pack maps every variant tensor.
+// Validates before buffers are sized (validation infers strides and types).
+bool validated(Graph& g, const char* what) {
+  Status s = g.validate();
+  if (s.is_bad()) std::printf("  %-22s FAILED to validate: %s\n", what, s.to_string().c_str());
+  return s.is_good();
+}
+
+// The router's reasons (one line per engine rule), indented under the graph's line; the first few.
+void print_reasons(const Status& s) {
+  const std::string m = s.message();
+  size_t at = 0;
+  int lines = 0;
+  for (size_t nl; at < m.size(); at = nl + 1, ++lines) {
+    nl = m.find('\n', at);
+    if (nl == std::string::npos) nl = m.size();
+    if (lines == 8) {
+      std::printf("      ...\n");
+      return;
+    }
+    std::string line = m.substr(at, nl - at);
+    line.erase(0, line.find_first_not_of(' '));
+    if (!line.empty()) std::printf("      %s\n", line.c_str());
+  }
+}
+
+// One graph of the split below, with the uids of its tensors (the whole graph's uids).
+struct Part {
+  std::unique_ptr<Graph> graph;
+  std::string name;
+  std::vector<int64_t> uids;
+};
+
+// One single-node graph per node of g, in g's (topological) order, through Graph JSON: for engines
+// that take single ops only (the cuda engine). A tensor g kept virtual that a node reads becomes a
+// graph tensor of g's I/O type, what a framework running the ops one by one stores.
+std::vector<Part> split_by_node(const Graph& g, std::string& error) {
+  using Json = nlohmann::json;
+  std::string text;
+  if (Status s = g.serialize(text); s.is_bad()) {
+    error = s.to_string();
+    return {};
+  }
+  const Json doc = Json::parse(text);
+  std::map<int64_t, Json> tensors;
+  for (const auto& t : doc["tensors"]) tensors[t["uid"].get<int64_t>()] = t;
+  std::set<int64_t> read;
+  for (const auto& n : doc["nodes"])
+    for (const auto& [port, uid] : n["inputs"].items())
+      if (uid.is_number()) read.insert(uid.get<int64_t>());
+  std::vector<Part> parts;
+  for (const auto& n : doc["nodes"]) {
+    Json sub = doc;
+    sub["nodes"] = Json::array({n});
+    sub["tensors"] = Json::array();
+    Part part;
+    part.name = n.value("name", std::string(n["tag"]));
+    sub["context"]["name"] = part.name;
+    auto add = [&](const Json& ref) {
+      for (int64_t uid = ref.is_number() ? ref.get<int64_t>() : -1; uid >= 0 && tensors.count(uid);) {
+        if (std::find(part.uids.begin(), part.uids.end(), uid) != part.uids.end()) return;
+        part.uids.push_back(uid);
+        Json t = tensors.at(uid);
+        if (t["is_virtual"].get<bool>() && read.count(uid)) {
+          t["is_virtual"] = false;
+          t["data_type"] = doc["context"]["io_data_type"];
+        }
+        uid = t.contains("ragged_offset_uid") ? t["ragged_offset_uid"].get<int64_t>() : -1;
+        sub["tensors"].push_back(std::move(t));
+      }
+    };
+    for (const auto& [port, uid] : n["inputs"].items()) add(uid);
+    for (const auto& [port, uid] : n["outputs"].items()) add(uid);
+    part.graph = std::make_unique<Graph>();
+    if (Status s = part.graph->deserialize(sub.dump()); s.is_bad()) {
+      error = part.name + ": " + s.to_string();
+      return {};
+    }
+    parts.push_back(std::move(part));
+  }
+  return parts;
+}
+
+Ran plan_and_run(Graph& g, Buffers& b, const std::vector<HeurMode>& modes, const char* what);
+
+// g node by node on the device buffers: each node on the best plan the router offers for it alone
+// (on the CPU where no GPU engine takes it). Times add up.
+Ran run_node_by_node(Graph& g, Buffers& b, const std::vector<HeurMode>& modes, const char* what) {
+  Ran r;
+  std::string error;
+  std::vector<Part> parts = split_by_node(g, error);
+  if (parts.empty()) {
+    std::printf("  %-22s FAILED to split: %s\n", what, error.c_str());
+    return r;
+  }
+  std::vector<std::string> engines;
+  for (Part& p : parts) {
+    const std::string label = "  " + p.name;
+    if (!validated(*p.graph, label.c_str())) return r;
+    for (int64_t uid : p.uids)
+      if (TensorPtr part = p.graph->find_tensor(uid), whole = g.find_tensor(uid); part && whole) b.share(part, whole);
+    Ran pr = plan_and_run(*p.graph, b, modes, label.c_str());
+    if (!pr.ok) {
+      pr.build_ms = pr.exec_ms = 0;
+      return pr;
+    }
+    r.build_ms += pr.build_ms;
+    r.exec_ms += pr.exec_ms;
+    if (std::find(engines.begin(), engines.end(), pr.engine) == engines.end()) engines.push_back(pr.engine);
+  }
+  for (const auto& e : engines) r.engine += (r.engine.empty() ? "" : "+") + e;
+  r.ok = true;
+  std::printf("  %-22s engines %s   build %8.2f ms   execute %9.3f ms  (sum over %zu nodes)\n", what, r.engine.c_str(),
+              r.build_ms, r.exec_ms, parts.size());
+  return r;
+}
+
+// Plans g (best plan first), executes it and reports; pack maps every variant tensor. With device
+// buffers, a graph no GPU engine takes runs node by node, and a node no GPU engine takes is planned
+// for the CPU and runs on host copies.
 Ran plan_and_run(Graph& g, Buffers& b, const std::vector<HeurMode>& modes, const char* what) {
   Ran r;
   auto t0 = Clock::now();
   Status s = g.build(modes);
+  bool on_host = !b.on_device();
+  if (!on_host && s.code() == ErrorCode::GRAPH_NOT_SUPPORTED && g.nodes().size() > 1) {
+    std::printf("  %-22s no GPU plan for the whole graph, so node by node:\n", what);
+    print_reasons(s);
+    return run_node_by_node(g, b, modes, what);
+  }
+  if (!on_host && s.code() == ErrorCode::GRAPH_NOT_SUPPORTED) {
+    std::printf("  %-22s no GPU plan, so it runs on the CPU:\n", what);
+    print_reasons(s);
+    CpuTarget cpu;
+    s = g.build(modes);
+    on_host = true;
+  }
   r.build_ms = ms_since(t0);
   if (s.is_bad()) {
     r.skipped = s.code() == ErrorCode::GRAPH_NOT_SUPPORTED;
@@ -83,32 +343,38 @@ Ran plan_and_run(Graph& g, Buffers& b, const std::vector<HeurMode>& modes, const
   (void)g.get_engine_name_at_index(g.selected_plan(), name);
   r.engine = name;
   std::vector<void*> slots;
-  for (int64_t uid : g.variant_uids()) slots.push_back(b.ptr(g.find_tensor(uid)));
-  std::vector<std::byte> ws(size_t(g.get_workspace_size()) + 1);
+  for (int64_t uid : g.variant_uids()) slots.push_back(on_host ? b.host(g.find_tensor(uid)) : b.ptr(g.find_tensor(uid)));
+  const size_t ws_bytes = size_t(g.get_workspace_size());
+  std::vector<std::byte> host_ws(on_host ? ws_bytes + 1 : 0);
+  std::unique_ptr<DeviceMem> dev_ws = on_host ? nullptr : std::make_unique<DeviceMem>(ws_bytes);
+  std::unique_ptr<DeviceTimer> timer = on_host ? nullptr : std::make_unique<DeviceTimer>();
+  if (on_host && b.on_device()) b.download_all();
   std::vector<double> times;
-  for (int i = 0; i < 3; ++i) {
+  // Device runs are cheap: more of them, the first (module loading) falls out of the median.
+  const int runs = on_host ? 3 : 10;
+  for (int i = 0; i < runs; ++i) {
     auto t1 = Clock::now();
-    s = g.execute(slots.data(), ws.data());
-    times.push_back(ms_since(t1));
+    if (timer) timer->start();
+    s = g.execute(slots.data(), on_host ? static_cast<void*>(host_ws.data()) : dev_ws->p);
     if (s.is_bad()) {
       std::printf("  %-22s FAILED: %s\n", what, s.to_string().c_str());
       return r;
     }
+    times.push_back(timer ? timer->stop_ms() : ms_since(t1));
     if (times.back() > 2000) break;  // slow: one timing is enough
   }
+  if (on_host && b.on_device()) b.upload_all();
   std::sort(times.begin(), times.end());
   r.exec_ms = times[times.size() / 2];
   r.ok = true;
-  std::printf("  %-22s engine %-10s build %8.2f ms   execute %9.3f ms\n", what, r.engine.c_str(), r.build_ms, r.exec_ms);
+  const char* where = !b.on_device() ? "" : on_host ? "  (cpu)" : "  (gpu)";
+  std::printf("  %-22s engine %-10s build %8.2f ms   execute %9.3f ms%s\n", what, r.engine.c_str(), r.build_ms, r.exec_ms,
+              where);
   return r;
 }
 
-// Validates before buffers are sized (validation infers strides and types).
-bool validated(Graph& g, const char* what) {
-  Status s = g.validate();
-  if (s.is_bad()) std::printf("  %-22s FAILED to validate: %s\n", what, s.to_string().c_str());
-  return s.is_good();
-}
+// On a GPU run, the host part (the reference engine's run) plans for the CPU.
+std::unique_ptr<CpuTarget> host_plans_unless(bool gpu) { return g_gpu && !gpu ? std::make_unique<CpuTarget>() : nullptr; }
 
 std::vector<double> random_values(std::mt19937_64& rng, size_t n, double scale, DataType round_as) {
   std::uniform_real_distribution<double> u(-scale, scale);
@@ -286,14 +552,15 @@ int transformer_block(std::mt19937_64& rng, bool& any_skipped) {
     bool ok = false, reference_only = true;
     std::vector<double> attn, y;
   };
-  auto run_block = [&](const std::vector<HeurMode>& modes, const char* tag) {
+  auto run_block = [&](const std::vector<HeurMode>& modes, const char* tag, bool gpu) {
     Result res;
+    auto cpu = host_plans_unless(gpu);
     Graph g1, g2;
     std::map<std::string, TensorPtr> t1, t2;
     make_attention(g1, t1);
     make_mlp(g2, t2);
     if (!validated(g1, "attention graph") || !validated(g2, "mlp graph")) return res;
-    Buffers b1, b2;
+    Buffers b1(gpu), b2(gpu);
     b1.set(t1["x"], x), b1.set(t1["n1"], n1), b1.set(t1["wq"], wq), b1.set(t1["wk"], wk), b1.set(t1["wv"], wv);
     std::printf(" %s\n", tag);
     Ran r1 = plan_and_run(g1, b1, modes, "attention graph");
@@ -320,11 +587,11 @@ int transformer_block(std::mt19937_64& rng, bool& any_skipped) {
     return res;
   };
 
-  Result best = run_block({HeurMode::A, HeurMode::FALLBACK}, "best plans:");
+  Result best = run_block({HeurMode::A, HeurMode::FALLBACK}, "best plans:", g_gpu != nullptr);
   if (!best.ok) return any_skipped ? 0 : 1;
   Result refr;
   if (!best.reference_only) {
-    refr = run_block({HeurMode::FALLBACK}, "reference engine:");
+    refr = run_block({HeurMode::FALLBACK}, "reference engine:", false);
     if (!refr.ok) return 1;
   }
   bool ok = report_check("attention", best.reference_only, best.attn, refr.attn, attn, 2e-2);
@@ -405,8 +672,9 @@ int gdn_layer(std::mt19937_64& rng, bool& any_skipped) {
     bool ok = false, reference_only = true;
     std::vector<double> o, y;
   };
-  auto run_layer = [&](const std::vector<HeurMode>& modes, const char* tag) {
+  auto run_layer = [&](const std::vector<HeurMode>& modes, const char* tag, bool gpu) {
     Result res;
+    auto cpu = host_plans_unless(gpu);
     std::printf(" %s\n", tag);
     // Graph 1: RMSNorm -> q/k/v/gate/beta projections -> gate activations.
     Graph g1;
@@ -427,7 +695,7 @@ int gdn_layer(std::mt19937_64& rng, bool& any_skipped) {
     for (auto& [t, n] : std::vector<std::pair<TensorPtr, const char*>>{{tq, "q"}, {tk, "k"}, {tv, "v"}, {tg, "g"}, {tb, "beta"}})
       t->set_output(true).set_name(n);
     if (!validated(g1, "projection graph")) return res;
-    Buffers b1;
+    Buffers b1(gpu);
     b1.set(tx, x), b1.set(tn, nw), b1.set(w["q"], wq), b1.set(w["k"], wk), b1.set(w["v"], wv), b1.set(w["g"], wg),
         b1.set(w["b"], wb);
     Ran r1 = plan_and_run(g1, b1, modes, "projection graph");
@@ -448,7 +716,7 @@ int gdn_layer(std::mt19937_64& rng, bool& any_skipped) {
     auto to = outs[0];
     to->set_output(true).set_name("o");
     if (!validated(g2, "gdn graph")) return res;
-    Buffers b2;
+    Buffers b2(gpu);
     b2.set(q2, b1.get(tq)), b2.set(k2, b1.get(tk)), b2.set(v2, b1.get(tv)), b2.set(gg, b1.get(tg)), b2.set(bb, b1.get(tb));
     b2.set(cs, cu);
     Ran r2 = plan_and_run(g2, b2, modes, "gdn graph");
@@ -466,7 +734,7 @@ int gdn_layer(std::mt19937_64& rng, bool& any_skipped) {
     auto y3 = g3.add(g3.matmul(o3, w3, NodeAttrs().set_name("o_proj")), x3, NodeAttrs().set_name("residual"));
     y3->set_output(true).set_name("y");
     if (!validated(g3, "output graph")) return res;
-    Buffers b3;
+    Buffers b3(gpu);
     b3.set(o3, res.o), b3.set(w3, wo), b3.set(x3, x);
     Ran r3 = plan_and_run(g3, b3, modes, "output graph");
     if (!r3.ok) {
@@ -479,11 +747,11 @@ int gdn_layer(std::mt19937_64& rng, bool& any_skipped) {
     return res;
   };
 
-  Result best = run_layer({HeurMode::A, HeurMode::FALLBACK}, "best plans:");
+  Result best = run_layer({HeurMode::A, HeurMode::FALLBACK}, "best plans:", g_gpu != nullptr);
   if (!best.ok) return any_skipped ? 0 : 1;
   Result refr;
   if (!best.reference_only) {
-    refr = run_layer({HeurMode::FALLBACK}, "reference engine:");
+    refr = run_layer({HeurMode::FALLBACK}, "reference engine:", false);
     if (!refr.ok) return 1;
   }
   bool ok = report_check("gdn output", best.reference_only, best.o, refr.o, o, 1e-3);
@@ -496,17 +764,34 @@ int run_demo(uint64_t seed) {
   std::printf("opendnn %s demo\nengines:", kVersion);
   for (const auto& e : registered_engines()) std::printf(" %s(%lld)", std::string(e->name()).c_str(), (long long)e->engine_id());
   Target target = default_target();
-  std::printf("\ntarget: %s\n\n", target.kind == DeviceKind::CPU ? "cpu" : "cuda");
+  std::printf("\ntarget: %s", target.kind == DeviceKind::CPU ? "cpu" : "cuda");
   if (target.kind != DeviceKind::CPU) {
-    // The demo's buffers are host memory: plan for the CPU.
-    std::printf("(a CUDA device is present; this demo uses host buffers, so it plans for the CPU)\n\n");
-    set_default_target(Target{});
+    std::printf(" (device %d, sm_%d, %d SMs)\n", target.device, target.sm_version, target.sm_count);
+    // The buffers need the CUDA runtime; the tool loads it rather than link it.
+    const cudart::Runtime& rt = cudart::runtime();
+    std::string why = !rt.ok() ? rt.error : rt.device_count() == 0 ? rt.name + " sees no device" : "";
+    if (why.empty()) why = rt.failure(rt.SetDevice(target.device), "cudaSetDevice");
+    if (why.empty()) {
+      g_gpu = &rt;
+      std::printf("buffers: device memory (%s); the reference engine's run is on the host\n\n", rt.name.c_str());
+    } else {
+      std::printf("(no device buffers: %s; so the demo plans for the CPU)\n\n", why.c_str());
+      set_default_target(Target{});
+    }
+  } else {
+    std::printf("\n\n");
   }
   std::mt19937_64 rng(seed);
   bool skipped = false;
-  int rc = transformer_block(rng, skipped);
-  std::printf("\n");
-  rc |= gdn_layer(rng, skipped);
+  int rc = 0;
+  try {
+    rc = transformer_block(rng, skipped);
+    std::printf("\n");
+    rc |= gdn_layer(rng, skipped);
+  } catch (const std::exception& e) {
+    std::printf("  FAILED: %s\n", e.what());
+    rc = 1;
+  }
   std::printf("\ndemo %s in %.2f s%s\n", rc == 0 ? "passed" : "FAILED", ms_since(t0) / 1000.0,
               skipped ? " (some graphs were skipped: an op has no kernel yet)" : "");
   return rc;

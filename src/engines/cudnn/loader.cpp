@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "common/cuda_runtime.h"
 #include "common/dynlib.h"
 
 namespace opendnn::cudnn {
@@ -103,13 +104,9 @@ bool try_cudnn(CudnnApi& a, const std::string& what, int flags) {
 }
 
 void load_cudart(CudnnApi& a) {
-  const char* names[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so"};
-  void* lib = nullptr;
-  // Prefer a runtime the process already has, then load the first that exists.
-  for (const char* n : names)
-    if (!lib && (lib = ::dlopen(n, RTLD_NOW | RTLD_NOLOAD))) a.cudart_name = n;
-  for (const char* n : names)
-    if (!lib && (lib = ::dlopen(n, RTLD_NOW | RTLD_LOCAL))) a.cudart_name = n;
+  // The runtime search the opendnn tool uses too: a runtime the process already has first.
+  std::vector<std::string> tried;
+  void* lib = cudart::open_library(cudart::default_candidates(), true, tried, a.cudart_name);
   if (!lib) return;
   bool ok = dynlib::resolve(lib, "cudaGetDeviceCount", a.cudaGetDeviceCount) && dynlib::resolve(lib, "cudaGetDevice", a.cudaGetDevice) &&
             dynlib::resolve(lib, "cudaSetDevice", a.cudaSetDevice) && dynlib::resolve(lib, "cudaDeviceGetAttribute", a.cudaDeviceGetAttribute) &&

@@ -7,8 +7,8 @@
 //   3. The pip wheel folder `nvidia/cudnn/lib`: $OPENDNN_PIP_CUDNN_DIR if set, else each entry of
 //      $PYTHONPATH, then $VIRTUAL_ENV/lib/python3*/site-packages and $CONDA_PREFIX/lib/python3*/site-packages.
 //   4. The system loader: dlopen("libcudnn.so.9").
-// The CUDA runtime: libcudart.so.13, then libcudart.so.12, then libcudart.so (the first that loads; an
-// already-loaded one is preferred). A missing soname is never an error by itself.
+// The CUDA runtime: cudart::open_library's search (common/cuda_runtime.h: an already-loaded one first,
+// then libcudart.so.13/.12/.so, then the toolkit folders). A missing soname is never an error by itself.
 #pragma once
 
 #include <cstddef>
