@@ -10,7 +10,8 @@ gradients in the same run. Writes bench/results/sdpa_bwd.json (+ sdpa_bwd.png).
 `--v2` (or OPENDNN_SDPA_BWD_V2=1 in the environment) also times the wgmma backward (sdpa_bwd_v2,
 d64/d128) in the same row: v2_ms, v2_speedup_vs_<peer>, v2_vs_v1, its own errors and
 reproducibility. The first plan is always made with the variable unset (it is read when a plan is
-made), so opendnn_ms stays the default path.
+made), so opendnn_ms stays the default path. With --v2 the row also has v2tp_* for v2's earlier
+two-pass schedule (OPENDNN_SDPA_BWD_V2_TWO_PASS=1: a separate dQ kernel instead of the fused dQ).
 
 `run_bwd(case, row)` fills one row and is what bench/sdpa.py's `--mode bwd` can call.
 Times are of the backward pass alone (torch: autograd.grad on a retained graph).
@@ -67,17 +68,21 @@ def peer_backward(c, backend, do):
 
 
 @contextlib.contextmanager
-def bwd_v2_env(on):
-    """OPENDNN_SDPA_BWD_V2 set to 1 (on) or unset while a plan is made; the old value returns."""
-    old = os.environ.pop("OPENDNN_SDPA_BWD_V2", None)
-    if on:
-        os.environ["OPENDNN_SDPA_BWD_V2"] = "1"
+def bwd_v2_env(on, two_pass=False):
+    """OPENDNN_SDPA_BWD_V2 (and OPENDNN_SDPA_BWD_V2_TWO_PASS) set to 1 or unset while a plan is made;
+    the old values return."""
+    want = {"OPENDNN_SDPA_BWD_V2": on, "OPENDNN_SDPA_BWD_V2_TWO_PASS": on and two_pass}
+    old = {k: os.environ.pop(k, None) for k in want}
+    for k, v in want.items():
+        if v:
+            os.environ[k] = "1"
     try:
         yield
     finally:
-        os.environ.pop("OPENDNN_SDPA_BWD_V2", None)
-        if old is not None:
-            os.environ["OPENDNN_SDPA_BWD_V2"] = old
+        for k, v in old.items():
+            os.environ.pop(k, None)
+            if v is not None:
+                os.environ[k] = v
 
 
 def time_ours(c, row, do, ref, fl, reps, key):
@@ -131,6 +136,11 @@ def run_bwd(c, row, v2=False):
                     row[f"v2_speedup_vs_{p}"] = row[f"{p}_ms"] / row["v2_ms"]
             if "opendnn_ms" in row:
                 row["v2_vs_v1"] = row["opendnn_ms"] / row["v2_ms"]
+        with bwd_v2_env(True, two_pass=True):
+            ok = time_ours(c, row, do, ref, fl, reps, "v2tp")
+        row["correct"] = row["correct"] and ok and "sdpa_bwd_v2" in str(row.get("v2tp_plan", ""))
+        if "v2_ms" in row and "v2tp_ms" in row:
+            row["v2_vs_two_pass"] = row["v2tp_ms"] / row["v2_ms"]
 
 
 def main():

@@ -36,6 +36,24 @@ struct Case {
   bool bshd = false;
   bool thd = false;  // token-packed with ragged offsets (needs len_q/len_kv)
   bool v2 = false;   // plan with OPENDNN_SDPA_BWD_V2=1 set and require the v2 (wgmma) plan
+  bool v2_two_pass = false;  // with v2: OPENDNN_SDPA_BWD_V2_TWO_PASS=1 too (separate dQ kernel)
+};
+
+// Sets an environment variable (or unsets it, value null) until the end of the scope.
+struct ScopedEnv {
+  std::string name, saved;
+  bool had;
+  ScopedEnv(const char* n, const char* value) : name(n) {
+    const char* was = std::getenv(n);
+    had = was != nullptr;
+    saved = had ? was : "";
+    if (value) setenv(n, value, 1);
+    else unsetenv(n);
+  }
+  ~ScopedEnv() {
+    if (had) setenv(name.c_str(), saved.c_str(), 1);
+    else unsetenv(name.c_str());
+  }
 };
 
 Case shape(int64_t B, int64_t Hq, int64_t Hk, int64_t Sq, int64_t Skv, int64_t Dqk, int64_t Dv,
@@ -218,13 +236,13 @@ void run_case(const Case& c, bool check_reproducible = false) {
     for (const TensorPtr& x : {K, V, outs[1], outs[2]}) x->set_ragged_offset(RKV);
   }
   if (c.v2) {
-    // Set only while planning and building (where the adapter reads it); the previous value returns.
-    const char* was = std::getenv("OPENDNN_SDPA_BWD_V2");
-    const std::string saved = was ? was : "";
-    setenv("OPENDNN_SDPA_BWD_V2", "1", 1);
-    const bool built = build_on_cuda(g);
-    if (was) setenv("OPENDNN_SDPA_BWD_V2", saved.c_str(), 1);
-    else unsetenv("OPENDNN_SDPA_BWD_V2");
+    // Set only while planning and building (where the adapter reads them); the previous values return.
+    bool built = false;
+    {
+      ScopedEnv on("OPENDNN_SDPA_BWD_V2", "1");
+      ScopedEnv two_pass("OPENDNN_SDPA_BWD_V2_TWO_PASS", c.v2_two_pass ? "1" : nullptr);
+      built = build_on_cuda(g);
+    }
     ASSERT_TRUE(built);
     std::string plan;
     EXPECT_TRUE(g.get_plan_name_at_index(g.selected_plan(), plan).is_good());
@@ -410,6 +428,60 @@ TEST(CudaSdpaBwd, V2BitwiseReproducible) {
 TEST(CudaSdpaBwd, V2BitwiseReproducibleD64) {
   Case c = shape(2, 8, 2, 513, 300, 64, 64, DataType::HALF);
   run_case(v2(c), true);
+}
+// The fused dQ (default v2 schedule): many key tiles add into one query tile in turn, ascending
+// without a right bound, descending (grid reversed) with one; left-only windows start the turns at
+// a later key tile; empty sequences leave dQ tiles nobody adds to.
+TEST(CudaSdpaBwd, V2FusedManyKeyTilesCausalGqaD128) {
+  Case c = shape(1, 4, 2, 700, 700, 128, 128);
+  c.causal = true;
+  run_case(v2(c), true);
+}
+TEST(CudaSdpaBwd, V2FusedManyKeyTilesD64) {
+  Case c = shape(2, 2, 1, 333, 900, 64, 64);
+  run_case(v2(c), true);
+}
+TEST(CudaSdpaBwd, V2FusedLeftBoundOnly) {
+  Case c = shape(1, 2, 2, 500, 520, 64, 64);
+  c.left = 100;
+  run_case(v2(c));
+}
+TEST(CudaSdpaBwd, V2FusedWindowBottomRightD128) {
+  Case c = shape(1, 2, 1, 300, 600, 128, 128, DataType::HALF);
+  c.causal = c.bottom_right = true;
+  c.left = 200;
+  run_case(v2(c));
+}
+TEST(CudaSdpaBwd, V2ThdEmptySequences) {
+  Case c = shape(3, 2, 1, 200, 150, 128, 128);
+  c.thd = c.causal = c.bottom_right = true;
+  c.len_q = {0, 130, 70};
+  c.len_kv = {90, 150, 0};
+  run_case(v2(c));
+}
+// The two-pass schedule (OPENDNN_SDPA_BWD_V2_TWO_PASS=1) stays selectable and covered.
+Case two_pass(Case c) {
+  c.v2 = c.v2_two_pass = true;
+  return c;
+}
+TEST(CudaSdpaBwd, V2TwoPassThdD128) {
+  Case c = shape(2, 2, 1, 260, 300, 128, 128, DataType::HALF);
+  c.thd = c.causal = true;
+  c.len_q = {260, 131};
+  c.len_kv = {300, 129};
+  run_case(two_pass(c));
+}
+TEST(CudaSdpaBwd, V2TwoPassCausalGqa) {
+  Case c = shape(2, 8, 2, 257, 257, 128, 128);
+  c.causal = true;
+  run_case(two_pass(c), true);
+}
+TEST(CudaSdpaBwd, V2TwoPassD64Padding) {
+  Case c = shape(3, 2, 2, 128, 128, 64, 64);
+  c.causal = c.bottom_right = true;
+  c.len_q = {100, 37, 128};
+  c.len_kv = {128, 65, 1};
+  run_case(two_pass(c));
 }
 
 TEST(CudaSdpaBwd, DeclinesDropout) {

@@ -3,7 +3,9 @@
 // head dims 64/128/256 and 192/128, GQA/MQA with Hk == Hv, causal and sliding windows (either
 // diagonal alignment), per-batch lengths, token-packed and THD layouts. Deterministic.
 // With OPENDNN_SDPA_BWD_V2=1 (read when proposing and building) d64/d128 also get the wgmma plan
-// (sdpa_bwd_v2.cuh), ranked ahead of the first one; unverified on a GPU until the lead's run.
+// (sdpa_bwd_v2.cuh), ranked ahead of the first one. Its default schedule fuses dQ into the dK/dV
+// kernel (workspace grows by fp32 dQ); OPENDNN_SDPA_BWD_V2_TWO_PASS=1 keeps the earlier two kernels.
+// The fused schedule is unverified on a GPU until the lead's run.
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -82,10 +84,12 @@ double estimate_us(const sdpa::Problem& p) {
 // wgmma at ~2.5x the first kernels' rate [hypothesis, until measured]: what ranks it first.
 double estimate_v2_us(const sdpa::Problem& p) { return 10.0 + (estimate_us(p) - 10.0) * 0.4; }
 
-bool v2_enabled() {
-  const char* e = std::getenv("OPENDNN_SDPA_BWD_V2");
+bool env_is_1(const char* name) {
+  const char* e = std::getenv(name);
   return e && std::strcmp(e, "1") == 0;
 }
+bool v2_enabled() { return env_is_1("OPENDNN_SDPA_BWD_V2"); }
+bool v2_two_pass() { return env_is_1("OPENDNN_SDPA_BWD_V2_TWO_PASS"); }
 
 class SdpaBwdPlan : public Plan {
  public:
@@ -105,7 +109,7 @@ class SdpaBwdPlan : public Plan {
       return {ErrorCode::CUDA_API_FAILED, std::string("cuda sdpa backward: ") + e};
     return {};
   }
-  int64_t workspace_size() const override { return sdpa::bwd_workspace_bytes(a_.p); }
+  int64_t workspace_size() const override { return sdpa::bwd_workspace_bytes(a_.p, a_.v2); }
 
  private:
   sdpa::BwdProblem a_;
@@ -127,7 +131,7 @@ void propose(const Graph& g, const Target&, Proposal& out) {
   c.name = "sdpa_bwd_d" + std::to_string(a.p.d_qk);
   c.local_index = kBase;
   c.estimated_us = estimate_us(a.p);
-  c.workspace_bytes = sdpa::bwd_workspace_bytes(a.p);
+  c.workspace_bytes = sdpa::bwd_workspace_bytes(a.p, false);
   c.deterministic = true;
   // Head dims without v2 kernels keep the first plan alone.
   if (v2_enabled() && sdpa::bwd_v2_supported(a.p.d_qk, a.p.d_v)) {
@@ -135,6 +139,7 @@ void propose(const Graph& g, const Target&, Proposal& out) {
     v2.name = "sdpa_bwd_v2_d" + std::to_string(a.p.d_qk);
     v2.local_index = kV2Index;
     v2.estimated_us = estimate_v2_us(a.p);
+    v2.workspace_bytes = sdpa::bwd_workspace_bytes(a.p, !v2_two_pass());
     out.plans.push_back(v2);
   }
   out.plans.push_back(c);
@@ -148,6 +153,7 @@ Status build(const Graph& g, const Target&, const PlanCandidate& c, std::unique_
     if (!v2_enabled()) why = "sdpa_bwd_v2 needs OPENDNN_SDPA_BWD_V2=1";
     else if (!sdpa::bwd_v2_supported(a.p.d_qk, a.p.d_v)) why = "sdpa_bwd_v2 runs d_qk == d_v in {64, 128} only";
     a.v2 = true;
+    a.v2_two_pass = v2_two_pass();
   }
   if (!why.empty()) return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cuda sdpa backward: " + why};
   out = std::make_unique<SdpaBwdPlan>(a, s);

@@ -8,7 +8,9 @@
 //      over the query heads of its GQA group and the query tiles in order, dK/dV in registers;
 //   3. dQ: one CTA per (64-row query tile, query head, batch) looping over KV tiles in order.
 // Splitting dQ from dK/dV recomputes S and dP once more, but needs no dQ accumulation buffer, no
-// cross-CTA ordering and no spin-waits (workspace is O(B*Hq*Sq)).
+// cross-CTA ordering and no spin-waits (workspace is O(B*Hq*Sq)). The v2 kernels (sdpa_bwd_v2.cuh)
+// instead fuse dQ into the dK/dV kernel by default, with a turn-ordered fp32 accumulation
+// (workspace O(B*Hq*Sq*Dqk)) and a convert kernel.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +23,9 @@ struct BwdProblem {
   Problem p;  // Q, K, V, O, Stats, masks, lengths, scale (O and Stats are inputs here)
   TokenTensor dout, dq, dk, dv;
   bool v2 = false;  // the wgmma kernels (sdpa_bwd_v2.cuh); only where bwd_v2_supported
+  // v2 only: the earlier two-pass schedule (a separate dQ kernel recomputing S and dP) instead of
+  // dQ accumulated by the dK/dV kernel (OPENDNN_SDPA_BWD_V2_TWO_PASS=1, read when building).
+  bool v2_two_pass = false;
 };
 
 // Head-dim pairs (d_qk, d_v) the kernels are instantiated for.
@@ -29,7 +34,17 @@ bool bwd_dims_supported(int64_t d_qk, int64_t d_v);
 // Head-dim pairs the v2 kernels (opt-in, OPENDNN_SDPA_BWD_V2=1) are instantiated for.
 bool bwd_v2_supported(int64_t d_qk, int64_t d_v);
 
-int64_t bwd_workspace_bytes(const Problem& p);
+// Workspace: D (fp32 [B,Hq,Sq]); with v2, also the dQ accumulation of bwd_v2_layout.
+int64_t bwd_workspace_bytes(const Problem& p, bool v2);
+
+// Where v2's dQ accumulation lives in the workspace, after D: per (batch, query head, 64-row query
+// tile) two int32 chain counters (one per half of the head dim), then fp32 dQ [B,Hq,Mt*64,Dqk].
+struct BwdV2Layout {
+  int64_t mt;                  // 64-row query tiles per head: ceil(Sq / 64)
+  int64_t counters, dq;        // byte offsets into the workspace
+  int64_t counter_bytes, end;  // bytes to clear before each run; total bytes
+};
+BwdV2Layout bwd_v2_layout(const Problem& p);
 
 // Launch on `stream` (a cudaStream_t). Returns a CUDA error string or nullptr.
 const char* launch_backward(const BwdProblem& a, void* workspace, void* stream);
@@ -39,8 +54,8 @@ const char* launch_bwd_main_d64(const BwdProblem& a, const float* delta, void* s
 const char* launch_bwd_main_d128(const BwdProblem& a, const float* delta, void* stream);
 const char* launch_bwd_main_d256(const BwdProblem& a, const float* delta, void* stream);
 const char* launch_bwd_main_d192(const BwdProblem& a, const float* delta, void* stream);
-// The v2 pair (sdpa_bwd_v2_d<N>.cu).
-const char* launch_bwd_v2_d64(const BwdProblem& a, const float* delta, void* stream);
-const char* launch_bwd_v2_d128(const BwdProblem& a, const float* delta, void* stream);
+// v2 (sdpa_bwd_v2_d<N>.cu); workspace as bwd_workspace_bytes(p, true) lays it out.
+const char* launch_bwd_v2_d64(const BwdProblem& a, void* workspace, void* stream);
+const char* launch_bwd_v2_d128(const BwdProblem& a, void* workspace, void* stream);
 
 }  // namespace opendnn::cuda::sdpa

@@ -42,9 +42,22 @@ bool bwd_dims_supported(int64_t d_qk, int64_t d_v) {
 
 bool bwd_v2_supported(int64_t d_qk, int64_t d_v) { return d_qk == d_v && (d_qk == 64 || d_qk == 128); }
 
-int64_t bwd_workspace_bytes(const Problem& p) {
-  const int64_t bytes = p.b * p.hq * p.sq * int64_t(sizeof(float));
-  return (bytes + 255) / 256 * 256;
+namespace {
+int64_t round256(int64_t n) { return (n + 255) / 256 * 256; }
+}  // namespace
+
+BwdV2Layout bwd_v2_layout(const Problem& p) {
+  BwdV2Layout l;
+  l.mt = (p.sq + 63) / 64;
+  l.counters = round256(p.b * p.hq * p.sq * int64_t(sizeof(float)));
+  l.counter_bytes = p.b * p.hq * l.mt * 2 * int64_t(sizeof(int));
+  l.dq = l.counters + round256(l.counter_bytes);
+  l.end = l.dq + round256(p.b * p.hq * l.mt * 64 * p.d_qk * int64_t(sizeof(float)));
+  return l;
+}
+
+int64_t bwd_workspace_bytes(const Problem& p, bool v2) {
+  return v2 ? bwd_v2_layout(p).end : round256(p.b * p.hq * p.sq * int64_t(sizeof(float)));
 }
 
 const char* launch_backward(const BwdProblem& a, void* workspace, void* stream) {
@@ -63,7 +76,7 @@ const char* launch_backward(const BwdProblem& a, void* workspace, void* stream) 
   }
   if (a.v2) {
     if (!bwd_v2_supported(p.d_qk, p.d_v)) return "head dims not instantiated for v2";
-    return p.d_qk == 64 ? launch_bwd_v2_d64(a, delta, stream) : launch_bwd_v2_d128(a, delta, stream);
+    return p.d_qk == 64 ? launch_bwd_v2_d64(a, workspace, stream) : launch_bwd_v2_d128(a, workspace, stream);
   }
   switch (p.d_qk) {
     case 64: return launch_bwd_main_d64(a, delta, stream);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// SDPA backward v2 for sm_90a (opt-in, OPENDNN_SDPA_BWD_V2=1; UNVERIFIED on a GPU until the lead's
-// run of test_cuda_sdpa_bwd passes). sdpa_bwd_v2_d*.cu instantiate it per head dim.
+// SDPA backward v2 for sm_90a (opt-in, OPENDNN_SDPA_BWD_V2=1). sdpa_bwd_v2_d*.cu instantiate it per
+// head dim. The two-pass schedule passed test_cuda_sdpa_bwd on the H200 except V2ThdD128; the
+// fused-dQ schedule (the default of v2 now) is UNVERIFIED on a GPU until the lead's next run.
 //
 // One kernel template serves both passes, because dK/dV and dQ have the same shape once the
 // operands are named by role: a CTA keeps a 128-row "resident" tile (X, Y) in shared memory and
@@ -12,12 +13,23 @@
 // dK/dV pass: X = K, Y = V, U = Q, W = dO; the LSE and D belong to the streamed (query) columns;
 //   acc1 = dK / scale, acc2 = dV. Streamed items: every query head of the GQA group, then query
 //   tiles, both in increasing order.
-// dQ pass: X = Q, Y = dO, U = K, W = V; LSE and D belong to the resident rows; acc1 = dQ / scale.
+// dQ pass (two-pass schedule only, OPENDNN_SDPA_BWD_V2_TWO_PASS=1): X = Q, Y = dO, U = K, W = V;
+//   LSE and D belong to the resident rows; acc1 = dQ / scale. It recomputes T1/T2: 7 GEMMs.
+// Fused dQ (default): the dK/dV pass also writes dS (128 keys x 64 queries) to shared memory and
+//   computes the 64-query dQ contribution of its 128 keys, dS^T K (SS, both operands MN-major), the
+//   sixth GEMM instead of a second pass with two recomputed ones; each warpgroup takes half of the
+//   columns (so K is staged with 64-byte swizzle atoms at d64). The contribution goes into an
+//   fp32 dQ workspace: deterministically, because the key tiles contributing to one query tile add in
+//   a fixed order (a per-tile counter in global memory says whose turn it is; the first stores, the
+//   others add), and a small kernel scales and converts the sum. Workspace stays linear in Sq.
+//   Turn order and deadlock freedom: a CTA only ever waits for CTAs of lower block index (dispatched
+//   before it, which never wait for it). Under a right bound (causal) key tile n + 1 reaches each
+//   query tile two steps before tile n, so the order is descending key tiles and the grid runs them
+//   last-first; without one all tiles reach a query tile at the same step and the order is ascending.
 // The same shared-memory tile of U (W) serves as the K-major B operand of T1 (T2) and as the
 // MN-major B operand of acc1 (acc2): both views give (row, col) the same swizzled address.
-// Deterministic: every accumulator sums its terms in one fixed order, no atomics, so the results
-// are bitwise reproducible. The dQ pass recomputes T1/T2 (7 GEMMs instead of 5), as in v1.
-// Only d_qk == d_v in {64, 128}: the fp32 dK and dV accumulators of d256 do not fit in registers.
+// Deterministic: every accumulator sums its terms in one fixed order, so the results are bitwise
+// reproducible. Only d_qk == d_v in {64, 128}: the fp32 dK and dV accumulators of d256 do not fit.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -42,17 +54,35 @@ struct Config {
   using R = cute::Int<kRes>;
   using N = cute::Int<kStep>;
   using D = cute::Int<kD>;
-  using SmemRes = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<T>{}, cute::Shape<R, D>{}));
+  // Fused dQ: each warpgroup computes half of the dQ tile's columns. The resident K tile doubles as
+  // the MN-major B operand of dQ = dS^T K, and a half of its columns must be a whole number of
+  // swizzle atoms there: 128-byte atoms (64 columns) for d128, 64-byte atoms (32 columns) for d64.
+  static constexpr int kDqN = kD / 2;
+  using DqN = cute::Int<kDqN>;
+  using ResAtomK = std::conditional_t<kDqN % 64 == 0, cute::GMMA::Layout_K_SW128_Atom<T>, cute::GMMA::Layout_K_SW64_Atom<T>>;
+  using ResAtomMN = std::conditional_t<kDqN % 64 == 0, cute::GMMA::Layout_MN_SW128_Atom<T>, cute::GMMA::Layout_MN_SW64_Atom<T>>;
+  using SmemRes = decltype(cute::tile_to_shape(ResAtomK{}, cute::Shape<R, D>{}));
   using SmemStr = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<T>{}, cute::Shape<N, D, cute::Int<kStages>>{}));
   using SmemStrT = decltype(cute::tile_to_shape(cute::GMMA::Layout_MN_SW128_Atom<T>{}, cute::Shape<D, N, cute::Int<kStages>>{},
                                                 cute::Step<cute::_2, cute::_1, cute::_3>{}));
   using MmaT = WgmmaSS<T, N, D>;
   using MmaAcc = WgmmaRS<T, D, N>;
+  // dS as written from the T accumulators, (128 keys, 64 queries), and as the MN-major A operand of
+  // dQ = dS^T K, (64 queries, 128 keys): one address per element in both views, as with SmemStrT.
+  using SmemDs = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<T>{}, cute::Shape<R, N>{}));
+  using SmemDsA = decltype(cute::tile_to_shape(cute::GMMA::Layout_MN_SW128_Atom<T>{}, cute::Shape<N, R>{},
+                                               cute::Step<cute::_2, cute::_1>{}));
+  // kDqN columns of the resident K tile as the MN-major B operand (columns, keys) of dQ = dS^T K.
+  using SmemResT = decltype(cute::tile_to_shape(ResAtomMN{}, cute::Shape<DqN, R>{}, cute::Step<cute::_2, cute::_1>{}));
+  using MmaDq = decltype(cute::make_tiled_mma(
+      cute::GMMA::ss_op_selector<T, T, float, cute::Shape<N, DqN, R>, cute::GMMA::Major::MN, cute::GMMA::Major::MN>(),
+      cute::Layout<cute::Shape<cute::_1, cute::_1, cute::_1>>{}));
   struct Smem {
     alignas(1024) T x[cute::cosize_v<SmemRes>];
     alignas(1024) T y[cute::cosize_v<SmemRes>];
     alignas(1024) T u[cute::cosize_v<SmemStr>];
     alignas(1024) T w[cute::cosize_v<SmemStr>];
+    alignas(1024) T ds[cute::cosize_v<SmemDs>];      // fused dQ only
     float lse[kStages][kRes], delta[kStages][kRes];  // log2-scaled LSE and D per stage (dQ: resident rows in [0])
   };
   static constexpr int kSmemBytes = int(sizeof(Smem)) + 1024;  // + alignment of the dynamic base
@@ -105,8 +135,50 @@ __device__ __forceinline__ void store_acc(T* base, int64_t rs, const Acc& acc, c
   }
 }
 
-template <class T, int kD, bool kDkDv>
-__global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, const float* __restrict__ delta) {
+// Key tiles [lo, hi] whose dK/dV loop (bounds in bwd_kernel) visits the query tile at row m0: the
+// contributors to that tile's dQ. hi(n) > m0 gives lo, first(n) <= m0 and n * kRes < skv give hi;
+// both bounds of the loop grow with n, so the set is an interval. Only called with skv >= 1.
+struct KeyTiles {
+  int64_t lo, hi;
+};
+__device__ __forceinline__ KeyTiles contributors(const bwd::Mask& m, int64_t m0) {
+  KeyTiles t{0, (m.skv - 1) / kRes};
+  if (m.has_left) {  // m0 < n*kRes + kRes - 1 - off + left
+    const int64_t x = m0 - (kRes - 2) + m.off - m.left;
+    if (x > 0) t.lo = (x + kRes - 1) / kRes;
+  }
+  if (m.has_right) {  // floor(max(0, n*kRes - off - right) / kStep) * kStep <= m0
+    const int64_t y = m0 + kStep - 1 + m.off + m.right;
+    const int64_t h = y < 0 ? -1 : y / kRes;
+    t.hi = h < t.hi ? h : t.hi;
+  }
+  return t;
+}
+
+__device__ __forceinline__ int load_acquire(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+// Publishes everything the CTA's threads wrote before the preceding barrier, then counts one turn.
+__device__ __forceinline__ void release_increment(int* p) {
+  asm volatile("fence.acq_rel.gpu;\nred.relaxed.gpu.global.add.s32 [%0], 1;\n" ::"l"(p) : "memory");
+}
+__device__ __forceinline__ void named_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// Where the fused kernel accumulates dQ (bwd_v2_layout): fp32 [B,Hq,mt*64,D] and two counters per
+// (b, h, query tile).
+struct DqAccum {
+  float* dq = nullptr;
+  int* counters = nullptr;
+  int64_t mt = 0;
+};
+
+template <class T, int kD, bool kDkDv, bool kFuse>
+__global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, const float* __restrict__ delta,
+                                                          const DqAccum acc) {
   using namespace cute;
   using Cfg = Config<T, kD>;
   using bwd::kLog2e;
@@ -117,7 +189,11 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
 
   // Under a right bound the early key tiles (dK/dV) and the late query tiles (dQ) have the most
   // work: the dQ grid runs in reverse so the heavy CTAs start first and the light ones fill the tail.
-  const unsigned tile = !kDkDv && a.p.has_right ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  static_assert(kDkDv || !kFuse, "dQ is fused into the dK/dV pass");
+  // Fused dQ under a right bound: the turn order of the dQ tiles is descending key tiles, and a CTA
+  // may only wait for CTAs launched before it, so the grid runs key tiles last-first.
+  const bool descending = kFuse && a.p.has_right;
+  const unsigned tile = (!kDkDv && a.p.has_right) || descending ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
   const int64_t b = blockIdx.z, r0 = int64_t(tile) * kRes;
   const bwd::Mask m = bwd::mask_of(p, b);
   const float scale = bwd::scale_of(p), sl2 = scale * kLog2e;
@@ -216,6 +292,55 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
   clear(acc1);
   clear(acc2);
 
+  // Fused dQ (unused otherwise; the compiler drops it): the dS tile, the dQ wgmma of this thread's
+  // warpgroup over its kDqN columns, and the turn-ordered accumulation into the workspace.
+  const int wg = tid / 128, wt = tid % 128;
+  Tensor sDs = make_tensor(make_smem_ptr(sm.ds), typename Cfg::SmemDs{});
+  Tensor tDs = thr_t.partition_C(sDs);
+  typename Cfg::MmaDq mma_dq;
+  auto thr_dq = mma_dq.get_thread_slice(wt);
+  using DqShape = Shape<typename Cfg::N, typename Cfg::DqN>;
+  const int dq_col0 = wg * Cfg::kDqN;
+  Tensor sDsA = make_tensor(make_smem_ptr(sm.ds), typename Cfg::SmemDsA{});
+  // Columns dq_col0.. of the MN-major view of K start whole atom columns (kRes * atom width
+  // elements each) into the tile: kRes * dq_col0 elements.
+  Tensor sKt = make_tensor(make_smem_ptr(sm.x + dq_col0 * kRes), typename Cfg::SmemResT{});
+  Tensor tDsA = thr_dq.make_fragment_A(thr_dq.partition_A(sDsA));
+  Tensor tKt = thr_dq.make_fragment_B(thr_dq.partition_B(sKt));
+  Tensor cDq = thr_dq.partition_C(make_identity_tensor(DqShape{}));
+  // Adds this warpgroup's dQ columns of step idx (query tile s0 of head h) to the workspace once the
+  // key tiles before this one in the tile's turn order have added theirs.
+  auto add_dq = [&](const auto& dq, int64_t idx, int64_t s0) {
+    const int64_t h = hk * group + idx / ntiles;
+    const int64_t bh = b * p.hq + h, mtile = s0 / kStep;
+    int* counter = acc.counters + (bh * acc.mt + mtile) * 2 + wg;
+    float* dst = acc.dq + (bh * acc.mt * kStep + s0) * kD + dq_col0;
+    const KeyTiles kt = contributors(m, s0);
+    const int turn = int(descending ? kt.hi - int64_t(tile) : int64_t(tile) - kt.lo);
+    if (wt == 0)
+      while (load_acquire(counter) != turn) {
+      }
+    named_sync(2 + wg, 128);
+    // Accumulator values e..e+3 are (row r, columns c, c+1) and (row r+8, the same columns), with
+    // c % 8 == 2 * (thread % 4); thread t ^ 1 holds columns c +- 2 of the same rows (checked on the
+    // host against CuTe's partition for this MMA). The even thread gathers row r, the odd one row
+    // r + 8, four contiguous columns each: one 16-byte add instead of two 8-byte ones.
+    static_assert(decltype(size(dq))::value % 4 == 0, "accumulator values come in 2x2 groups");
+    const bool even = (wt & 1) == 0;
+    CUTE_UNROLL
+    for (int e = 0; e < size(dq); e += 4) {
+      const float g0 = __shfl_xor_sync(0xffffffffu, even ? dq(e + 2) : dq(e), 1);
+      const float g1 = __shfl_xor_sync(0xffffffffu, even ? dq(e + 3) : dq(e + 1), 1);
+      const float4 v = even ? make_float4(dq(e), dq(e + 1), g0, g1) : make_float4(g0, g1, dq(e + 2), dq(e + 3));
+      const int r = get<0>(cDq(e)) + (even ? 0 : 8), c = get<1>(cDq(e)) - (even ? 0 : 2);
+      float4* d = reinterpret_cast<float4*>(dst + r * kD + c);
+      if (turn == 0) *d = v;  // the first contributor stores: the workspace needs no clearing
+      else atomicAdd(d, v);   // one adder at a time (the counter), so the order of the sums is fixed
+    }
+    named_sync(2 + wg, 128);
+    if (wt == 0) release_increment(counter);
+  };
+
   stage_item(0, 0);
   stage_item(1, 1);
   for (int64_t idx = 0; idx < total; ++idx) {
@@ -256,6 +381,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
     for (int e = 0; e < size(t2); ++e) {
       const int q = kDkDv ? int(get<1>(cT(e))) : int(get<0>(cT(e)));
       tdSr(e) = T(t1(e) * (t2(e) - sd[q]));
+      if constexpr (kFuse) tDs(e) = tdSr(e);
     }
 
     warpgroup_fence_operand(tPr);
@@ -266,11 +392,27 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
     if constexpr (kDkDv) v2::issue(mma_a, tPr, tWtr(_, _, _, buf), acc2, true);
     v2::issue(mma_a, tdSr, tUtr(_, _, _, buf), acc1, true);
     warpgroup_commit_batch();
+    // Declared per step: its registers are free while T1/T2 are live.
+    Tensor dq = partition_fragment_C(mma_dq, DqShape{});
+    if constexpr (kFuse) {
+      // dS of both warpgroups in shared memory (generic writes, read by wgmma through the async proxy).
+      // The previous step's dQ wgmma finished before this step's CTA barrier, so the tile was free.
+      cutlass::arch::fence_view_async_shared();
+      named_sync(1, kThreads);
+      warpgroup_fence_operand(dq);
+      warpgroup_arrive();
+      v2::issue(mma_dq, tDsA, tKt, dq, false);
+      warpgroup_commit_batch();
+    }
     warpgroup_wait<0>();
     warpgroup_fence_operand(acc1);
     if constexpr (kDkDv) warpgroup_fence_operand(acc2);
     warpgroup_fence_operand(tPr);
     warpgroup_fence_operand(tdSr);
+    if constexpr (kFuse) {
+      warpgroup_fence_operand(dq);
+      add_dq(dq, idx, s0);
+    }
   }
   asm volatile("cp.async.wait_group 0;\n" ::);  // no loads left in flight at exit (total == 0)
 
@@ -290,36 +432,90 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
   }
 }
 
+// dQ = scale * the fused kernel's fp32 sum, in the element type; rows of query tiles no key tile
+// contributed to (counter 0: nothing visible, or no keys) are zeros, as are padded rows.
 template <class T, int kD>
-const char* launch_t(const BwdProblem& a, const float* delta, cudaStream_t st) {
+__global__ void __launch_bounds__(kThreads) dq_convert(const BwdProblem a, const DqAccum acc) {
+  constexpr int kPerRow = kD / 8, kRows = kThreads / kPerRow;
+  const Problem& p = a.p;
+  const int64_t b = blockIdx.z, h = blockIdx.y, i = int64_t(blockIdx.x) * kRows + threadIdx.x / kPerRow;
+  const int c = int(threadIdx.x % kPerRow) * 8;
+  const int64_t sqb = p.len_q(b);
+  const bool packed = p.cu_q.ptr != nullptr || a.dq.ragged.ptr != nullptr;
+  if (i >= (packed ? sqb : p.sq)) return;
+  const int64_t bh = b * p.hq + h;
+  float v[8] = {};
+  if (i < sqb && acc.counters[(bh * acc.mt + i / kStep) * 2] > 0) {
+    const float scale = bwd::scale_of(p);
+    const float4* s = reinterpret_cast<const float4*>(acc.dq + (bh * acc.mt * kStep + i) * kD + c);
+    const float4 x = s[0], y = s[1];
+    const float in[8] = {x.x, x.y, x.z, x.w, y.x, y.y, y.z, y.w};
+    for (int e = 0; e < 8; ++e) v[e] = in[e] * scale;
+  }
+  T out[8];
+  for (int e = 0; e < 8; ++e) out[e] = T(v[e]);
+  T* dst = static_cast<T*>(a.dq.ptr) + p.base(a.dq, b, true) + h * a.dq.stride[1] + i * a.dq.stride[2] + c;
+  if ((reinterpret_cast<uintptr_t>(dst) & 15) == 0) {
+    uint4 word;
+    memcpy(&word, out, 16);
+    *reinterpret_cast<uint4*>(dst) = word;
+  } else {
+    for (int e = 0; e < 8; ++e) dst[e] = out[e];
+  }
+}
+
+template <class T, int kD>
+const char* launch_t(const BwdProblem& a, void* workspace, cudaStream_t st) {
   using Cfg = Config<T, kD>;
   const Problem& p = a.p;
-  auto kv = bwd_kernel<T, kD, true>;
-  auto q = bwd_kernel<T, kD, false>;
+  auto kv = bwd_kernel<T, kD, true, false>;
+  auto q = bwd_kernel<T, kD, false, false>;
+  auto fused = bwd_kernel<T, kD, true, true>;
   static const cudaError_t attr = [&] {
-    cudaError_t e = cudaFuncSetAttribute(kv, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(q, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+    cudaError_t e = cudaSuccess;
+    for (auto k : {kv, q, fused})
+      if (e == cudaSuccess) e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
     return e;
   }();
   if (attr != cudaSuccess) return cudaGetErrorString(attr);
   if (p.b == 0 || p.hq == 0) return nullptr;
+  const float* delta = static_cast<const float*>(workspace);
+  const dim3 kv_grid(unsigned((p.skv + kRes - 1) / kRes), unsigned(p.hk), unsigned(p.b));
+  if (a.v2_two_pass) {
+    if (p.skv > 0) {
+      kv<<<kv_grid, kThreads, Cfg::kSmemBytes, st>>>(a, delta, DqAccum{});
+      if (const char* e = bwd::err(cudaGetLastError())) return e;
+    }
+    if (p.sq > 0) {
+      dim3 grid(unsigned((p.sq + kRes - 1) / kRes), unsigned(p.hq), unsigned(p.b));
+      q<<<grid, kThreads, Cfg::kSmemBytes, st>>>(a, delta, DqAccum{});
+      if (const char* e = bwd::err(cudaGetLastError())) return e;
+    }
+    return nullptr;
+  }
+  const BwdV2Layout l = bwd_v2_layout(p);
+  char* ws = static_cast<char*>(workspace);
+  const DqAccum acc{reinterpret_cast<float*>(ws + l.dq), reinterpret_cast<int*>(ws + l.counters), l.mt};
+  if (l.counter_bytes > 0)
+    if (const char* e = bwd::err(cudaMemsetAsync(acc.counters, 0, size_t(l.counter_bytes), st))) return e;
   if (p.skv > 0) {
-    dim3 grid(unsigned((p.skv + kRes - 1) / kRes), unsigned(p.hk), unsigned(p.b));
-    kv<<<grid, kThreads, Cfg::kSmemBytes, st>>>(a, delta);
+    fused<<<kv_grid, kThreads, Cfg::kSmemBytes, st>>>(a, delta, acc);
     if (const char* e = bwd::err(cudaGetLastError())) return e;
   }
   if (p.sq > 0) {
-    dim3 grid(unsigned((p.sq + kRes - 1) / kRes), unsigned(p.hq), unsigned(p.b));
-    q<<<grid, kThreads, Cfg::kSmemBytes, st>>>(a, delta);
+    constexpr int kRows = kThreads / (kD / 8);
+    dim3 grid(unsigned((p.sq + kRows - 1) / kRows), unsigned(p.hq), unsigned(p.b));
+    dq_convert<T, kD><<<grid, kThreads, 0, st>>>(a, acc);
     if (const char* e = bwd::err(cudaGetLastError())) return e;
   }
   return nullptr;
 }
 
 template <int kD>
-const char* launch_any(const BwdProblem& a, const float* delta, void* stream) {
+const char* launch_any(const BwdProblem& a, void* workspace, void* stream) {
   cudaStream_t st = static_cast<cudaStream_t>(stream);
-  return a.p.fp16 ? launch_t<cutlass::half_t, kD>(a, delta, st) : launch_t<cutlass::bfloat16_t, kD>(a, delta, st);
+  return a.p.fp16 ? launch_t<cutlass::half_t, kD>(a, workspace, st)
+                  : launch_t<cutlass::bfloat16_t, kD>(a, workspace, st);
 }
 
 }  // namespace opendnn::cuda::sdpa::bwd2

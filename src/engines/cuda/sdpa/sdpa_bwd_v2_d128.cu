@@ -4,8 +4,8 @@
 
 namespace opendnn::cuda::sdpa {
 
-const char* launch_bwd_v2_d128(const BwdProblem& a, const float* delta, void* stream) {
-  return bwd2::launch_any<128>(a, delta, stream);
+const char* launch_bwd_v2_d128(const BwdProblem& a, void* workspace, void* stream) {
+  return bwd2::launch_any<128>(a, workspace, stream);
 }
 
 }  // namespace opendnn::cuda::sdpa

@@ -4,8 +4,8 @@
 
 namespace opendnn::cuda::sdpa {
 
-const char* launch_bwd_v2_d64(const BwdProblem& a, const float* delta, void* stream) {
-  return bwd2::launch_any<64>(a, delta, stream);
+const char* launch_bwd_v2_d64(const BwdProblem& a, void* workspace, void* stream) {
+  return bwd2::launch_any<64>(a, workspace, stream);
 }
 
 }  // namespace opendnn::cuda::sdpa
