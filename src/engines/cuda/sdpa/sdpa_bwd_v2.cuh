@@ -295,8 +295,11 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
   // Fused dQ (unused otherwise; the compiler drops it): the dS tile, the dQ wgmma of this thread's
   // warpgroup over its kDqN columns, and the turn-ordered accumulation into the workspace.
   const int wg = tid / 128, wt = tid % 128;
-  Tensor sDs = make_tensor(make_smem_ptr(sm.ds), typename Cfg::SmemDs{});
-  Tensor tDs = thr_t.partition_C(sDs);
+  // This thread's T accumulator elements are (rb + dr, cb + dc), dr in {0, 8}, dc % 8 in {0, 1}.
+  const int rb = get<0>(cT(0)), cb = get<1>(cT(0));
+  // dS goes to shared memory by explicit 32-bit st.shared (a generic pointer store otherwise).
+  const uint32_t ds_row = cute::cast_smem_ptr_to_uint(sm.ds) + uint32_t(rb * 128 + cb * 2);
+  const uint32_t ds_xor = uint32_t(rb % 8) << 4;
   typename Cfg::MmaDq mma_dq;
   auto thr_dq = mma_dq.get_thread_slice(wt);
   using DqShape = Shape<typename Cfg::N, typename Cfg::DqN>;
@@ -360,28 +363,61 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
     v2::issue(mma_t, tYr, tWr(_, _, _, buf), t2, false);
     warpgroup_commit_batch();
 
-    // (i, j): the query and key of a T element; LSE/D of its query.
+    // (i, j) = (i0 + qi, j0 + kj): the query and key of a T element; LSE/D of its query.
     const int64_t i0 = kDkDv ? s0 : r0, j0 = kDkDv ? r0 : s0;
     const bool full = m.covers(i0, i0 + (kDkDv ? kStep : kRes), j0, j0 + (kDkDv ? kRes : kStep));
     const float* sl = kDkDv ? sm.lse[buf] : sm.lse[0];
     const float* sd = kDkDv ? sm.delta[buf] : sm.delta[0];
-    warpgroup_wait<1>();
-    warpgroup_fence_operand(t1);
-    CUTE_UNROLL
-    for (int e = 0; e < size(t1); ++e) {
-      const int r = get<0>(cT(e)), c = get<1>(cT(e));
-      const int q = kDkDv ? c : r;
-      const bool vis = full || (kDkDv ? m.visible(s0 + c, r0 + r) : m.visible(r0 + r, s0 + c));
-      t1(e) = vis ? exp2f(t1(e) * sl2 - sl[q]) : 0.f;
-      tPr(e) = T(t1(e));
-    }
-    warpgroup_wait<0>();
-    warpgroup_fence_operand(t2);
-    CUTE_UNROLL
-    for (int e = 0; e < size(t2); ++e) {
-      const int q = kDkDv ? int(get<1>(cT(e))) : int(get<0>(cT(e)));
-      tdSr(e) = T(t1(e) * (t2(e) - sd[q]));
-      if constexpr (kFuse) tDs(e) = tdSr(e);
+    // bwd::Mask::visible in tile-local int32 terms: qi < qlim, kj < klim, dmin < kj - qi <= dmax, with
+    // (qi, kj) = (qb + dq, kb + dk), (dq, dk) compile-time per element: every test compares a
+    // constant with a per-step register. |kj - qi| < kRes, so bounds clamped to +-4 kRes keep every
+    // outcome.
+    auto clamp32 = [](int64_t v) { return int(v < -4 * kRes ? -4 * kRes : v > 4 * kRes ? 4 * kRes : v); };
+    const int qb = kDkDv ? cb : rb, kb = kDkDv ? rb : cb;
+    const int qlim = clamp32(m.sq - i0) - qb, klim = clamp32(m.skv - j0) - kb;
+    const int dmax = (m.has_right ? clamp32(m.off + m.right - (j0 - i0)) : 4 * kRes) - (kb - qb);
+    const int dmin = (m.has_left ? clamp32(m.off - m.left - (j0 - i0)) : -4 * kRes) - (kb - qb);
+    const float* slq = sl + qb;
+    const float* sdq = sd + qb;
+    // P and dS of the step; masked = false (a tile the mask covers) compiles without any test.
+    auto probs_and_grads = [&](auto masked) {
+      warpgroup_wait<1>();
+      warpgroup_fence_operand(t1);
+      CUTE_UNROLL
+      for (int e = 0; e < size(t1); ++e) {
+        const int dr = get<0>(cT(e)) - rb, dc = get<1>(cT(e)) - cb;
+        const int dq = kDkDv ? dc : dr, dk = kDkDv ? dr : dc;
+        const float pv = v2::exp2_approx(t1(e) * sl2 - slq[dq]);
+        if constexpr (decltype(masked)::value) {
+          const bool vis = dq < qlim && dk < klim && dk - dq <= dmax && dk - dq > dmin;
+          t1(e) = vis ? pv : 0.f;
+        } else {
+          t1(e) = pv;
+        }
+        tPr(e) = T(t1(e));
+      }
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(t2);
+      CUTE_UNROLL
+      for (int e = 0; e < size(t2); ++e) {
+        const int dq = kDkDv ? get<1>(cT(e)) - cb : get<0>(cT(e)) - rb;
+        tdSr(e) = T(t1(e) * (t2(e) - sdq[dq]));
+      }
+    };
+    if (full) probs_and_grads(std::false_type{});
+    else probs_and_grads(std::true_type{});
+    if constexpr (kFuse) {
+      // Values e, e + 1 are columns c, c + 1 of one row: one 32-bit shared store per pair, at the
+      // swizzled byte offset r * 128 + ((c / 8) ^ (r % 8)) * 16 + (c % 8) * 2 of the (128, 64) tile
+      // (128-byte rows; r % 8 == rb % 8 and c % 8 == cb for even e; checked on the host against
+      // CuTe's tensor for SmemDs).
+      CUTE_UNROLL
+      for (int e = 0; e < size(tdSr); e += 2) {
+        const int dr = get<0>(cT(e)) - rb, dc = get<1>(cT(e)) - cb;
+        const uint32_t lo = reinterpret_cast<const uint16_t&>(tdSr(e)), hi = reinterpret_cast<const uint16_t&>(tdSr(e + 1));
+        const uint32_t addr = ds_row + uint32_t(dr * 128) + ((uint32_t(dc >> 3) << 4) ^ ds_xor);
+        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(lo | (hi << 16)) : "memory");
+      }
     }
 
     warpgroup_fence_operand(tPr);
