@@ -109,7 +109,7 @@ class SdpaBwdPlan : public Plan {
       return {ErrorCode::CUDA_API_FAILED, std::string("cuda sdpa backward: ") + e};
     return {};
   }
-  int64_t workspace_size() const override { return sdpa::bwd_workspace_bytes(a_.p, a_.v2); }
+  int64_t workspace_size() const override { return sdpa::bwd_workspace_bytes(a_.p, a_.v2 && !a_.v2_two_pass); }
 
  private:
   sdpa::BwdProblem a_;

@@ -34,8 +34,9 @@ bool bwd_dims_supported(int64_t d_qk, int64_t d_v);
 // Head-dim pairs the v2 kernels (opt-in, OPENDNN_SDPA_BWD_V2=1) are instantiated for.
 bool bwd_v2_supported(int64_t d_qk, int64_t d_v);
 
-// Workspace: D (fp32 [B,Hq,Sq]); with v2, also the dQ accumulation of bwd_v2_layout.
-int64_t bwd_workspace_bytes(const Problem& p, bool v2);
+// Workspace: D (fp32 [B,Hq,Sq]); with fused_dq (v2's default schedule), also the dQ accumulation
+// of bwd_v2_layout.
+int64_t bwd_workspace_bytes(const Problem& p, bool fused_dq);
 
 // Where v2's dQ accumulation lives in the workspace, after D: per (batch, query head, 64-row query
 // tile) two int32 chain counters (one per half of the head dim), then fp32 dQ [B,Hq,Mt*64,Dqk].

@@ -56,8 +56,8 @@ BwdV2Layout bwd_v2_layout(const Problem& p) {
   return l;
 }
 
-int64_t bwd_workspace_bytes(const Problem& p, bool v2) {
-  return v2 ? bwd_v2_layout(p).end : round256(p.b * p.hq * p.sq * int64_t(sizeof(float)));
+int64_t bwd_workspace_bytes(const Problem& p, bool fused_dq) {
+  return fused_dq ? bwd_v2_layout(p).end : round256(p.b * p.hq * p.sq * int64_t(sizeof(float)));
 }
 
 const char* launch_backward(const BwdProblem& a, void* workspace, void* stream) {
