@@ -155,14 +155,23 @@ __device__ __forceinline__ KeyTiles contributors(const bwd::Mask& m, int64_t m0)
   return t;
 }
 
-__device__ __forceinline__ int load_acquire(const int* p) {
+// Spins until *p == value, then orders later accesses after it (relaxed loads and one fence: an
+// ld.acquire per iteration would invalidate L1 on every poll).
+__device__ __forceinline__ void wait_until_equal(const int* p, int value) {
   int v;
-  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-  return v;
+  do {
+    asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  } while (v != value);
+  asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
 }
 // Publishes everything the CTA's threads wrote before the preceding barrier, then counts one turn.
 __device__ __forceinline__ void release_increment(int* p) {
   asm volatile("fence.acq_rel.gpu;\nred.relaxed.gpu.global.add.s32 [%0], 1;\n" ::"l"(p) : "memory");
+}
+// 16-byte fp32 reduction without a returned value (atomicAdd(float4*) compiles to ATOMG, which does).
+__device__ __forceinline__ void red_add4(float* p, float4 v) {
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
+               : "memory");
 }
 __device__ __forceinline__ void named_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
@@ -320,9 +329,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
     float* dst = acc.dq + (bh * acc.mt * kStep + s0) * kD + dq_col0;
     const KeyTiles kt = contributors(m, s0);
     const int turn = int(descending ? kt.hi - int64_t(tile) : int64_t(tile) - kt.lo);
-    if (wt == 0)
-      while (load_acquire(counter) != turn) {
-      }
+    if (wt == 0) wait_until_equal(counter, turn);
     named_sync(2 + wg, 128);
     // Accumulator values e..e+3 are (row r, columns c, c+1) and (row r+8, the same columns), with
     // c % 8 == 2 * (thread % 4); thread t ^ 1 holds columns c +- 2 of the same rows (checked on the
@@ -336,9 +343,9 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
       const float g1 = __shfl_xor_sync(0xffffffffu, even ? dq(e + 3) : dq(e + 1), 1);
       const float4 v = even ? make_float4(dq(e), dq(e + 1), g0, g1) : make_float4(g0, g1, dq(e + 2), dq(e + 3));
       const int r = get<0>(cDq(e)) + (even ? 0 : 8), c = get<1>(cDq(e)) - (even ? 0 : 2);
-      float4* d = reinterpret_cast<float4*>(dst + r * kD + c);
-      if (turn == 0) *d = v;  // the first contributor stores: the workspace needs no clearing
-      else atomicAdd(d, v);   // one adder at a time (the counter), so the order of the sums is fixed
+      float* d = dst + r * kD + c;
+      if (turn == 0) *reinterpret_cast<float4*>(d) = v;  // the first contributor stores: no clearing needed
+      else red_add4(d, v);  // one adder at a time (the counter), so the order of the sums is fixed
     }
     named_sync(2 + wg, 128);
     if (wt == 0) release_increment(counter);
