@@ -83,6 +83,9 @@ struct Config {
     alignas(1024) T u[cute::cosize_v<SmemStr>];
     alignas(1024) T w[cute::cosize_v<SmemStr>];
     alignas(1024) T ds[cute::cosize_v<SmemDs>];      // fused dQ only
+    // Fused dQ only: each thread's dQ values of the previous step (16-byte groups, thread-minor), added
+    // to the workspace while the next step's wgmma run.
+    float4 dq_parked[kD / 16][kThreads];
     float lse[kStages][kRes], delta[kStages][kRes];  // log2-scaled LSE and D per stage (dQ: resident rows in [0])
   };
   static constexpr int kSmemBytes = int(sizeof(Smem)) + 1024;  // + alignment of the dynamic base
@@ -322,7 +325,28 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
   Tensor cDq = thr_dq.partition_C(make_identity_tensor(DqShape{}));
   // Adds this warpgroup's dQ columns of step idx (query tile s0 of head h) to the workspace once the
   // key tiles before this one in the tile's turn order have added theirs.
-  auto add_dq = [&](const auto& dq, int64_t idx, int64_t s0) {
+  // dQ of a step leaves the registers right after its wgmma (park_dq) and goes to the workspace
+  // during the next step's wgmma (add_dq), so the turn wait, the adds and the fences overlap tensor
+  // work. Accumulator values e..e+3 are (row r, columns c, c+1) and (row r+8, the same columns), with
+  // c % 8 == 2 * (thread % 4); thread t ^ 1 holds columns c +- 2 of the same rows (checked on the host
+  // against CuTe's partition for this MMA). The even thread gathers row r, the odd one row r + 8, four
+  // contiguous columns each: one 16-byte add instead of two 8-byte ones. Each thread parks and later
+  // reads back only its own groups, so parking needs no barrier.
+  constexpr int kGroups = Cfg::kDqN * kStep / 128 / 4;  // 16-byte groups of a thread
+  const bool even = (wt & 1) == 0;
+  auto park_dq = [&](const auto& dq) {
+    static_assert(decltype(size(dq))::value == 4 * kGroups, "accumulator values come in 2x2 groups");
+    CUTE_UNROLL
+    for (int k = 0; k < kGroups; ++k) {
+      const int e = 4 * k;
+      const float g0 = __shfl_xor_sync(0xffffffffu, even ? dq(e + 2) : dq(e), 1);
+      const float g1 = __shfl_xor_sync(0xffffffffu, even ? dq(e + 3) : dq(e + 1), 1);
+      sm.dq_parked[k][tid] = even ? make_float4(dq(e), dq(e + 1), g0, g1) : make_float4(g0, g1, dq(e + 2), dq(e + 3));
+    }
+  };
+  // Adds the parked dQ columns of step idx (query tile s0 of head h) to the workspace once the key
+  // tiles before this one in the tile's turn order have added theirs.
+  auto add_dq = [&](int64_t idx, int64_t s0) {
     const int64_t h = hk * group + idx / ntiles;
     const int64_t bh = b * p.hq + h, mtile = s0 / kStep;
     int* counter = acc.counters + (bh * acc.mt + mtile) * 2 + wg;
@@ -331,18 +355,11 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
     const int turn = int(descending ? kt.hi - int64_t(tile) : int64_t(tile) - kt.lo);
     if (wt == 0) wait_until_equal(counter, turn);
     named_sync(2 + wg, 128);
-    // Accumulator values e..e+3 are (row r, columns c, c+1) and (row r+8, the same columns), with
-    // c % 8 == 2 * (thread % 4); thread t ^ 1 holds columns c +- 2 of the same rows (checked on the
-    // host against CuTe's partition for this MMA). The even thread gathers row r, the odd one row
-    // r + 8, four contiguous columns each: one 16-byte add instead of two 8-byte ones.
-    static_assert(decltype(size(dq))::value % 4 == 0, "accumulator values come in 2x2 groups");
-    const bool even = (wt & 1) == 0;
     CUTE_UNROLL
-    for (int e = 0; e < size(dq); e += 4) {
-      const float g0 = __shfl_xor_sync(0xffffffffu, even ? dq(e + 2) : dq(e), 1);
-      const float g1 = __shfl_xor_sync(0xffffffffu, even ? dq(e + 3) : dq(e + 1), 1);
-      const float4 v = even ? make_float4(dq(e), dq(e + 1), g0, g1) : make_float4(g0, g1, dq(e + 2), dq(e + 3));
+    for (int k = 0; k < kGroups; ++k) {
+      const int e = 4 * k;
       const int r = get<0>(cDq(e)) + (even ? 0 : 8), c = get<1>(cDq(e)) - (even ? 0 : 2);
+      const float4 v = sm.dq_parked[k][tid];
       float* d = dst + r * kD + c;
       if (turn == 0) *reinterpret_cast<float4*>(d) = v;  // the first contributor stores: no clearing needed
       else red_add4(d, v);  // one adder at a time (the counter), so the order of the sums is fixed
@@ -351,6 +368,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
     if (wt == 0) release_increment(counter);
   };
 
+  int64_t parked_s0 = 0;  // query tile of the parked dQ
   stage_item(0, 0);
   stage_item(1, 1);
   for (int64_t idx = 0; idx < total; ++idx) {
@@ -446,6 +464,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
       warpgroup_arrive();
       v2::issue(mma_dq, tDsA, tKt, dq, false);
       warpgroup_commit_batch();
+      if (idx > 0) add_dq(idx - 1, parked_s0);  // while this step's dV, dK and dQ wgmma run
     }
     warpgroup_wait<0>();
     warpgroup_fence_operand(acc1);
@@ -454,9 +473,12 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
     warpgroup_fence_operand(tdSr);
     if constexpr (kFuse) {
       warpgroup_fence_operand(dq);
-      add_dq(dq, idx, s0);
+      park_dq(dq);
+      parked_s0 = s0;
     }
   }
+  if constexpr (kFuse)
+    if (total > 0) add_dq(total - 1, parked_s0);
   asm volatile("cp.async.wait_group 0;\n" ::);  // no loads left in flight at exit (total == 0)
 
   if constexpr (kDkDv) {
