@@ -16,16 +16,20 @@
 // dQ pass (two-pass schedule only, OPENDNN_SDPA_BWD_V2_TWO_PASS=1): X = Q, Y = dO, U = K, W = V;
 //   LSE and D belong to the resident rows; acc1 = dQ / scale. It recomputes T1/T2: 7 GEMMs.
 // Fused dQ (default): the dK/dV pass also writes dS (128 keys x 64 queries) to shared memory and
-//   computes the 64-query dQ contribution of its 128 keys, dS^T K (SS, both operands MN-major), the
-//   sixth GEMM instead of a second pass with two recomputed ones; each warpgroup takes half of the
-//   columns (so K is staged with 64-byte swizzle atoms at d64). The contribution goes into an
-//   fp32 dQ workspace: deterministically, because the key tiles contributing to one query tile add in
-//   a fixed order (a per-tile counter in global memory says whose turn it is; the first stores, the
-//   others add), and a small kernel scales and converts the sum. Workspace stays linear in Sq.
-//   Turn order and deadlock freedom: a CTA only ever waits for CTAs of lower block index (dispatched
-//   before it, which never wait for it). Under a right bound (causal) key tile n + 1 reaches each
-//   query tile two steps before tile n, so the order is descending key tiles and the grid runs them
-//   last-first; without one all tiles reach a query tile at the same step and the order is ascending.
+//   computes the 64-query dQ contribution of its 128 keys, dS^T K (SS, both operands MN-major): a
+//   fifth GEMM per step instead of a second pass of three; each warpgroup takes half of the columns
+//   (so K is staged with 64-byte swizzle atoms at d64). The contribution goes into an fp32 dQ
+//   workspace deterministically: the key tiles contributing to one query tile add in a fixed order (a
+//   per-tile counter in global memory says whose turn it is; the first stores, the others add), and a
+//   small kernel scales and converts the sum. Workspace stays linear in Sq. A step's dQ is parked in
+//   shared memory and added during the next step's wgmma, so the turn wait overlaps tensor work.
+//   Turn order and deadlock freedom: a CTA only ever waits for CTAs of lower block index of its own
+//   (head, batch), so the earliest unfinished CTA never waits and all finish, given that CTAs are
+//   dispatched in block order (what CUDA does; the stream-K and FlashAttention-3 style reductions
+//   rely on it too; not a documented guarantee). Under a right bound (causal) key tile n + 1 reaches
+//   each query tile two steps before tile n, so the order is descending key tiles and the grid runs
+//   them last-first; without one all tiles reach a query tile at the same step and the order is
+//   ascending (CTA n then waits about n turn latencies once, at its first tile).
 // The same shared-memory tile of U (W) serves as the K-major B operand of T1 (T2) and as the
 // MN-major B operand of acc1 (acc2): both views give (row, col) the same swizzled address.
 // Deterministic: every accumulator sums its terms in one fixed order, so the results are bitwise
