@@ -162,13 +162,28 @@ __device__ __forceinline__ KeyTiles contributors(const bwd::Mask& m, int64_t m0)
   return t;
 }
 
+__device__ __forceinline__ uint64_t global_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %globaltimer;\n" : "=l"(t));
+  return t;
+}
 // Spins until *p == value, then orders later accesses after it (relaxed loads and one fence: an
-// ld.acquire per iteration would invalidate L1 on every poll).
-__device__ __forceinline__ void wait_until_equal(const int* p, int value) {
+// ld.acquire per iteration would invalidate L1 on every poll). A turn that never comes (it cannot,
+// with CTAs dispatched in block order) ends the wait after 5 s with a NaN in *poison: a visibly
+// wrong dQ instead of a hung process (a trap here would serialize the wgmma in flight).
+__device__ __forceinline__ void wait_until_equal(const int* p, int value, float* poison) {
   int v;
-  do {
-    asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-  } while (v != value);
+  asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  if (v != value) {
+    const uint64_t t0 = global_ns();
+    do {
+      asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+      if (global_ns() - t0 > 5000000000ull) {
+        atomicExch(poison, __int_as_float(0x7fffffff));
+        break;
+      }
+    } while (v != value);
+  }
   asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
 }
 // Publishes everything the CTA's threads wrote before the preceding barrier, then counts one turn.
@@ -357,7 +372,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
     float* dst = acc.dq + (bh * acc.mt * kStep + s0) * kD + dq_col0;
     const KeyTiles kt = contributors(m, s0);
     const int turn = int(descending ? kt.hi - int64_t(tile) : int64_t(tile) - kt.lo);
-    if (wt == 0) wait_until_equal(counter, turn);
+    if (wt == 0) wait_until_equal(counter, turn, dst);
     named_sync(2 + wg, 128);
     CUTE_UNROLL
     for (int k = 0; k < kGroups; ++k) {
