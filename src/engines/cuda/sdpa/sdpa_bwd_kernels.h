@@ -55,7 +55,7 @@ const char* launch_bwd_main_d64(const BwdProblem& a, const float* delta, void* s
 const char* launch_bwd_main_d128(const BwdProblem& a, const float* delta, void* stream);
 const char* launch_bwd_main_d256(const BwdProblem& a, const float* delta, void* stream);
 const char* launch_bwd_main_d192(const BwdProblem& a, const float* delta, void* stream);
-// v2 (sdpa_bwd_v2_d<N>.cu); workspace as bwd_workspace_bytes(p, true) lays it out.
+// v2 (sdpa_bwd_v2_d<N>.cu); workspace: D, then (fused schedule) bwd_v2_layout.
 const char* launch_bwd_v2_d64(const BwdProblem& a, void* workspace, void* stream);
 const char* launch_bwd_v2_d128(const BwdProblem& a, void* workspace, void* stream);
 
