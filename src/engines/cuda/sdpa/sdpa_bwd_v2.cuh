@@ -169,7 +169,7 @@ __device__ __forceinline__ uint64_t global_ns() {
 }
 // Spins until *p == value, then orders later accesses after it (relaxed loads and one fence: an
 // ld.acquire per iteration would invalidate L1 on every poll). A turn that never comes (it cannot,
-// with CTAs dispatched in block order) ends the wait after 5 s with a NaN in *poison: a visibly
+// with CTAs dispatched in block order) ends the wait after 20 s with a NaN in *poison: a visibly
 // wrong dQ instead of a hung process (a trap here would serialize the wgmma in flight).
 __device__ __forceinline__ void wait_until_equal(const int* p, int value, float* poison) {
   int v;
@@ -178,7 +178,7 @@ __device__ __forceinline__ void wait_until_equal(const int* p, int value, float*
     const uint64_t t0 = global_ns();
     do {
       asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-      if (global_ns() - t0 > 5000000000ull) {
+      if (global_ns() - t0 > 20000000000ull) {
         atomicExch(poison, __int_as_float(0x7fffffff));
         break;
       }
