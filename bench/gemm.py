@@ -14,6 +14,13 @@ Besides the default plan, it times every cuda plan of a graph selected explicitl
 cooperative 128x256 against pingpong 128x128, plain and with bias + GELU, fp8 with and without fp32
 promotion; the opt-in plans are switched on here) and, with the tile scheduler's knobs set through OPENDNN_GEMM_SWIZZLE and
 OPENDNN_GEMM_RASTER, an A/B grid of swizzle x raster order ("knobs_" rows, --no-knobs skips it).
+
+The opt-in variants, switched on where they run: "swiglu_" rows (silu(x W_gate^T) * up fused into the GEMM
+epilogue, OPENDNN_GEMM_SWIGLU=1, against torch's matmul, silu and mul as separate kernels), "f32out_" rows
+(bf16 inputs, fp32 output, OPENDNN_GEMM_F32_OUT=1, against torch.matmul(...).float() and torch.mm with
+out_dtype where torch has it), "fp8amax_" rows (MATMUL_FP8 with amax_C, OPENDNN_GEMM_FP8_AMAX=1, against
+torch._scaled_mm followed by abs().amax()), and the 256x128 cooperative tile (OPENDNN_GEMM_M256=1) in the
+plans_ rows.
 """
 import argparse
 import contextlib
@@ -130,7 +137,9 @@ def time_plan(g, index, pack, y, ref):
 
 
 def plan_tag(name):
-    """A short column name for a plan: coop, pingpong, coop_fastacc."""
+    """A short column name for a plan: coop, pingpong, coop_fastacc, coop_256x128."""
+    if name.startswith("gemm_256x128"):
+        return "coop_256x128"
     for tag in ("coop_fastacc", "pingpong", "coop"):
         if tag in name:
             return tag
@@ -160,7 +169,7 @@ def bench_plans(M, N, K, env=None, prefix="plans", epilogue="none"):
     row = {"case": f"{prefix}_bf16_nt_{epilogue}_{M}x{N}x{K}" + (f"_{tag}" if tag else ""), "dtype": "bf16",
            "layout": "nt", "epilogue": epilogue, "M": M, "N": N, "K": K, **({"env": env} if env else {})}
     row[peer_name + "_ms"] = time_cuda(peer)
-    with environ({"OPENDNN_GEMM_PINGPONG": "1", **(env or {})}):
+    with environ({"OPENDNN_GEMM_PINGPONG": "1", "OPENDNN_GEMM_M256": "1", **(env or {})}):
         g, t = build(M, N, K, "nt", epilogue)
         plans = cuda_plans(g)
     y = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
@@ -289,6 +298,92 @@ def bench_fp8_plans(M, N, K):
     return row
 
 
+def bench_swiglu(M, N, K):
+    """The gate projection of a SwiGLU MLP, silu(x W_gate^T) * up with `up` computed elsewhere, fused into the
+    GEMM epilogue, against torch's three kernels (matmul, silu, mul); the plain GEMM's time for scale."""
+    a, w = nt_inputs(M, N, K)
+    up = torch.randn(M, N, device="cuda", dtype=torch.bfloat16)
+    row = {"case": f"swiglu_bf16_nt_{M}x{N}x{K}", "dtype": "bf16", "layout": "nt", "epilogue": "swiglu",
+           "M": M, "N": N, "K": K}
+
+    def peer():
+        return F.silu(torch.matmul(a, w.t())) * up
+
+    ref = peer()
+    row["torch_separate_ms"] = time_cuda(peer)
+    row["torch_matmul_ms"] = time_cuda(lambda: torch.matmul(a, w.t()))
+    with environ({"OPENDNN_GEMM_SWIGLU": "1", "OPENDNN_GEMM_PINGPONG": "1"}):
+        g = new_graph()
+        A = g.tensor(name="a", dim=[1, M, K], stride=[M * K, K, 1], data_type=BF16)
+        B = g.tensor(name="b", dim=[1, K, N], stride=[K * N, 1, K], data_type=BF16)
+        U = g.tensor(name="up", dim=[1, M, N], stride=[M * N, N, 1], data_type=BF16)
+        out = g.mul(g.swish(g.matmul(A, B, name="mm"), name="silu"), U, name="gate")
+        out.set_output(True).set_data_type(BF16)
+        y = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+        run_and_check(g, {A: a, B: w.t(), U: up, out: y}, y, ref, row, "torch_separate")
+    return row
+
+
+def bench_f32out(M, N, K):
+    """bf16 inputs, fp32 output (logits) in one kernel, against torch.matmul(...).float() and, where torch has
+    it, torch.mm(..., out_dtype=torch.float32); checked against an fp32 GEMM of the same inputs."""
+    a, w = nt_inputs(M, N, K)
+    row = {"case": f"f32out_bf16_nt_{M}x{N}x{K}", "dtype": "bf16", "layout": "nt", "epilogue": "f32out",
+           "M": M, "N": N, "K": K}
+    ref = torch.matmul(a.float(), w.float().t())
+    row["torch_matmul_float_ms"] = time_cuda(lambda: torch.matmul(a, w.t()).float())
+    try:
+        torch.mm(a, w.t(), out_dtype=torch.float32)
+        row["torch_mm_out_dtype_ms"] = time_cuda(lambda: torch.mm(a, w.t(), out_dtype=torch.float32))
+    except Exception as e:  # an optional peer (recent torch only)
+        row["torch_mm_out_dtype_error"] = str(e)[:200]
+    with environ({"OPENDNN_GEMM_F32_OUT": "1"}):
+        g = new_graph()
+        A = g.tensor(name="a", dim=[1, M, K], stride=[M * K, K, 1], data_type=BF16)
+        B = g.tensor(name="b", dim=[1, K, N], stride=[K * N, 1, K], data_type=BF16)
+        out = g.matmul(A, B, name="mm")
+        out.set_output(True).set_data_type(FP32)
+        y = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float32)
+        run_and_check(g, {A: a, B: w.t(), out: y}, y, ref, row, "torch_matmul_float")
+    return row
+
+
+def bench_fp8_amax(M, N, K):
+    """MATMUL_FP8 with amax_C (max |descale_A descale_B A.B|, before scale_C) as an output, against
+    torch._scaled_mm followed by abs().amax() of its unscaled result."""
+    row = {"case": f"fp8amax_e4m3_nt_{M}x{N}x{K}", "dtype": "fp8_e4m3", "layout": "nt", "epilogue": "amax",
+           "M": M, "N": N, "K": K}
+    a, w, scales, ref = fp8_inputs(M, N, K)
+
+    def peer():
+        d = torch._scaled_mm(a, w.t(), scales[0], scales[1], out_dtype=torch.bfloat16)
+        return d * scales[2], d.abs().amax()
+
+    try:
+        want_amax = peer()[1].float().item()
+        row["torch_scaled_mm_amax_ms"] = time_cuda(peer)
+    except Exception as e:
+        row["torch_scaled_mm_error"] = str(e)[:200]
+        return row
+    with environ({"OPENDNN_GEMM_FP8_AMAX": "1"}):
+        g = new_graph()
+        A = g.tensor(name="a", dim=[1, M, K], stride=[M * K, K, 1], data_type=cudnn.data_type.FP8_E4M3)
+        B = g.tensor(name="b", dim=[1, K, N], stride=[K * N, 1, K], data_type=cudnn.data_type.FP8_E4M3)
+        s = [g.tensor(name=n, dim=[1, 1, 1], stride=[1, 1, 1], data_type=FP32) for n in ("da", "db", "sc")]
+        c, amax = g.matmul_fp8(A, B, *s)
+        c.set_output(True).set_data_type(BF16)
+        amax.set_output(True).set_data_type(FP32)
+        y = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+        got = torch.full((1,), float("nan"), device="cuda", dtype=torch.float32)
+        pack = {A: a, B: w, c: y, amax: got, s[0]: scales[0], s[1]: scales[1], s[2]: scales[2]}
+        if run_and_check(g, pack, y, ref, row, "torch_scaled_mm_amax") is not None:
+            # the peer's amax is of a bf16-rounded result: within bf16 rounding of ours
+            row["amax"], row["torch_amax"] = got.item(), want_amax
+            row["amax_rel_err"] = abs(got.item() - want_amax) / max(abs(want_amax), 1e-30)
+            row["correct"] = row["correct"] and row["amax_rel_err"] < TOL
+    return row
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="a few shapes")
@@ -317,6 +412,12 @@ def main():
     for M, N, K in ([(8192, 8192, 8192)] if args.quick else [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 14336, 4096)]):
         add(bench_fp8(M, N, K))
         add(bench_fp8_plans(M, N, K))
+        add(bench_fp8_amax(M, N, K))
+    # The opt-in variants (UNVERIFIED until this run): SwiGLU's gate projection and fp32 logits.
+    for M, N, K in ([(8192, 14336, 4096)] if args.quick else [(8192, 11008, 4096), (8192, 14336, 4096)]):
+        add(bench_swiglu(M, N, K))
+    for M, N, K in ([(8192, 14336, 4096)] if args.quick else [(8192, 14336, 4096), (8192, 32000, 4096)]):
+        add(bench_f32out(M, N, K))
     # Every cuda plan selected explicitly, at its default knobs.
     plan_shapes = [(4096, 4096, 4096), (8192, 14336, 4096)]
     if not args.quick:

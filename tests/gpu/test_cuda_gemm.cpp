@@ -50,7 +50,8 @@ struct Buf {
   }
 };
 
-enum class Epi { NONE, BIAS, BIAS_RELU, BIAS_GELU, BIAS_GELU_TANH, BIAS_SILU, SCALE_BIAS_RESIDUAL, RESIDUAL };
+// SWIGLU and BIAS_SWIGLU: silu(A · B [+ bias]) * up, `up` a graph input of the output's shape.
+enum class Epi { NONE, BIAS, BIAS_RELU, BIAS_GELU, BIAS_GELU_TANH, BIAS_SILU, SCALE_BIAS_RESIDUAL, RESIDUAL, SWIGLU, BIAS_SWIGLU };
 
 struct Case {
   DataType type;
@@ -58,12 +59,15 @@ struct Case {
   bool b_k_major;
   Epi epi;
   bool shared_b = false;  // B [1, K, N] broadcast over the batch
+  DataType out = DataType::NOT_SET;  // the output's (and residual's) type; NOT_SET: `type`
+  DataType out_type() const { return out == DataType::NOT_SET ? type : out; }
 };
 
 std::string describe(const Case& c) {
   return std::string(c.type == DataType::HALF ? "fp16" : "bf16") + " L" + std::to_string(c.L) + " M" +
          std::to_string(c.M) + " N" + std::to_string(c.N) + " K" + std::to_string(c.K) + (c.b_k_major ? " Bk" : " Bn") +
-         " epi" + std::to_string(int(c.epi)) + (c.shared_b ? " sharedB" : "");
+         " epi" + std::to_string(int(c.epi)) + (c.shared_b ? " sharedB" : "") +
+         (c.out_type() == DataType::FLOAT ? " f32out" : "");
 }
 
 double act(Epi e, double x) {
@@ -71,17 +75,20 @@ double act(Epi e, double x) {
     case Epi::BIAS_RELU: return x > 0 ? x : 0;
     case Epi::BIAS_GELU: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
     case Epi::BIAS_GELU_TANH: return 0.5 * x * (1 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
-    case Epi::BIAS_SILU: return x / (1 + std::exp(-x));
+    case Epi::BIAS_SILU:
+    case Epi::SWIGLU:
+    case Epi::BIAS_SWIGLU: return x / (1 + std::exp(-x));
     default: return x;
   }
 }
 
-bool has_bias(Epi e) { return e != Epi::NONE && e != Epi::RESIDUAL; }
+bool has_bias(Epi e) { return e != Epi::NONE && e != Epi::RESIDUAL && e != Epi::SWIGLU; }
+bool gated(Epi e) { return e == Epi::SWIGLU || e == Epi::BIAS_SWIGLU; }
 bool has_residual(Epi e) { return e == Epi::SCALE_BIAS_RESIDUAL || e == Epi::RESIDUAL; }
 
 struct GemmGraph {
   Graph g;
-  TensorPtr A, B, bias, res, out;
+  TensorPtr A, B, bias, res, out;  // res: the residual, or the gated MUL's `up`
 };
 
 // Builds the graph of a case: matmul, then the case's epilogue nodes.
@@ -103,17 +110,23 @@ void make_graph(const Case& c, GemmGraph& gg, float alpha) {
     y = g.add(y, gg.bias, NodeAttrs().set_name("bias_add"));
   }
   if (has_residual(c.epi)) {
-    gg.res = g.tensor(TensorAttr().set_name("res").set_dim({c.L, c.M, c.N}).set_stride({c.M * c.N, c.N, 1}).set_data_type(c.type));
+    gg.res = g.tensor(TensorAttr().set_name("res").set_dim({c.L, c.M, c.N}).set_stride({c.M * c.N, c.N, 1}).set_data_type(c.out_type()));
     y = g.add(gg.res, y, NodeAttrs().set_name("res_add"));  // the residual on the left: ADD commutes
   }
   switch (c.epi) {
     case Epi::BIAS_RELU: y = g.relu(y, NodeAttrs().set_name("act")); break;
     case Epi::BIAS_GELU: y = g.gelu(y, NodeAttrs().set_name("act")); break;
     case Epi::BIAS_GELU_TANH: y = g.gelu_approx_tanh(y, NodeAttrs().set_name("act")); break;
-    case Epi::BIAS_SILU: y = g.swish(y, NodeAttrs().set_name("act")); break;
+    case Epi::BIAS_SILU:
+    case Epi::SWIGLU:
+    case Epi::BIAS_SWIGLU: y = g.swish(y, NodeAttrs().set_name("act")); break;
     default: break;
   }
-  y->set_output(true).set_data_type(c.type);
+  if (gated(c.epi)) {
+    gg.res = g.tensor(TensorAttr().set_name("up").set_dim({c.L, c.M, c.N}).set_stride({c.M * c.N, c.N, 1}).set_data_type(c.out_type()));
+    y = g.mul(gg.res, y, NodeAttrs().set_name("gate"));  // `up` on the left: MUL commutes
+  }
+  y->set_output(true).set_data_type(c.out_type());
   gg.out = y;
 }
 
@@ -153,7 +166,8 @@ void check_gemm(const Case& c, const char* plan = nullptr) {
   const float alpha = 0.75f;
   const int64_t LB = c.shared_b ? 1 : c.L;
   Buf a(c.type, size_t(c.L * c.M * c.K), &rng), b(c.type, size_t(LB * c.K * c.N), &rng),
-      bias(c.type, size_t(c.N), &rng), res(c.type, size_t(c.L * c.M * c.N), &rng), out(c.type, size_t(c.L * c.M * c.N), nullptr);
+      bias(c.type, size_t(c.N), &rng), res(c.out_type(), size_t(c.L * c.M * c.N), &rng),
+      out(c.out_type(), size_t(c.L * c.M * c.N), nullptr);
   GemmGraph gg;
   make_graph(c, gg, alpha);
   ASSERT_TRUE(plan_on_cuda(gg.g, plan)) << "the cuda engine declined";
@@ -186,11 +200,13 @@ void check_gemm(const Case& c, const char* plan = nullptr) {
         if (has_bias(c.epi)) want += bias.v[size_t(n)];
         if (has_residual(c.epi)) want += res.v[o];
         want = act(c.epi, want);
+        if (gated(c.epi)) want *= res.v[o];
         num += (got[o] - want) * (got[o] - want);
         den += want * want;
         worst = std::max(worst, std::fabs(got[o] - want) / (1 + std::fabs(want)));
       }
-  const double tol = c.type == DataType::HALF ? 3e-3 : 1e-2;
+  // An fp32 output is not rounded to 16 bits: a tolerance that a bf16-rounded result would fail.
+  const double tol = c.out_type() == DataType::FLOAT ? 1e-4 : c.type == DataType::HALF ? 3e-3 : 1e-2;
   EXPECT_LT(std::sqrt(num / (den > 0 ? den : 1)), tol);
   EXPECT_LT(worst, 8 * tol) << "worst element";
 }
@@ -224,14 +240,17 @@ TEST_F(CudaGemm, FusedEpilogues) {
       check_gemm({t, 2, 97, 152, 136, t == DataType::HALF, e});
 }
 
-// MATMUL_FP8, e4m3 A and column-major B, bf16 C = (A · B) * descale_A * descale_B * scale_C.
-void check_fp8(int64_t M, int64_t N, int64_t K, const char* plan = nullptr) {
+// MATMUL_FP8, e4m3 A and column-major B, bf16 C = (A · B) * descale_A * descale_B * scale_C; with
+// `amax`, also amax_C = max |(A · B) * descale_A * descale_B| (the reference engine's definition: before
+// scale_C), run twice so the second launch must reset it.
+void check_fp8(int64_t M, int64_t N, int64_t K, const char* plan = nullptr, bool amax = false) {
   SCOPED_TRACE("fp8 M" + std::to_string(M) + " N" + std::to_string(N) + " K" + std::to_string(K) +
-               (plan ? std::string(" plan *") + plan + "*" : ""));
+               (plan ? std::string(" plan *") + plan + "*" : "") + (amax ? " amax" : ""));
   std::mt19937 rng(uint32_t(M * 3 + N * 5 + K));
   const DataType F8 = DataType::FP8_E4M3;
   Buf a(F8, size_t(M * K), &rng, -4, 4), b(F8, size_t(K * N), &rng, -4, 4), out(DataType::BFLOAT16, size_t(M * N), nullptr);
   Buf scales(DataType::FLOAT, 3, &rng, 0.25, 1.5);
+  Buf amax_out(DataType::FLOAT, 1, nullptr);  // poisoned with NaN, which would stick
   Graph g;
   g.set_io_data_type(DataType::BFLOAT16).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
   auto A = g.tensor(TensorAttr().set_name("A").set_dim({1, M, K}).set_stride({M * K, K, 1}).set_data_type(F8));
@@ -241,16 +260,23 @@ void check_fp8(int64_t M, int64_t N, int64_t K, const char* plan = nullptr) {
     s.push_back(g.tensor(TensorAttr().set_name(name).set_dim({1, 1, 1}).set_stride({1, 1, 1}).set_data_type(DataType::FLOAT)));
   auto outs = g.matmul_fp8(A, B, s[0], s[1], s[2], NodeAttrs().set_name("mm8"));
   outs[0]->set_output(true).set_data_type(DataType::BFLOAT16);
-  outs[1]->set_data_type(DataType::FLOAT);  // amax_C stays virtual: the cuda plan does not compute it
+  outs[1]->set_data_type(DataType::FLOAT);
+  if (amax) outs[1]->set_output(true);
   ASSERT_TRUE(plan_on_cuda(g, plan)) << "the cuda engine declined";
   std::unordered_map<TensorPtr, void*> pack = {{A, a.p}, {B, b.p}, {outs[0], out.p}};
   for (int i = 0; i < 3; ++i) pack[s[size_t(i)]] = static_cast<float*>(scales.p) + i;
-  Status st = g.execute(pack, nullptr);
-  ASSERT_TRUE(st.is_good()) << st.to_string();
+  if (amax) pack[outs[1]] = amax_out.p;
+  void* ws = nullptr;
+  if (g.get_workspace_size() > 0) ASSERT_EQ(cudaMalloc(&ws, size_t(g.get_workspace_size())), cudaSuccess);
+  for (int run = 0; run < (amax ? 2 : 1); ++run) {
+    Status st = g.execute(pack, ws);
+    ASSERT_TRUE(st.is_good()) << st.to_string();
+  }
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  if (ws) cudaFree(ws);
   std::vector<double> got = out.read();
   const double scale = scales.v[0] * scales.v[1] * scales.v[2];
-  double num = 0, den = 0;
+  double num = 0, den = 0, want_amax = 0;
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {
       double acc = 0;
@@ -258,8 +284,13 @@ void check_fp8(int64_t M, int64_t N, int64_t K, const char* plan = nullptr) {
       const double want = acc * scale, d = got[size_t(m * N + n)] - want;
       num += d * d;
       den += want * want;
+      want_amax = std::max(want_amax, std::fabs(acc * scales.v[0] * scales.v[1]));
     }
   EXPECT_LT(std::sqrt(num / (den > 0 ? den : 1)), 1e-2);
+  if (amax) {  // fp32 accumulation against double: a relative tolerance
+    const double got_amax = amax_out.read()[0];
+    EXPECT_NEAR(got_amax, want_amax, 1e-3 * want_amax) << "amax_C";
+  }
 }
 
 TEST_F(CudaGemm, Fp8E4m3) {
@@ -307,6 +338,64 @@ TEST_F(CudaGemm, Fp8E4m3FastAccum) {
   check_fp8(77, 200, 16, "fastacc");
   check_fp8(129, 264, 144, "fastacc");
   check_fp8(512, 512, 1024, "fastacc");
+}
+
+// The variants below are opt-in until this test passes on a GPU (gemm_adapter.cpp, offered()).
+
+// SwiGLU: silu(A · W_gate [+ bias]) * up in the epilogue of the bf16 pingpong kernel (B column-major).
+TEST_F(CudaGemm, SwigluPlan) {
+  ScopedEnv pp("OPENDNN_GEMM_PINGPONG", "1"), on("OPENDNN_GEMM_SWIGLU", "1");
+  const DataType t = DataType::BFLOAT16;
+  check_gemm({t, 1, 1, 256, 64, true, Epi::SWIGLU}, "swiglu");  // M = 1
+  check_gemm({t, 1, 77, 200, 8, true, Epi::SWIGLU}, "swiglu");
+  check_gemm({t, 1, 129, 264, 72, true, Epi::BIAS_SWIGLU}, "swiglu");  // every dim off the tile
+  check_gemm({t, 3, 65, 136, 40, true, Epi::SWIGLU}, "swiglu");       // batch = 3
+  check_gemm({t, 3, 33, 64, 48, true, Epi::BIAS_SWIGLU, true}, "swiglu");  // shared weight: folds into M
+  check_gemm({t, 1, 512, 512, 512, true, Epi::BIAS_SWIGLU}, "swiglu");
+}
+
+// Without the switch, or for an activation other than SWISH, the gated graph is declined, not run unfused.
+TEST_F(CudaGemm, SwigluDeclinedWhenOff) {
+  GemmGraph gg;
+  make_graph({DataType::BFLOAT16, 1, 64, 64, 64, true, Epi::SWIGLU}, gg, 1.0f);
+  EXPECT_FALSE(plan_on_cuda(gg.g));
+}
+
+// bf16 inputs, fp32 output (and fp32 residual) from the cooperative kernel with a run-time activation.
+TEST_F(CudaGemm, Fp32OutputPlan) {
+  ScopedEnv on("OPENDNN_GEMM_F32_OUT", "1");
+  const DataType t = DataType::BFLOAT16, f = DataType::FLOAT;
+  for (Case c : {Case{t, 1, 1, 256, 64, true, Epi::NONE}, Case{t, 1, 77, 200, 8, true, Epi::NONE},
+                 Case{t, 1, 129, 264, 72, true, Epi::NONE}, Case{t, 3, 65, 136, 40, true, Epi::NONE},
+                 Case{t, 3, 33, 64, 48, true, Epi::BIAS, true}, Case{t, 1, 512, 512, 512, true, Epi::NONE},
+                 Case{t, 2, 97, 152, 136, true, Epi::BIAS_GELU}, Case{t, 2, 97, 152, 136, true, Epi::BIAS_SILU},
+                 Case{t, 2, 97, 152, 136, true, Epi::SCALE_BIAS_RESIDUAL}, Case{t, 2, 97, 152, 136, true, Epi::RESIDUAL}}) {
+    c.out = f;
+    check_gemm(c, "f32out");
+  }
+}
+
+// MATMUL_FP8 with amax_C as a graph output.
+TEST_F(CudaGemm, Fp8E4m3Amax) {
+  ScopedEnv on("OPENDNN_GEMM_FP8_AMAX", "1");
+  check_fp8(1, 64, 32, "amax", true);
+  check_fp8(77, 200, 16, "amax", true);
+  check_fp8(129, 264, 144, "amax", true);
+  check_fp8(512, 512, 1024, "amax", true);
+}
+
+// The 256x128 cooperative tile (bf16, B column-major, no activation).
+TEST_F(CudaGemm, Tile256x128Plan) {
+  ScopedEnv on("OPENDNN_GEMM_M256", "1");
+  const DataType t = DataType::BFLOAT16;
+  check_gemm({t, 1, 1, 256, 64, true, Epi::NONE}, "gemm_256x128");
+  check_gemm({t, 1, 77, 200, 8, true, Epi::NONE}, "gemm_256x128");
+  check_gemm({t, 1, 129, 264, 72, true, Epi::NONE}, "gemm_256x128");
+  check_gemm({t, 1, 300, 264, 72, true, Epi::BIAS}, "gemm_256x128");  // M off the 256 tile, two M tiles
+  check_gemm({t, 3, 65, 136, 40, true, Epi::NONE}, "gemm_256x128");
+  check_gemm({t, 3, 33, 64, 48, true, Epi::BIAS, true}, "gemm_256x128");
+  check_gemm({t, 1, 512, 512, 512, true, Epi::NONE}, "gemm_256x128");
+  check_gemm({t, 2, 97, 152, 136, true, Epi::SCALE_BIAS_RESIDUAL}, "gemm_256x128");
 }
 
 // Shapes TMA cannot address decline with a reason instead of running.

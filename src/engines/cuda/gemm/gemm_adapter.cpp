@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// Plans of the cuda engine for a MATMUL_FP8 alone (e4m3, bf16 C), or a MATMUL followed by an
+// Plans of the cuda engine for a MATMUL_FP8 alone (e4m3, bf16 C, optionally amax_C), or a MATMUL followed by an
 // optional chain of POINTWISE nodes that the GEMM epilogue absorbs:  C = act(alpha * (A · B) + bias + residual)  where, in graph order,
 //   MUL by a pass-by-value scalar   (first, before anything else)
 //   ADD bias  [.., 1, N]            (before the activation)
 //   ADD residual of C's shape       (before the activation, or after it when there is none)
 //   RELU / GELU / GELU_APPROX_TANH / SWISH   (at most one)
+//   MUL by a graph input `up` of C's shape, after the activation and last (gated: SwiGLU's
+//     silu(x W_gate) * up; no residual then)
+// C has A's type, or FLOAT for 16-bit A (then a residual is FLOAT too; the bias keeps A's type).
 // Intermediate tensors must be virtual. Batch dims collapse to one strided batch (CUTLASS's L).
 #include <algorithm>
 #include <cmath>
@@ -27,7 +30,7 @@ constexpr int64_t kBase = 1000;
 struct Fused {
   gemm::Args args;  // shapes, strides and epilogue; pointers filled at execute
   ScalarSource alpha{1.0, -1, DataType::FLOAT};
-  int64_t sa = -1, sb = -1, sd = -1, sbias = -1, sres = -1;
+  int64_t sa = -1, sb = -1, sd = -1, sbias = -1, sres = -1, samax = -1;
   int64_t sscale[3] = {-1, -1, -1};  // MATMUL_FP8's descale_A, descale_B, scale_C
 };
 
@@ -98,8 +101,12 @@ std::string match_fp8(const Graph& g, const Node& mm, Fused& f) {
   if (g.nodes().size() != 1) return "not supported: epilogue nodes after MATMUL_FP8";
   for (const char* p : {"A", "B"})
     if (mm.in(p)->get_data_type() != DataType::FP8_E4M3) return std::string("not supported: fp8 ") + p + " other than FP8_E4M3";
-  if (!mm.out("amax_C")->get_is_virtual())
-    return "not supported: amax_C as a graph output (the fp8 kernel does not compute it; leave it virtual)";
+  if (const TensorPtr& amax = mm.out("amax_C"); !amax->get_is_virtual()) {
+    if (amax->get_data_type() != DataType::FLOAT || amax->volume() != 1) return "amax_C must be one FLOAT";
+    f.samax = slot_of(g, amax);
+    if (f.samax < 0) return "amax_C needs memory in the variant pack";
+    f.args.epi = gemm::Epi::AMAX;
+  }
   const char* scales[3] = {"descale_A", "descale_B", "scale_C"};
   for (int i = 0; i < 3; ++i) {
     const TensorPtr& t = mm.in(scales[i]);
@@ -156,7 +163,12 @@ std::string match(const Graph& g, Fused& f) {
       const TensorPtr& other = n->in("IN_0") == cur ? n->in("IN_1") : n->in("IN_0");
       if (other == cur) return "the epilogue reads the GEMM result twice";
       if (out->get_dim() != cur->get_dim()) return "an epilogue input broadcasts the output";
-      if (m == PointwiseMode::MUL) {
+      if (a.epi == gemm::Epi::GATED) return "nothing is fused after the gating MUL";
+      if (m == PointwiseMode::MUL && a.act.act != Act::NONE && other->get_dim() == cur->get_dim()) {
+        if (res) return "a gated MUL after a residual ADD is not fused";
+        residual = other;  // the epilogue reads `up` where it would read a residual
+        a.epi = gemm::Epi::GATED;
+      } else if (m == PointwiseMode::MUL) {
         if (scaled || bias || res || a.act.act != Act::NONE) return "a scalar MUL is fused only right after the MATMUL";
         if (other->volume() != 1 || !other->get_is_pass_by_value()) return "MUL must take a pass-by-value scalar";
         f.alpha = ScalarSource::of(g, other);
@@ -186,9 +198,12 @@ std::string match(const Graph& g, Fused& f) {
   if (chained != g.nodes().size()) return "the graph holds nodes outside the MATMUL's epilogue chain";
   const TensorPtr& D = cur;
   if (D->get_is_virtual()) return "the output must not be virtual";
-  if (D->get_data_type() != T)
+  if (D->get_data_type() == DataType::FLOAT && !fp8) {
+    a.out = gemm::Out::FP32;
+  } else if (D->get_data_type() != T) {
     return fp8 ? "not supported: the fp8 GEMM writes BFLOAT16 C only"
-               : "not supported: the output must have A's data type (no output cast)";
+               : "not supported: the output must have A's data type or be FLOAT";
+  }
 
   // Shapes and strides.
   const auto& cd = D->get_dim();
@@ -218,20 +233,22 @@ std::string match(const Graph& g, Fused& f) {
   a.ldd = a.M > 1 ? ds[r - 2] : a.N;
   if (!batch_stride(A, cb, a.batch_a) || !batch_stride(B, cb, a.batch_b) || !batch_stride(D, cb, a.batch_d))
     return "batch dims of A, B and the output must collapse to one stride";
-  if (res) {
-    if (residual->get_data_type() != T) return "the residual must have A's data type";
+  if (res || a.epi == gemm::Epi::GATED) {
+    // The residual, or the gated MUL's `up`: the epilogue's source operand, of the output's type.
+    const char* what = res ? "the residual" : "the gating tensor";
+    if (residual->get_data_type() != D->get_data_type()) return std::string(what) + " must have the output's data type";
     f.sres = slot_of(g, residual);
-    if (f.sres < 0) return "the residual must be a graph input";
+    if (f.sres < 0) return std::string(what) + " must be a graph input";
     const auto& rs = residual->get_stride();
-    if (rs[r - 1] != 1 && a.N > 1) return "the residual must be row-major (N contiguous)";
+    if (rs[r - 1] != 1 && a.N > 1) return std::string(what) + " must be row-major (N contiguous)";
     a.ldr = a.M > 1 ? rs[r - 2] : a.N;
-    if (!batch_stride(residual, cb, a.batch_r)) return "batch dims of the residual must collapse to one stride";
+    if (!batch_stride(residual, cb, a.batch_r)) return std::string("batch dims of ") + what + " must collapse to one stride";
     a.residual_given = true;
     a.beta = 1.0f;
   }
   // A weight shared by every batch: the batch folds into M when A, C and the residual stack densely.
   if (a.L > 1 && a.batch_b == 0 && a.batch_a == a.M * a.lda && a.batch_d == a.M * a.ldd &&
-      (!res || a.batch_r == a.M * a.ldr)) {
+      (!a.residual_given || a.batch_r == a.M * a.ldr)) {
     a.M *= a.L;
     a.L = 1;
     a.batch_a = a.batch_d = a.batch_r = 0;
@@ -246,9 +263,9 @@ std::string match(const Graph& g, Fused& f) {
 }
 
 // The tile shapes of the kernels (gemm_sm90.cuh).
-constexpr int64_t kTileM = 128;
+int64_t tile_m(const gemm::Args& a) { return a.config == gemm::Config::COOP_M256 ? 256 : 128; }
 int64_t tile_n(const gemm::Args& a) {
-  if (a.config == gemm::Config::PINGPONG) return 128;
+  if (a.config == gemm::Config::PINGPONG || a.config == gemm::Config::COOP_M256) return 128;
   return a.type == gemm::Elem::FP8_E4M3 && a.config == gemm::Config::COOP ? 128 : 256;
 }
 
@@ -262,14 +279,18 @@ double rate(const gemm::Args& a) {
   if (a.type == gemm::Elem::FP8_E4M3) return a.config == gemm::Config::FAST_ACCUM ? 1300e6 : 1050e6;
   const bool long_and_wide = a.N >= 10000 && a.K >= 10000;
   if (a.config == gemm::Config::PINGPONG) return long_and_wide ? 620e6 : 730e6;
+  // COOP_M256 is unmeasured: ranked just below COOP until a run says otherwise.
+  if (a.config == gemm::Config::COOP_M256) return long_and_wide ? 665e6 : 675e6;
   return long_and_wide ? 670e6 : 680e6;
 }
 
 double estimate_us(const gemm::Args& a) {
   const int64_t tn = tile_n(a);
-  const double mt = double(ceil_to(a.M, kTileM)), nt = double(ceil_to(a.N, tn));
+  const double mt = double(ceil_to(a.M, tile_m(a))), nt = double(ceil_to(a.N, tn));
   const double flops = 2.0 * mt * nt * double(a.K) * double(a.L);
-  const double bytes = 2.0 * double(a.L) * (double(a.M) * a.K + double(a.K) * a.N + double(a.M) * a.N * (a.residual_given ? 2 : 1));
+  const double out_bytes = (a.out == gemm::Out::FP32 ? 4.0 : 2.0) * (a.residual_given ? 2 : 1);
+  const double bytes =
+      double(a.L) * (2.0 * (double(a.M) * a.K + double(a.K) * a.N) + out_bytes * double(a.M) * double(a.N));
   return 5.0 + std::max(flops / rate(a), bytes / 3.3e6);  // roofline with ~3.3 TB/s; launch
 }
 
@@ -279,7 +300,7 @@ double estimate_us(const gemm::Args& a) {
 // where that adds no wave, and only for problems of several waves (smaller ones fit in L2 anyway).
 // OPENDNN_GEMM_SWIZZLE=1|2|4|8 overrides it (for A/B runs in bench/gemm.py).
 int default_swizzle(const gemm::Args& a, int sm_count) {
-  const int64_t tm = ceil_to((a.M + kTileM - 1) / kTileM, 2), tn = (a.N + tile_n(a) - 1) / tile_n(a);
+  const int64_t tm = ceil_to((a.M + tile_m(a) - 1) / tile_m(a), 2), tn = (a.N + tile_n(a) - 1) / tile_n(a);
   const int64_t tiles = tm * tn * a.L, waves = (tiles + sm_count - 1) / sm_count;
   if (waves < 3) return 1;
   for (int s : {8, 4, 2}) {
@@ -321,6 +342,7 @@ class GemmPlan : public Plan {
     a.a = slots[f_.sa];
     a.b = slots[f_.sb];
     a.d = slots[f_.sd];
+    a.amax = f_.samax >= 0 ? static_cast<float*>(slots[f_.samax]) : nullptr;
     a.bias = f_.sbias >= 0 ? slots[f_.sbias] : nullptr;
     a.residual = f_.sres >= 0 ? slots[f_.sres] : nullptr;
     a.alpha = f_.alpha.read(slots);
@@ -346,22 +368,36 @@ std::string plan_name(const gemm::Args& a) {
   const char* kind = a.config == gemm::Config::PINGPONG ? "pingpong" : a.config == gemm::Config::FAST_ACCUM ? "coop_fastacc" : "coop";
   // The scheduler knobs too (_sw<swizzle>_r<h|m|n>), so a benchmark row says what ran.
   const char* raster = a.raster == gemm::Raster::ALONG_M ? "m" : a.raster == gemm::Raster::ALONG_N ? "n" : "h";
-  return "gemm_128x" + std::to_string(tile_n(a)) + "x" + (a.type == gemm::Elem::FP8_E4M3 ? "128" : "64") + "_c2x1_" +
-         kind + "_" + type + (a.b_k_major ? "_bk" : "_bn") + "_sw" + std::to_string(a.swizzle) + "_r" + raster;
+  const char* variant = a.epi == gemm::Epi::GATED ? "_swiglu" : a.epi == gemm::Epi::AMAX ? "_amax" : "";
+  return "gemm_" + std::to_string(tile_m(a)) + "x" + std::to_string(tile_n(a)) + "x" +
+         (a.type == gemm::Elem::FP8_E4M3 ? "128" : "64") + "_c2x1_" + kind + "_" + type +
+         (a.out == gemm::Out::FP32 ? "_f32out" : "") + variant + (a.b_k_major ? "_bk" : "_bn") + "_sw" +
+         std::to_string(a.swizzle) + "_r" + raster;
 }
 
-// Local index: 16 per configuration, then type and B layout (COOP keeps the indices it always had).
+// Local index: 16 per configuration, then type and B layout (COOP keeps the indices it always had); the
+// variants 64 apart (epilogue) and 192 (fp32 output), so the configuration is (index % 64) / 16.
 int64_t local_index(const gemm::Args& a) {
-  return kBase + 16 * int64_t(a.config) + 2 * int64_t(a.type) + (a.b_k_major ? 1 : 0);
+  return kBase + 16 * int64_t(a.config) + 2 * int64_t(a.type) + (a.b_k_major ? 1 : 0) + 64 * int64_t(a.epi) +
+         192 * int64_t(a.out);
 }
 
 // PINGPONG passed tests/gpu/test_cuda_gemm.cpp on the H200 and is offered unless OPENDNN_GEMM_PINGPONG=0.
 // FAST_ACCUM (fp8 without fp32 promotion of the accumulator, like torch._scaled_mm(use_fast_accum=True))
 // also passed, but trades precision for speed, so the user asks for it: OPENDNN_GEMM_FP8_FAST=1.
-bool offered(gemm::Config c) {
-  if (c == gemm::Config::PINGPONG) return env_int("OPENDNN_GEMM_PINGPONG", 1) == 1;
-  if (c == gemm::Config::FAST_ACCUM) return env_int("OPENDNN_GEMM_FP8_FAST", 0) == 1;
-  return true;
+// UNVERIFIED (built, never run on a GPU), so opt-in until tests/gpu/test_cuda_gemm.cpp passes on one:
+// the SwiGLU epilogue (OPENDNN_GEMM_SWIGLU=1), the fp32 output (OPENDNN_GEMM_F32_OUT=1), fp8 amax_C
+// (OPENDNN_GEMM_FP8_AMAX=1) and the 256x128 tile (OPENDNN_GEMM_M256=1).
+bool offered(const gemm::Args& a) {
+  if (a.epi == gemm::Epi::GATED && env_int("OPENDNN_GEMM_SWIGLU", 0) != 1) return false;
+  if (a.epi == gemm::Epi::AMAX && env_int("OPENDNN_GEMM_FP8_AMAX", 0) != 1) return false;
+  if (a.out == gemm::Out::FP32 && env_int("OPENDNN_GEMM_F32_OUT", 0) != 1) return false;
+  switch (a.config) {
+    case gemm::Config::PINGPONG: return env_int("OPENDNN_GEMM_PINGPONG", 1) == 1;
+    case gemm::Config::FAST_ACCUM: return env_int("OPENDNN_GEMM_FP8_FAST", 0) == 1;
+    case gemm::Config::COOP_M256: return env_int("OPENDNN_GEMM_M256", 0) == 1;
+    default: return true;
+  }
 }
 
 void propose(const Graph& g, const Target& t, Proposal& out) {
@@ -370,10 +406,11 @@ void propose(const Graph& g, const Target& t, Proposal& out) {
     out.declines.push_back(why);
     return;
   }
-  for (gemm::Config cfg : {gemm::Config::COOP, gemm::Config::PINGPONG, gemm::Config::FAST_ACCUM}) {
+  for (gemm::Config cfg :
+       {gemm::Config::COOP, gemm::Config::PINGPONG, gemm::Config::FAST_ACCUM, gemm::Config::COOP_M256}) {
     gemm::Args a = f.args;
     a.config = cfg;
-    if (!gemm::has_kernel(a) || !offered(cfg)) continue;
+    if (!gemm::has_kernel(a) || !offered(a)) continue;
     choose_knobs(a, sm_count_of(t));
     PlanCandidate c;
     c.name = plan_name(a);
@@ -383,14 +420,16 @@ void propose(const Graph& g, const Target& t, Proposal& out) {
     c.workspace_bytes = gemm::workspace_bytes(a, sm_count_of(t));
     out.plans.push_back(c);
   }
-  if (out.plans.empty()) out.declines.push_back("no kernel is instantiated for this type, layout and activation");
+  if (out.plans.empty())
+    out.declines.push_back(
+        "no kernel is instantiated (or offered: see the OPENDNN_GEMM_* switches) for this type, layout and epilogue");
 }
 
 Status build(const Graph& g, const Target& t, const PlanCandidate& c, std::unique_ptr<Plan>& out) {
   Fused f;
   if (std::string why = match(g, f); !why.empty())
     return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cuda gemm: " + why};
-  f.args.config = gemm::Config((c.local_index - kBase) / 16);
+  f.args.config = gemm::Config((c.local_index - kBase) % 64 / 16);
   apply_knobs(f.args, c);
   if (!gemm::has_kernel(f.args) || local_index(f.args) != c.local_index)
     return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cuda gemm: the candidate does not fit this graph"};

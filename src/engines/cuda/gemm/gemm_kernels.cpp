@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Picks the instantiation for a GEMM and checks what TMA and the kernels need.
+#include <cuda_runtime.h>
+
 #include <climits>
 #include <cstdint>
 
@@ -23,9 +25,28 @@ Runner bf16_coop(Act act) {
   }
 }
 
+// The variants (gemm_kernels.h), one kernel each: bf16 SwiGLU (pingpong, B column-major), bf16 in with fp32
+// out (cooperative, B column-major, the activation a run-time switch), fp8 with amax.
+Runner variant(const Args& a) {
+  const bool none = a.act.act == Act::NONE;
+  if (a.epi == Epi::GATED)
+    return a.type == Elem::BF16 && a.b_k_major && a.out == Out::NATIVE && a.act.act == Act::SILU &&
+                   a.config == Config::PINGPONG
+               ? run<Elem::BF16, true, Act::SILU, Config::PINGPONG, Epi::GATED, Out::NATIVE>
+               : nullptr;
+  if (a.epi == Epi::AMAX)
+    return a.type == Elem::FP8_E4M3 && none && a.out == Out::NATIVE && a.config == Config::COOP
+               ? run<Elem::FP8_E4M3, true, Act::NONE, Config::COOP, Epi::AMAX, Out::NATIVE>
+               : nullptr;
+  return a.type == Elem::BF16 && a.b_k_major && a.config == Config::COOP
+             ? run<Elem::BF16, true, Act::RUNTIME, Config::COOP, Epi::PLAIN, Out::FP32>
+             : nullptr;
+}
+
 // The instantiated kernels, or null.
 Runner runner(const Args& a) {
   const bool none = a.act.act == Act::NONE;
+  if (a.epi != Epi::PLAIN || a.out != Out::NATIVE) return variant(a);
   switch (a.config) {
     case Config::COOP:
       if (a.type == Elem::FP8_E4M3) return none ? run<Elem::FP8_E4M3, true, Act::NONE, Config::COOP> : nullptr;
@@ -39,6 +60,9 @@ Runner runner(const Args& a) {
       return a.act.act == Act::GELU_ERF ? run<Elem::BF16, true, Act::GELU_ERF, Config::PINGPONG> : nullptr;
     case Config::FAST_ACCUM:
       return a.type == Elem::FP8_E4M3 && none ? run<Elem::FP8_E4M3, true, Act::NONE, Config::FAST_ACCUM> : nullptr;
+    case Config::COOP_M256:  // bf16, B column-major, no activation
+      return a.type == Elem::BF16 && a.b_k_major && none ? run<Elem::BF16, true, Act::NONE, Config::COOP_M256>
+                                                         : nullptr;
   }
   return nullptr;
 }
@@ -62,6 +86,7 @@ const char* check(const Args& a) {
   if (!aligned(a.batch_a, ab) || !aligned(a.batch_b, ab) || !aligned(a.batch_d) ||
       (a.residual_given && !aligned(a.batch_r)))
     return "batch strides must be multiples of 16 bytes (TMA)";
+  if (a.epi == Epi::AMAX && a.L > 1) return "amax is computed over one batch only";
   if (a.L > 1 && (a.batch_a == 0 || a.batch_b == 0 || a.batch_d == 0 || (a.residual_given && a.batch_r == 0)))
     return "a broadcast batch (stride 0) is supported only when it folds into M";
   return "";
@@ -78,10 +103,16 @@ int64_t workspace_bytes(const Args& a, int sm_count) {
 const char* launch(const Args& a, void* workspace, int sm_count, void* stream, LaunchCache& cache) {
   Runner r = runner(a);
   if (!r) return "no kernel is instantiated for this configuration";
-  if (cache.matches(a, workspace)) return r(a, workspace, sm_count, stream, &cache, nullptr);
-  if (!aligned_ptr(a.a) || !aligned_ptr(a.b) || !aligned_ptr(a.d) || (a.bias && !aligned_ptr(a.bias)) ||
-      (a.residual && !aligned_ptr(a.residual)))
+  if (!cache.matches(a, workspace) &&
+      (!aligned_ptr(a.a) || !aligned_ptr(a.b) || !aligned_ptr(a.d) || (a.bias && !aligned_ptr(a.bias)) ||
+       (a.residual && !aligned_ptr(a.residual))))
     return "A, B, C, bias and residual must be 16-byte aligned (TMA)";
+  // The kernel max-reduces into *amax with atomics, from 0 (|x| >= 0), at every launch.
+  if (a.epi == Epi::AMAX) {
+    if (!a.amax) return "amax needs device memory";
+    if (cudaError_t e = cudaMemsetAsync(a.amax, 0, sizeof(float), static_cast<cudaStream_t>(stream)); e != cudaSuccess)
+      return cudaGetErrorString(e);
+  }
   return r(a, workspace, sm_count, stream, &cache, nullptr);
 }
 

@@ -7,6 +7,12 @@
 // or column-major (K contiguous). Accumulation is fp32; D, R and bias have A's type, except for
 // FP8_E4M3 A and B (B column-major only), whose D, R and bias are BFLOAT16 and whose alpha is
 // scale[0] * scale[1] * scale[2] (MATMUL_FP8's descale_A, descale_B, scale_C; device pointers).
+// Variants (Epi, Out; one kernel each, see gemm_kernels.cpp for which exist):
+//   Epi::GATED  D = act(alpha * acc + bias[n]) * R: R is the `up` tensor of a SwiGLU (read where the
+//               residual is, through the epilogue's source operand); beta is unused
+//   Epi::AMAX   fp8 only: also *amax = max |scale[0] * scale[1] * acc| (before scale_C, NaN sticks);
+//               the caller zeroes *amax before the launch (launch() does, on the stream)
+//   Out::FP32   D and R are FLOAT (bias keeps A's type): fp32 logits from bf16 inputs
 #pragma once
 
 #include <cstddef>
@@ -18,7 +24,10 @@ enum class Elem : int { BF16, FP16, FP8_E4M3 };
 // RUNTIME names a kernel, never an ActArgs value: one kernel that switches on ActArgs::act.
 enum class Act : int { NONE, RELU, GELU_ERF, GELU_TANH, SILU, RUNTIME };
 // The kernel configurations (gemm_sm90.cuh says what each is); COOP exists for every type and layout.
-enum class Config : int { COOP, PINGPONG, FAST_ACCUM };
+// COOP_M256: 256x128x64 cooperative (each consumer warpgroup 128x128), bf16 only.
+enum class Config : int { COOP, PINGPONG, FAST_ACCUM, COOP_M256 };
+enum class Epi : int { PLAIN, GATED, AMAX };
+enum class Out : int { NATIVE, FP32 };  // NATIVE: A's type, BFLOAT16 for fp8
 // The persistent tile scheduler's walk over the output tiles (CUTLASS's RasterOrderOptions).
 enum class Raster : int { HEURISTIC, ALONG_M, ALONG_N };
 
@@ -45,6 +54,9 @@ struct Args {
   int64_t ldr = 0, batch_r = 0;
   float alpha = 1.0f, beta = 0.0f;
   const float* scale[3] = {nullptr, nullptr, nullptr};  // FP8_E4M3 only: fp32 scalars in device memory
+  Epi epi = Epi::PLAIN;
+  Out out = Out::NATIVE;
+  float* amax = nullptr;  // Epi::AMAX: one fp32 in device memory
   ActArgs act;
   Config config = Config::COOP;
   int swizzle = 1;  // max_swizzle_size: 1, 2, 4 or 8 tiles
@@ -57,15 +69,18 @@ struct LaunchCache {
   static constexpr size_t kBytes = 2048;
   alignas(64) unsigned char params[kBytes];
   bool valid = false;
-  const void *a = nullptr, *b = nullptr, *d = nullptr, *bias = nullptr, *residual = nullptr, *workspace = nullptr;
+  const void *a = nullptr, *b = nullptr, *d = nullptr, *bias = nullptr, *residual = nullptr, *workspace = nullptr,
+             *amax = nullptr;
   const float* scale[3] = {nullptr, nullptr, nullptr};
   float alpha = 0.0f;
   bool matches(const Args& x, const void* ws) const {
     return valid && a == x.a && b == x.b && d == x.d && bias == x.bias && residual == x.residual && workspace == ws &&
+           amax == x.amax &&
            alpha == x.alpha && scale[0] == x.scale[0] && scale[1] == x.scale[1] && scale[2] == x.scale[2];
   }
   void remember(const Args& x, const void* ws) {
     a = x.a, b = x.b, d = x.d, bias = x.bias, residual = x.residual, workspace = ws, alpha = x.alpha;
+    amax = x.amax;
     for (int i = 0; i < 3; ++i) scale[i] = x.scale[i];
     valid = true;
   }
@@ -82,6 +97,10 @@ const char* launch(const Args& a, void* workspace, int sm_count, void* stream, L
 // One kernel; gemm_*.cu instantiate those gemm_kernels.cpp dispatches to. With ws_query set, only
 // reports the workspace size.
 template <Elem E, bool BKMajor, Act A, Config C>
+const char* run(const Args& a, void* workspace, int sm_count, void* stream, LaunchCache* cache, int64_t* ws_query);
+// The same with an epilogue variant or another output type (an overload, so the plain kernels keep
+// their symbols).
+template <Elem E, bool BKMajor, Act A, Config C, Epi X, Out O>
 const char* run(const Args& a, void* workspace, int sm_count, void* stream, LaunchCache* cache, int64_t* ws_query);
 
 }  // namespace opendnn::cuda::gemm

@@ -80,19 +80,112 @@ struct Activation {
   };
 };
 
-template <Elem E>
-struct Types {  // A and B; D, the residual and the bias
+template <Elem E, Out O = Out::NATIVE>
+struct Types {  // A and B; D and the residual; the bias (A's 16-bit type, bf16 for fp8)
   using AB = std::conditional_t<E == Elem::FP16, cutlass::half_t,
                                 std::conditional_t<E == Elem::BF16, cutlass::bfloat16_t, cutlass::float_e4m3_t>>;
-  using D = std::conditional_t<E == Elem::FP16, cutlass::half_t, cutlass::bfloat16_t>;
+  using Bias = std::conditional_t<E == Elem::FP16, cutlass::half_t, cutlass::bfloat16_t>;
+  using D = std::conditional_t<O == Out::FP32, float, Bias>;
+};
+
+// max |x| over the tile into one fp32 in global memory. CUTLASS's scalar reduction issues one
+// atomic per thread and tile (256 to one address per tile); this one reduces the warp's values on
+// their bits first (x >= 0 or NaN, whose bits order like unsigned integers, NaN above +inf, so a NaN
+// sticks) and issues one atomic per warp. The caller zeroes the scalar before the launch.
+using AmaxBase = cutlass::epilogue::fusion::Sm90ScalarReduction<cutlass::maximum_absolute_value_reduction,
+                                                                cutlass::atomic_maximum, float, float,
+                                                                cutlass::FloatRoundStyle::round_to_nearest>;
+struct AmaxReduction : AmaxBase {
+  using AmaxBase::AmaxBase;
+  // No fill here: launch() zeroes the scalar on every launch (this runs only when the parameters are
+  // encoded), and CUTLASS's fill calls the driver API (cuMemsetD32Async), which libopendnn does not link.
+  template <class ProblemShape>
+  static cutlass::Status initialize_workspace(ProblemShape const&, Arguments const&, void*, cudaStream_t,
+                                              cutlass::CudaHostAdapter* = nullptr) {
+    return cutlass::Status::kSuccess;
+  }
+  template <class CTensor, class ThrResidue>
+  struct Callbacks : AmaxBase::ConsumerStoreCallbacks<CTensor, ThrResidue> {
+    using Base = AmaxBase::ConsumerStoreCallbacks<CTensor, ThrResidue>;
+    using Base::Base;
+    __device__ void end() {
+      const unsigned bits = __reduce_max_sync(0xffffffffu, __float_as_uint(this->scalar));
+      if (this->params.ptr_scalar != nullptr && (threadIdx.x & 31) == 0)
+        atomicMax(reinterpret_cast<unsigned*>(this->params.ptr_scalar), bits);
+    }
+  };
+  template <bool ReferenceSrc, class... Args>
+  __device__ auto get_consumer_store_callbacks(cutlass::epilogue::fusion::ConsumerStoreArgs<Args...> const& args) {
+    return Callbacks<decltype(args.tCcD), decltype(args.residue_tCcD)>(cute::get<3>(args.tile_coord_mnkl), args.tCcD,
+                                                                       args.residue_tCcD, this->params);
+  }
+};
+
+// The epilogue trees of the variants (gemm_kernels.h), built from CUTLASS's sm90 visitor nodes; fp32 inside.
+template <template <class> class Fn, class TOut>
+using Compute = cutlass::epilogue::fusion::Sm90Compute<Fn, TOut, float, cutlass::FloatRoundStyle::round_to_nearest>;
+using ScalarArg = cutlass::epilogue::fusion::Sm90ScalarBroadcast<float, cute::Stride<cute::_0, cute::_0, int64_t>>;
+
+// D = act(alpha * acc + bias[n]) * C, C (the source) being the up projection.
+template <template <class> class ActFn, class TD, class TBias, class Tile>
+struct GatedFusion {
+  using Linear = cutlass::epilogue::fusion::Sm90EVT<
+      Compute<cutlass::homogeneous_multiply_add, float>, ScalarArg, cutlass::epilogue::fusion::Sm90AccFetch,
+      cutlass::epilogue::fusion::Sm90RowBroadcast<0, Tile, TBias, float, cute::Stride<cute::_0, cute::_1, int64_t>>>;
+  using Activated = cutlass::epilogue::fusion::Sm90EVT<Compute<ActFn, float>, Linear>;
+  using Tree = cutlass::epilogue::fusion::Sm90EVT<Compute<cutlass::multiplies, TD>, Activated,
+                                                 cutlass::epilogue::fusion::Sm90SrcFetch<TD>>;
+  static typename Tree::Arguments arguments(const Args& a) {
+    typename Tree::Arguments t{};
+    auto& lin = t.op_0.op_0;
+    lin.op_0.scalars[0] = a.alpha;
+    lin.op_2.ptr_row = static_cast<const TBias*>(a.bias);
+    t.op_0.op_1 = a.act;
+    return t;
+  }
+};
+
+// fp8: D = scale_C * Z with Z = descale_A * descale_B * acc, and amax = max |Z|.
+template <class TD>
+struct AmaxFusion {
+  using Descaled = cutlass::epilogue::fusion::Sm90EVT<
+      Compute<cutlass::multiplies, float>,
+      cutlass::epilogue::fusion::Sm90ScalarBroadcast<float, cute::Stride<cute::_0, cute::_0, int64_t>, 2>,
+      cutlass::epilogue::fusion::Sm90AccFetch>;
+  using Tree = cutlass::epilogue::fusion::Sm90EVT<Compute<cutlass::multiplies, TD>, ScalarArg,
+                                                 cutlass::epilogue::fusion::Sm90EVT<AmaxReduction, Descaled>>;
+  static typename Tree::Arguments arguments(const Args& a) {
+    typename Tree::Arguments t{};
+    t.op_0.scalars[0] = 1.0f;
+    t.op_0.scalar_ptrs[0] = a.scale[2];
+    auto& z = t.op_1.op_0;
+    z.op_0.scalars[0] = z.op_0.scalars[1] = 1.0f;
+    z.op_0.scalar_ptrs[0] = a.scale[0];
+    z.op_0.scalar_ptrs[1] = a.scale[1];
+    t.op_1.op_1.ptr_scalar = a.amax;
+    return t;
+  }
+};
+
+// The builder's fusion: CUTLASS's fusion operation for PLAIN, a variant's tree otherwise (named only
+// where it exists, so the plain kernels never instantiate a tree).
+template <bool kPlain, class Plain, class Variant>
+struct PickFusion {
+  using type = Plain;
+};
+template <class Plain, class Variant>
+struct PickFusion<false, Plain, Variant> {
+  using type = typename Variant::Tree;
 };
 
 // Tile and schedules of a Config. fp8 COOP keeps a second fp32 accumulator (promotion every few
 // k-blocks): 128x256 would spill there, 128x128 fits; FAST_ACCUM drops the promotion to afford 128x256.
+// COOP_M256 is 256x128: cuBLAS's usual Hopper tile for large bf16 problems.
 template <Config C, bool kFp8>
 struct Schedule {
-  static constexpr int kN = C == Config::PINGPONG || (C == Config::COOP && kFp8) ? 128 : 256;
-  using Tile = cute::Shape<cute::_128, cute::Int<kN>, cute::Int<kFp8 ? 128 : 64>>;
+  static constexpr int kM = C == Config::COOP_M256 ? 256 : 128;
+  static constexpr int kN = C == Config::PINGPONG || C == Config::COOP_M256 || (C == Config::COOP && kFp8) ? 128 : 256;
+  using Tile = cute::Shape<cute::Int<kM>, cute::Int<kN>, cute::Int<kFp8 ? 128 : 64>>;
   using Mainloop = std::conditional_t<
       C == Config::PINGPONG, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
       std::conditional_t<C == Config::FAST_ACCUM, cutlass::gemm::KernelTmaWarpSpecializedCooperativeFP8FastAccum,
@@ -100,14 +193,17 @@ struct Schedule {
   using Epilogue = std::conditional_t<C == Config::PINGPONG, cutlass::epilogue::TmaWarpSpecialized,
                                       cutlass::epilogue::TmaWarpSpecializedCooperative>;
   static_assert(C != Config::FAST_ACCUM || kFp8, "FAST_ACCUM is an fp8 mainloop");
+  static_assert(C != Config::COOP_M256 || !kFp8, "COOP_M256 is a 16-bit tile");
 };
 
 // An fp8 A/B takes the scaled epilogue (alpha times the three device scalars of Args::scale).
-template <Elem E, bool BKMajor, Act A, Config C>
+template <Elem E, bool BKMajor, Act A, Config C, Epi X = Epi::PLAIN, Out O = Out::NATIVE>
 struct Sm90Gemm {
   static constexpr bool kScaled = E == Elem::FP8_E4M3;
-  using TAB = typename Types<E>::AB;
-  using TD = typename Types<E>::D;
+  static_assert(X != Epi::AMAX || (kScaled && A == Act::NONE), "AMAX is the fp8 epilogue without activation");
+  using TAB = typename Types<E, O>::AB;
+  using TD = typename Types<E, O>::D;
+  using TBias = typename Types<E, O>::Bias;
   using Sched = Schedule<C, kScaled>;
   using LayoutA = cutlass::layout::RowMajor;
   using LayoutB = std::conditional_t<BKMajor, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor>;
@@ -117,9 +213,12 @@ struct Sm90Gemm {
   using Cluster = cute::Shape<cute::_2, cute::_1, cute::_1>;
   template <class T>
   using ActFn = typename Activation<A>::template Fn<T>;
-  using Fusion = std::conditional_t<
-      kScaled, cutlass::epilogue::fusion::ScaledLinCombPerColBiasEltAct<ActFn, TD, float, TD, TD, float>,
-      cutlass::epilogue::fusion::LinCombPerColBiasEltAct<ActFn, TD, float, TD, TD, float>>;
+  using Plain = std::conditional_t<
+      kScaled, cutlass::epilogue::fusion::ScaledLinCombPerColBiasEltAct<ActFn, TD, float, TBias, TD, float>,
+      cutlass::epilogue::fusion::LinCombPerColBiasEltAct<ActFn, TD, float, TBias, TD, float>>;
+  // The variants hand the builder an epilogue tree instead of a fusion operation.
+  using Variant = std::conditional_t<X == Epi::GATED, GatedFusion<ActFn, TD, TBias, Tile>, AmaxFusion<TD>>;
+  using Fusion = typename PickFusion<X == Epi::PLAIN, Plain, Variant>::type;
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, TD, LayoutD, kAlignD, TD, LayoutD, kAlignD,
@@ -162,16 +261,20 @@ struct Sm90Gemm {
     args.scheduler.raster_order = a.raster == Raster::ALONG_M   ? Order::AlongM
                                   : a.raster == Raster::ALONG_N ? Order::AlongN
                                                                 : Order::Heuristic;
-    auto& f = args.epilogue.thread;
-    f.alpha = a.alpha;
-    f.beta = res ? a.beta : 0.0f;
-    f.bias_ptr = static_cast<const TD*>(a.bias);
-    f.activation = a.act;
-    if constexpr (kScaled) {
-      // Z = scale_a * scale_b * alpha * acc + ...: alpha's pointer carries the third scalar.
-      f.scale_a_ptr = a.scale[0];
-      f.scale_b_ptr = a.scale[1];
-      f.alpha_ptr = a.scale[2];
+    if constexpr (X != Epi::PLAIN) {
+      args.epilogue.thread = Variant::arguments(a);
+    } else {
+      auto& f = args.epilogue.thread;
+      f.alpha = a.alpha;
+      f.beta = res ? a.beta : 0.0f;
+      f.bias_ptr = static_cast<const TBias*>(a.bias);
+      f.activation = a.act;
+      if constexpr (kScaled) {
+        // Z = scale_a * scale_b * alpha * acc + ...: alpha's pointer carries the third scalar.
+        f.scale_a_ptr = a.scale[0];
+        f.scale_b_ptr = a.scale[1];
+        f.alpha_ptr = a.scale[2];
+      }
     }
     return args;
   }
@@ -217,10 +320,21 @@ const char* run(const Args& a, void* workspace, int sm_count, void* stream, Laun
   return Sm90Gemm<E, BKMajor, A, C>::run(a, workspace, sm_count, stream, cache, ws_query);
 }
 
+template <Elem E, bool BKMajor, Act A, Config C, Epi X, Out O>
+const char* run(const Args& a, void* workspace, int sm_count, void* stream, LaunchCache* cache, int64_t* ws_query) {
+  return Sm90Gemm<E, BKMajor, A, C, X, O>::run(a, workspace, sm_count, stream, cache, ws_query);
+}
+
 }  // namespace opendnn::cuda::gemm
 
 // The body of a gemm_*.cu: the explicit instantiation of one kernel that gemm_kernels.cpp dispatches to.
 #define OPENDNN_GEMM_KERNEL(E, BK, A, C)                                                                         \
   template const char* opendnn::cuda::gemm::run<opendnn::cuda::gemm::Elem::E, BK, opendnn::cuda::gemm::Act::A, \
                                                 opendnn::cuda::gemm::Config::C>(                                \
+      const opendnn::cuda::gemm::Args&, void*, int, void*, opendnn::cuda::gemm::LaunchCache*, int64_t*);
+// A variant (gemm_kernels.h): epilogue X, output type O.
+#define OPENDNN_GEMM_KERNEL_VARIANT(E, BK, A, C, X, O)                                                     \
+  template const char* opendnn::cuda::gemm::run<                                                           \
+      opendnn::cuda::gemm::Elem::E, BK, opendnn::cuda::gemm::Act::A, opendnn::cuda::gemm::Config::C,       \
+      opendnn::cuda::gemm::Epi::X, opendnn::cuda::gemm::Out::O>(                                           \
       const opendnn::cuda::gemm::Args&, void*, int, void*, opendnn::cuda::gemm::LaunchCache*, int64_t*);
