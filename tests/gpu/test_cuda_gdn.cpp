@@ -319,7 +319,7 @@ void check_bwd(const Case& c, bool chunked = false, bool switch_on = false) {
   ASSERT_EQ(engine, "cuda");
   EXPECT_TRUE(b.gr.get_plan_name_at_index(b.gr.selected_plan(), plan).is_good());
   unsetenv("OPENDNN_GDN_BWD_CHUNKED");
-  EXPECT_EQ(plan, chunked ? "gdn_bwd_chunked" : "gdn_bwd_token_exact");
+  EXPECT_EQ(plan, chunked ? "cuda:gdn_bwd_chunked" : "cuda:gdn_bwd_token_exact");  // plan names carry the engine
   const DataType types[] = {c.io, c.io, c.io, DataType::FLOAT, c.io, c.state_type};
   std::vector<std::unique_ptr<DevBuf>> dev;
   std::unordered_map<TensorPtr, void*> pack;
