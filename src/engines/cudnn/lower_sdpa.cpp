@@ -313,7 +313,16 @@ bool unified_ok(LowerCtx& c, const Node& n, std::string& why) {
 // not the reference engine's (src/common/philox.h), so masks differ between engines for one seed: the
 // GPU test checks the cudnn plans against the reference run with cuDNN's mask (RNG_dump) as a user mask.
 // Only what that test covers is lowered.
+// On the H200 (cuDNN 9.19) the forward ran with a valid mask (0/1, 75% kept at p = 0.25) but the
+// backward's dK missed the reference in 180 of 32768 elements, so generated dropout is opt-in
+// (OPENDNN_CUDNN_GENERATED_DROPOUT=1) until that is understood.
 bool philox_ok(const Node& n, std::string& why) {
+  const char* opt_in = std::getenv("OPENDNN_CUDNN_GENERATED_DROPOUT");
+  if (!opt_in || std::string(opt_in) != "1") {
+    why = "not supported: generated (seed/offset) dropout is not verified on the cudnn engine (its backward missed the "
+          "reference on the H200); OPENDNN_CUDNN_GENERATED_DROPOUT=1 opts in";
+    return false;
+  }
   for (const char* p : {"seed", "offset"}) {
     const TensorPtr& t = n.in(p);
     if (t->get_data_type() != DataType::INT64 || t->get_is_pass_by_value()) {
