@@ -356,6 +356,7 @@ TEST_F(CudaGemm, SwigluPlan) {
 
 // Without the switch, or for an activation other than SWISH, the gated graph is declined, not run unfused.
 TEST_F(CudaGemm, SwigluDeclinedWhenOff) {
+  ScopedEnv off("OPENDNN_GEMM_SWIGLU", "0");
   GemmGraph gg;
   make_graph({DataType::BFLOAT16, 1, 64, 64, 64, true, Epi::SWIGLU}, gg, 1.0f);
   EXPECT_FALSE(plan_on_cuda(gg.g));
