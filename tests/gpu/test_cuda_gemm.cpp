@@ -267,7 +267,9 @@ void check_fp8(int64_t M, int64_t N, int64_t K, const char* plan = nullptr, bool
   for (int i = 0; i < 3; ++i) pack[s[size_t(i)]] = static_cast<float*>(scales.p) + i;
   if (amax) pack[outs[1]] = amax_out.p;
   void* ws = nullptr;
-  if (g.get_workspace_size() > 0) ASSERT_EQ(cudaMalloc(&ws, size_t(g.get_workspace_size())), cudaSuccess);
+  if (g.get_workspace_size() > 0) {
+    ASSERT_EQ(cudaMalloc(&ws, size_t(g.get_workspace_size())), cudaSuccess);
+  }
   for (int run = 0; run < (amax ? 2 : 1); ++run) {
     Status st = g.execute(pack, ws);
     ASSERT_TRUE(st.is_good()) << st.to_string();
