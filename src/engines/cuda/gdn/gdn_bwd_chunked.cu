@@ -676,16 +676,7 @@ static_assert(2 * bstage_bytes(128, 64) <= kMaxSmem, "state_bwd at K = 128, bv =
 
 bool chunked_backward_supported(int64_t k, int64_t v) { return (k == 64 || k == 128) && (v == 64 || v == 128); }
 
-int choose_bv_backward(const BwdArgs& a, int sm_count) {
-  // As the forward's register-state pass: the widest slice that still gives ~3/4 of the SMs a CTA.
-  int best = 0;
-  for (int bv : {64, 32, 16}) {
-    if (a.v % bv != 0) continue;
-    best = bv;
-    if (a.n * a.ho * (a.v / bv) * 4 >= int64_t(sm_count) * 3) return bv;
-  }
-  return best;
-}
+int choose_bv_backward(const BwdArgs& a, int sm_count) { return widest_state_slice(a.v, a.n * a.ho, sm_count); }
 
 int64_t chunked_backward_workspace_bytes(const BwdArgs& a) { return int64_t(carve(a, nullptr).bytes); }
 

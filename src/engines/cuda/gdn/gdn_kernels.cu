@@ -1316,18 +1316,20 @@ bool mma_pass_supported(int64_t k, int64_t v) {
          mma::smem_bytes(int(k), 64) <= kMaxSmem;
 }
 
-int choose_bv_mma(const FwdArgs& a, int sm_count) {
+int widest_state_slice(int64_t v, int64_t sequences_x_heads, int sm_count) {
   // Every warp owns 16 state columns whatever bv is, so bv only trades CTAs (spread over the SMs)
   // against duplicated chunk-tile loads: take the widest slice that still gives ~3/4 of the SMs
   // a CTA (one CTA per SM fits at two stages), else the narrowest for the most parallel warps.
   int best = 0;
   for (int bv : {64, 32, 16}) {
-    if (a.v % bv != 0) continue;
+    if (v % bv != 0) continue;
     best = bv;
-    if (a.n * a.ho * (a.v / bv) * 4 >= int64_t(sm_count) * 3) return bv;
+    if (sequences_x_heads * (v / bv) * 4 >= int64_t(sm_count) * 3) return bv;
   }
   return best;
 }
+
+int choose_bv_mma(const FwdArgs& a, int sm_count) { return widest_state_slice(a.v, a.n * a.ho, sm_count); }
 
 bool choose_split(FwdArgs& a, int sm_count) {
   // bv must divide V and K (the summary's slices run over [S | M], V + K columns); K is 64 or 128.

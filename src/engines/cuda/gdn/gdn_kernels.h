@@ -50,6 +50,8 @@ bool supported_dims(int64_t k, int64_t v);
 int choose_bv(const FwdArgs& a, int sm_count);
 // The register-state pass: K in {64, 128}, V a multiple of 16 up to 256.
 bool mma_pass_supported(int64_t k, int64_t v);
+// The state slice width (16/32/64 of V's columns) of the sequential passes, forward and backward.
+int widest_state_slice(int64_t v, int64_t sequences_x_heads, int sm_count);
 int choose_bv_mma(const FwdArgs& a, int sm_count);
 // The split pass takes what the register-state pass takes; sets a.bv and a.seg_chunks. False (the
 // split does not apply) when its per-segment summaries would take more than 1 GiB of workspace.
