@@ -246,17 +246,20 @@ def fp8_inputs(M, N, K):
     return a, w, scales, ref
 
 
-def fp8_graph(M, N, K, a, w, scales):
-    """MATMUL_FP8 with a bf16 C: (graph, variant pack, poisoned output)."""
+def fp8_graph(M, N, K, a, w, scales, amax_out=None):
+    """MATMUL_FP8 with a bf16 C (and amax_C into `amax_out` when given): (graph, variant pack, poisoned output)."""
     g = new_graph()
     A = g.tensor(name="a", dim=[1, M, K], stride=[M * K, K, 1], data_type=cudnn.data_type.FP8_E4M3)
     B = g.tensor(name="b", dim=[1, K, N], stride=[K * N, 1, K], data_type=cudnn.data_type.FP8_E4M3)
     s = [g.tensor(name=n, dim=[1, 1, 1], stride=[1, 1, 1], data_type=FP32) for n in ("da", "db", "sc")]
     c, amax = g.matmul_fp8(A, B, *s)
     c.set_output(True).set_data_type(BF16)
-    amax.set_data_type(FP32)  # left virtual: the cuda plan does not compute amax
+    amax.set_output(amax_out is not None).set_data_type(FP32)
     y = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
-    return g, {A: a, B: w, c: y, s[0]: scales[0], s[1]: scales[1], s[2]: scales[2]}, y
+    pack = {A: a, B: w, c: y, s[0]: scales[0], s[1]: scales[1], s[2]: scales[2]}
+    if amax_out is not None:
+        pack[amax] = amax_out
+    return g, pack, y
 
 
 def bench_fp8(M, N, K):
@@ -366,16 +369,8 @@ def bench_fp8_amax(M, N, K):
         row["torch_scaled_mm_error"] = str(e)[:200]
         return row
     with environ({"OPENDNN_GEMM_FP8_AMAX": "1"}):
-        g = new_graph()
-        A = g.tensor(name="a", dim=[1, M, K], stride=[M * K, K, 1], data_type=cudnn.data_type.FP8_E4M3)
-        B = g.tensor(name="b", dim=[1, K, N], stride=[K * N, 1, K], data_type=cudnn.data_type.FP8_E4M3)
-        s = [g.tensor(name=n, dim=[1, 1, 1], stride=[1, 1, 1], data_type=FP32) for n in ("da", "db", "sc")]
-        c, amax = g.matmul_fp8(A, B, *s)
-        c.set_output(True).set_data_type(BF16)
-        amax.set_output(True).set_data_type(FP32)
-        y = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
         got = torch.full((1,), float("nan"), device="cuda", dtype=torch.float32)
-        pack = {A: a, B: w, c: y, amax: got, s[0]: scales[0], s[1]: scales[1], s[2]: scales[2]}
+        g, pack, y = fp8_graph(M, N, K, a, w, scales, amax_out=got)
         if run_and_check(g, pack, y, ref, row, "torch_scaled_mm_amax") is not None:
             # the peer's amax is of a bf16-rounded result: within bf16 rounding of ours
             row["amax"], row["torch_amax"] = got.item(), want_amax
