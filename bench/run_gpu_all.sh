@@ -5,7 +5,9 @@
 # test and the benchmarks named on the command line, and leaves at most 8 files in $OUT (log.txt,
 # tests.txt, results.tgz with bench/results, ...). Needs .carry/cudnn (nlohmann-json, GoogleTest, cuDNN
 # headers) and .carry/cutlass (CuTe headers); flash-linear-attention wheels in .whl if present.
-#   bash bench/run_gpu_all.sh [--no-tests] [--only-tests REGEX] [--quick] [bench[:arg,arg] ...]  (gemm sdpa:--v2 gdn norm ...)
+#   bash bench/run_gpu_all.sh [--no-tests] [--only-tests REGEX] [--quick] [--demo] [bench[:arg,arg] ...]  (gemm sdpa:--v2 gdn norm ...)
+# GTEST_FILTER applies to every test binary; GF_<binary>=PATTERN (e.g. GF_test_cudnn_engine='*Dropout*')
+# overrides it for one. --demo also builds the opendnn tool and runs `opendnn demo` (the README's main job).
 # Each benchmark runs as `python3 bench/<name>.py $BENCH_FLAGS`; --quick adds --quick to BENCH_FLAGS (a few shapes,
 # each benchmark well under a minute) and lowers the per-benchmark timeout to 120 s.
 set -o pipefail
@@ -16,11 +18,12 @@ export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 
 export OPENDNN_PIP_CUDNN_DIR=$(python3 -c 'import os,nvidia.cudnn as m; print(os.path.join(list(m.__path__)[0],"lib"))' 2>/dev/null)
 LOG=$OUT/log.txt; TESTS=$OUT/tests.txt
 log() { echo "== $(date +%T) $*" | tee -a "$LOG" "$TESTS"; }
-run_tests=1; test_filter=.
+run_tests=1; test_filter=.; demo=0
 while [[ $# -gt 0 ]]; do
   case $1 in
     --no-tests) run_tests=0; shift ;;
     --only-tests) test_filter=$2; shift 2 ;;
+    --demo) demo=1; shift ;;
     --quick) BENCH_FLAGS="--quick${BENCH_FLAGS:+ $BENCH_FLAGS}"; BENCH_TIMEOUT=${BENCH_TIMEOUT:-120}; shift ;;
     *) break ;;
   esac
@@ -32,26 +35,31 @@ if ls .whl/*.whl >/dev/null 2>&1; then
 fi
 
 log "build (cuda engine, GPU tests, Python extension)"
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DOPENDNN_BUILD_TOOLS=OFF -DOPENDNN_WITH_CUDA=ON \
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DOPENDNN_BUILD_TOOLS=$([[ $demo == 1 ]] && echo ON || echo OFF) -DOPENDNN_WITH_CUDA=ON \
   -DOPENDNN_BUILD_PYTHON=ON -DCMAKE_PREFIX_PATH="$PWD/.carry/cudnn" \
   -DOPENDNN_CUTLASS_INCLUDE_DIR="$PWD/.carry/cutlass/include" -Dnanobind_DIR="$(python3 -m nanobind --cmake_dir)" \
   >>"$LOG" 2>&1 || { tail -40 "$LOG"; exit 1; }
 SECONDS=0
 # keep going past a broken target: the rest still runs
-targets="opendnn_python test_cudnn_engine $(for f in tests/gpu/test_cuda_*.cpp; do basename "$f" .cpp; done)"
+targets="opendnn_python test_cudnn_engine$([[ $demo == 1 ]] && echo " opendnn_cli") $(for f in tests/gpu/test_cuda_*.cpp; do basename "$f" .cpp; done)"
 ninja -C build-gpu -k 0 -j"$(nproc)" $targets >>"$LOG" 2>&1 || { log "BUILD ERRORS:"; grep -E "error|FAILED" "$LOG" | head -40 | tee -a "$TESTS"; }
 log "build took ${SECONDS}s"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee -a "$LOG"
 export PYTHONPATH=$PWD/build-gpu/python:$PWD/bench${PYTHONPATH:+:$PYTHONPATH}
+if [[ $demo == 1 ]]; then
+  log "opendnn demo"
+  (cd build-gpu && timeout 120 ./opendnn demo) 2>&1 | tee -a "$LOG" | tail -40 >>"$TESTS"
+fi
 
 if [[ $run_tests == 1 ]]; then
   for t in build-gpu/test_cuda_* build-gpu/test_cudnn_engine; do
     [[ -x $t && $t =~ $test_filter ]] || continue
     (( $(left) > 30 )) || { log "SKIPPED $t (time budget)"; continue; }
     log "$t"
+    gf=GF_$(basename "$t"); gf=${!gf:-${GTEST_FILTER:-*}}
     # cuDNN's own log (level 2: errors and warnings, i.e. why a config or pattern is rejected); its tail
     # is kept as cudnn.log. CUDNN_TEST_LOGLEVEL=0 turns it off.
-    CUDNN_LOGLEVEL_DBG=${CUDNN_TEST_LOGLEVEL:-2} CUDNN_LOGDEST_DBG="$OUT/.cudnn_full.log" \
+    GTEST_FILTER=$gf CUDNN_LOGLEVEL_DBG=${CUDNN_TEST_LOGLEVEL:-2} CUDNN_LOGDEST_DBG="$OUT/.cudnn_full.log" \
       timeout $(( $(left) < 240 ? $(left) : 240 )) "$t" >"$OUT/.t.txt" 2>&1; rc=$?
     grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED|Failure|Expected|Which is|actual|error|rel_err|decline" "$OUT/.t.txt" | head -80 >>"$TESTS"
     cat "$OUT/.t.txt" >>"$LOG"; log "$t rc=$rc"
