@@ -4,7 +4,7 @@ flash-linear-attention's chunk_gated_delta_rule (skipped cleanly when fla is not
 process on the same inputs (in-kernel q/k l2norm, log-space gates, fp32 initial and final states).
 Writes bench/results/gdn.json (+ PNG).
 
-    python bench/gdn.py [--quick] [--bwd [--exact]] [--split]
+    python bench/gdn.py [--quick] [--bwd [--exact]] [--split] [--v3]
 
 Our forward runs in several variants in the same process: the default plan (opendnn_ms: the
 register-state sequential pass and the tensor-core chunk_prep), the first kernels (v1_*, both
@@ -12,6 +12,10 @@ switches 0), and each new kernel alone (mma_*: OPENDNN_GDN_FWD_V2, prep2_*: OPEN
 With --split (or OPENDNN_GDN_SPLIT=1 in the environment, which then applies to those columns only)
 also the sequence-split register-state pass, OPENDNN_GDN_SPLIT=1 (split_* with the first chunk_prep,
 split2_* with the new one), and --quick adds the few-heads case h4_hv8_1x32k, the one the split is for.
+With --v3 (opt-in kernels of session 5, A/B against opendnn_ms in the same run) also v3_* (chunk_prep_mma
+v3 with the fused l2norm and gate prefetch, plus the three-stage pass: OPENDNN_GDN_PREP_V3=1 and
+OPENDNN_GDN_PASS_V3=1), prep3_* and pass3_* (each alone); --quick --v3 also runs h4_hv8_1x32k, where
+the default plan is the split pass and the v3 columns are the split pass with the v3 kernels.
 
 With --bwd also the backward, into gdn_bwd.json: the default plan (bwd_opendnn_*: chunked) and fla's
 (bwd_fla_ms, bwd_speedup_vs_fla; fla's Triton version guard lifted where it refuses, see
@@ -191,6 +195,13 @@ SPLIT_VARIANTS = [  # speed not yet measured: only with --split, after the other
 ]
 
 
+V3_VARIANTS = [  # session 5, unverified until a GPU run: only with --v3
+    ("v3", {"OPENDNN_GDN_PREP_V3": "1", "OPENDNN_GDN_PASS_V3": "1"}),
+    ("prep3", {"OPENDNN_GDN_PREP_V3": "1"}),
+    ("pass3", {"OPENDNN_GDN_PASS_V3": "1"}),
+]
+
+
 def opt_in(c, row, p, env, o, fs, fla_out):
     """Checks and times one opt-in variant into the p_* columns; o, fs: the default plan's outputs."""
     try:
@@ -281,12 +292,15 @@ def main():
     ap.add_argument("--bwd", action="store_true", help="also the backward (ours and fla's)")
     ap.add_argument("--exact", action="store_true", help="with --bwd: also the token-exact backward (slow)")
     ap.add_argument("--split", action="store_true", help="also the sequence-split pass (OPENDNN_GDN_SPLIT=1)")
+    ap.add_argument("--v3", action="store_true", help="also session 5's opt-in forward kernels (v3_*, prep3_*, pass3_*)")
     args = ap.parse_args()
+    for name in ("OPENDNN_GDN_PREP_V3", "OPENDNN_GDN_PASS_V3"):  # only the v3 columns set them
+        os.environ.pop(name, None)
     # Taken out of the environment so that the default and the other columns keep their plans.
     split = os.environ.pop("OPENDNN_GDN_SPLIT", None) == "1" or args.split
     os.environ.pop("OPENDNN_GDN_BWD_CHUNKED", None)  # bwd_opendnn_* is the default plan, bwd_exact_* forced
-    quick = QUICK + (QUICK_SPLIT if split else ())
-    variants = VARIANTS + (SPLIT_VARIANTS if split else [])
+    quick = QUICK + (QUICK_SPLIT if split or args.v3 else ())
+    variants = VARIANTS + (SPLIT_VARIANTS if split else []) + (V3_VARIANTS if args.v3 else [])
     if fla_gdn is None:
         print(f"flash-linear-attention not available, peer skipped: {FLA_ERROR}")
     rows = []

@@ -101,13 +101,18 @@ struct Problem {
 
 // mma_pass: the register-state sequential pass (OPENDNN_GDN_FWD_V2, default on); prep2: the tensor-core
 // chunk_prep (OPENDNN_GDN_PREP_V2, default on); split: that pass with sequences cut into segments
-// (OPENDNN_GDN_SPLIT; unset, the adapter decides). Each set explicitly to 1 or 0; read when the plan is built.
-void check_once(const Case& c, bool mma_pass, bool prep2, bool split = false) {
-  SCOPED_TRACE(c.name + (mma_pass ? " (mma pass)" : "") + (prep2 ? " (prep2)" : "") + (split ? " (split)" : ""));
+// (OPENDNN_GDN_SPLIT; unset, the adapter decides); v3: session 5's opt-in chunk_prep_mma v3 and three-stage
+// pass (OPENDNN_GDN_PREP_V3 and OPENDNN_GDN_PASS_V3 together). Each set explicitly to 1 or 0; read when
+// the plan is built.
+void check_once(const Case& c, bool mma_pass, bool prep2, bool split = false, bool v3 = false) {
+  SCOPED_TRACE(c.name + (mma_pass ? " (mma pass)" : "") + (prep2 ? " (prep2)" : "") + (split ? " (split)" : "") +
+               (v3 ? " (v3)" : ""));
   auto env = [](const char* name, bool on) { setenv(name, on ? "1" : "0", 1); };
   env("OPENDNN_GDN_FWD_V2", mma_pass);
   env("OPENDNN_GDN_PREP_V2", prep2);
   env("OPENDNN_GDN_SPLIT", split);
+  env("OPENDNN_GDN_PREP_V3", v3);
+  env("OPENDNN_GDN_PASS_V3", v3);
   Problem pb(c, uint32_t(c.cu.back() * 7 + std::max(c.h, c.hv) * 131 + c.k));
   const int64_t T = pb.T, N = pb.N, HO = pb.HO, K = pb.K, V = pb.V;
   Input &q = pb.q, &k = pb.k, &v = pb.v, &g = pb.g, &beta = pb.beta, &cu = pb.cu, &h0 = pb.h0;
@@ -186,6 +191,8 @@ void check_once(const Case& c, bool mma_pass, bool prep2, bool split = false) {
   EXPECT_EQ(plan.find("_mma") != std::string::npos, mma_applies) << plan;
   const bool prep2_applies = prep2 && (K == 64 || K == 128) && (V == 64 || V == 128);
   EXPECT_EQ(plan.find("_prep2") != std::string::npos, prep2_applies) << plan;
+  EXPECT_EQ(plan.find("_prep3") != std::string::npos, v3 && prep2_applies) << plan;
+  EXPECT_EQ(plan.find("_pass3") != std::string::npos, v3 && (mma_applies || split_applies)) << plan;
 
   int64_t ws = 0;
   ASSERT_TRUE(gr.get_workspace_size(ws).is_good());
@@ -214,8 +221,8 @@ void check_once(const Case& c, bool mma_pass, bool prep2, bool split = false) {
   const double eo = rel_err(o, ro), ef = rel_err(fin, rfin);
   EXPECT_LT(eo, 2e-2) << "O";
   EXPECT_LT(ef, 2e-2) << "final_state";
-  std::printf("[ gdn fwd%s%s%s ] %-28s rms err O %.2e, final state %.2e\n", mma_pass ? " mma" : "",
-              prep2 ? " prep2" : "", split ? " split" : "", c.name.c_str(), eo, ef);
+  std::printf("[ gdn fwd%s%s%s%s ] %-28s rms err O %.2e, final state %.2e\n", mma_pass ? " mma" : "",
+              prep2 ? " prep2" : "", split ? " split" : "", v3 ? " v3" : "", c.name.c_str(), eo, ef);
 }
 
 // Both sequential passes with both chunk_preps on the same case (the opt-in kernels decline to the
@@ -233,6 +240,16 @@ void check_split(const Case& c) {
   for (bool prep2 : {false, true}) check_once(c, false, prep2, true);
   unsetenv("OPENDNN_GDN_SPLIT");
   unsetenv("OPENDNN_GDN_PREP_V2");
+}
+
+// Session 5's opt-in forward (v3: chunk_prep_mma v3 with the fused l2norm and gate prefetch, three chunk
+// stages in the register-state pass), unsplit and split, with prep2 and the mma pass on.
+void check_v3(const Case& c) {
+  check_once(c, true, true, false, true);
+  check_once(c, false, true, true, true);
+  for (const char* e : {"OPENDNN_GDN_FWD_V2", "OPENDNN_GDN_PREP_V2", "OPENDNN_GDN_SPLIT", "OPENDNN_GDN_PREP_V3",
+                        "OPENDNN_GDN_PASS_V3"})
+    unsetenv(e);
 }
 
 // Backward: the cuda plan against the reference engine (run on the CPU on the same rounded inputs,
@@ -426,6 +443,54 @@ TEST_F(CudaGdn, SplitNoInitialStateMixedDims) {
   c.init = false;
   c.g_lo = -0.05, c.g_hi = 0.0;
   check_split(c);
+}
+
+// v3 (OPENDNN_GDN_PREP_V3 + OPENDNN_GDN_PASS_V3, unverified on a GPU until these pass): GTEST_FILTER=CudaGdn.V3*
+TEST_F(CudaGdn, V3VarlenGvaL2) {
+  // Empty sequences, partial chunks, a one-token sequence, HV = 2H, the fused l2norm at K = 64.
+  check_v3({"v3 varlen GVA HV=2H K=V=64", {0, 100, 100, 300, 364, 365, 365}, 2, 4, 64, 64});
+}
+
+TEST_F(CudaGdn, V3ReverseGroupsStrongDecayL2) {
+  Case c{"v3 H=2HV strong decay K=V=128", {0, 150, 150, 277}, 4, 2, 128, 128};
+  c.g_lo = -8.0, c.g_hi = -0.5;
+  check_v3(c);
+}
+
+TEST_F(CudaGdn, V3StrongDecayNoL2Fp16) {
+  // Without l2norm v3 only prefetches gates; fp16 io, a bf16 initial state in torch's layout.
+  Case c{"v3 no l2 fp16 strong decay", {0, 64, 65, 200}, 2, 4, 128, 128, DataType::HALF};
+  c.l2 = false;
+  c.g_lo = -8.0, c.g_hi = -0.5;
+  c.state_type = DataType::BFLOAT16;
+  c.torch_state_layout = true;
+  check_v3(c);
+}
+
+TEST_F(CudaGdn, V3BenchHeadsK128) {
+  // The benchmark's grouping (HV = 4H, K = V = 128): 64-column slices, three stages in 225 KB.
+  check_v3({"v3 HV=4H K=V=128", {0, 64, 64, 250, 700}, 8, 32, 128, 128});
+}
+
+TEST_F(CudaGdn, V3LongSequenceWeakDecay) {
+  // Many chunks and segments (the stage ring wraps many times), a partial last chunk.
+  Case c{"v3 H=2 HV=4 K=V=128 4090 tokens", {0, 4090}, 2, 4, 128, 128};
+  c.g_lo = -0.05, c.g_hi = 0.0;
+  check_v3(c);
+}
+
+TEST_F(CudaGdn, V3MixedDims) {
+  Case c{"v3 no h0 K=128 V=64", {0, 1, 66, 130, 1400}, 2, 2, 128, 64};
+  c.init = false;
+  check_v3(c);
+  Case d{"v3 K=64 V=128 scale 0.5", {0, 64, 65, 200}, 3, 3, 64, 128};
+  d.scale = 0.5;
+  check_v3(d);
+}
+
+TEST_F(CudaGdn, V3HeadDim256FallsBack) {
+  // K = V = 256: neither v3 kernel applies; the plan must be the first kernels', still correct.
+  check_v3({"v3 K=V=256 falls back", {0, 70, 200}, 1, 2, 256, 256});
 }
 
 }  // namespace

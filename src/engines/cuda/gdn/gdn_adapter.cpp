@@ -87,6 +87,10 @@ std::string match_forward(const Node& n, const Target& target, gdn::FwdArgs& a) 
   const bool underfilled = a.n * a.ho * (a.v / 16) * 2 <= sms;
   a.split = env_flag("OPENDNN_GDN_SPLIT", underfilled) && gdn::mma_pass_supported(a.k, a.v) && gdn::choose_split(a, sms);
   if (!a.split) a.bv = a.mma_pass ? gdn::choose_bv_mma(a, sms) : gdn::choose_bv(a, sms);
+  // Session 5's forward changes, opt-in until a GPU run verifies them (see FwdArgs): chunk_prep_mma v3
+  // (fused l2norm, gate prefetch) and three chunk stages in the register-state pass.
+  a.prep_v3 = env_flag("OPENDNN_GDN_PREP_V3", false) && a.mma_prep;
+  if (env_flag("OPENDNN_GDN_PASS_V3", false) && (a.mma_pass || a.split)) a.stages = 3;
   if (a.bv == 0) return "no state slice width fits shared memory for V = " + std::to_string(a.v);
   return "";
 }
@@ -234,7 +238,8 @@ void propose(const Graph& g, const Target& t, Proposal& out) {
   }
   PlanCandidate c;
   c.name = backward ? "gdn_bwd_token_exact"
-                    : std::string("gdn_fwd_chunk64") + (f.split ? "_split" : f.mma_pass ? "_mma" : "") + (f.mma_prep ? "_prep2" : "");
+                    : std::string("gdn_fwd_chunk64") + (f.split ? "_split" : f.mma_pass ? "_mma" : "") +
+                          (f.mma_prep ? "_prep2" : "") + (f.prep_v3 ? "_prep3" : "") + (f.stages > 2 ? "_pass3" : "");
   c.local_index = kBase + (backward ? 1 : 0);
   c.estimated_us = backward ? estimate_bwd_us(b) : estimate_us(f);
   c.workspace_bytes = backward ? bwd_workspace(b) : gdn::forward_workspace_bytes(f);

@@ -44,6 +44,12 @@ constexpr int kPad32 = 4;
 
 size_t align_up(size_t x) { return (x + 255) & ~size_t(255); }
 
+// Waits until at most N of this thread's cp.async groups are still pending.
+template <int N>
+__device__ __forceinline__ void cp_wait_group() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 // Workspace carve-up, shared by the size query and the launcher.
 struct Work {
   int2* table;     // [bound] (sequence, first token); sequence -1 marks unused rows
@@ -51,8 +57,9 @@ struct Work {
   void* w;         // [T, HO, K] io type
   void* u;         // [T, HO, V]
   void* aqk;       // [T, HO, 64] scale * (Q K^T masked and decayed)
-  void* qn;        // [T, H, K] l2-normalised q (l2norm only)
+  void* qn;        // [T, H, K] l2-normalised q (l2norm only, unless fused_l2)
   void* kn;
+  float* rn;       // fused_l2: [2][T, H] fp32 inverse norms of the q rows, then of the k rows
   int2* segtab;    // split pass: [seg_bound] (sequence, first token) of each segment
   float* seg;      // split pass: [seg_bound, HO, V + K, K] fp32, see state_pass_mma
   // Kept for the chunked backward (a.keep): the inverse T = (I + A)^-1 [T, HO, 64] io type (chunk_prep_mma),
@@ -64,6 +71,9 @@ struct Work {
   size_t bytes;
 };
 int64_t chunk_bound(const FwdArgs& a) { return a.t / C + a.n; }
+// chunk_prep_mma's v3 variant, and whether it takes over the l2 normalisation (see FwdArgs::prep_v3).
+bool prep3(const FwdArgs& a) { return a.prep_v3 && a.mma_prep && !a.keep; }
+bool fused_l2(const FwdArgs& a) { return a.l2norm && prep3(a); }
 int64_t seg_bound(const FwdArgs& a) { return a.split ? a.t / (int64_t(C) * a.seg_chunks) + a.n : 0; }
 Work carve(const FwdArgs& a, char* base) {
   Work w{};
@@ -79,7 +89,9 @@ Work carve(const FwdArgs& a, char* base) {
   w.w = take(rows * size_t(a.k) * e);
   w.u = take(rows * size_t(a.v) * e);
   w.aqk = take(rows * C * e);
-  if (a.l2norm) {
+  if (fused_l2(a)) {
+    w.rn = reinterpret_cast<float*>(take(2 * size_t(a.t) * size_t(a.h) * sizeof(float)));
+  } else if (a.l2norm) {
     w.qn = take(size_t(a.t) * size_t(a.h) * size_t(a.k) * e);
     w.kn = take(size_t(a.t) * size_t(a.h) * size_t(a.k) * e);
   }
@@ -513,15 +525,16 @@ __global__ void __launch_bounds__(kThreads) state_pass(PassParams p) {
 namespace mma {
 
 // Shared-memory layout of one chunk stage; rows padded by 16 bytes so ldmatrix rows hit distinct banks.
-// W, K, Q [C][k + pad], Aqk [C][C + pad], U [C][bv + pad] (16-bit), then gamma [C] (fp32). Without
-// outputs (the split's summaries) Q, Aqk and the O staging are left out: two CTAs then fit an SM.
+// W, K, Q [C][k + pad], Aqk [C][C + pad], U [C][bv + pad] (16-bit), then gamma [C] and, with fused_l2,
+// the q and k rows' inverse norms [C] each (fp32). Without outputs (the split's summaries) Q, Aqk and the
+// O staging are left out: two CTAs then fit an SM.
 __host__ __device__ constexpr size_t stage_bytes(int k, int bv, bool outputs = true) {
   return size_t((outputs ? 3 : 2) * C * (k + kPad16) + (outputs ? C * (C + kPad16) : 0) + C * (bv + kPad16)) * 2 +
-         C * sizeof(float);
+         3 * C * sizeof(float);
 }
 constexpr int kLdo = 16 + kPad16;  // per-warp O staging rows
-size_t smem_bytes(int k, int bv, bool outputs = true) {
-  return 2 * stage_bytes(k, bv, outputs) + (outputs ? size_t(bv / 16) * C * kLdo * 2 : 0);
+size_t smem_bytes(int k, int bv, bool outputs = true, int stages = 2) {
+  return size_t(stages) * stage_bytes(k, bv, outputs) + (outputs ? size_t(bv / 16) * C * kLdo * 2 : 0);
 }
 
 }  // namespace mma
@@ -553,8 +566,11 @@ size_t smem_bytes(int k, int bv, bool outputs = true) {
 enum PassMode { kWhole = 0, kSummary = 1, kApply = 2, kStates = 3 };
 
 // kWhole: grid N * HO * (V / bv). kSummary: seg_bound * HO * ((V + K) / bv). kApply: seg_bound * HO *
-// (V / bv). bv / 16 warps (up to 4 unsplit, 8 split), smem_bytes(K, bv).
-template <class T, int K, int Mode>
+// (V / bv). bv / 16 warps (up to 4 unsplit, 8 split), smem_bytes(K, bv, outputs, NS).
+// NS chunk stages: chunk t + NS - 1 is queued while chunk t computes (NS = 3: OPENDNN_GDN_PASS_V3).
+// With fused_l2 (p.w.rn set) q and k arrive unnormalised: the output rows are scaled by the q rows'
+// inverse norms and the state update's decay by the k rows', both in fp32.
+template <class T, int K, int Mode, int NS>
 __global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256) state_pass_mma(PassParams p) {
   using namespace mma;
   constexpr int ldk = K + kPad16, lda = C + kPad16;
@@ -592,7 +608,7 @@ __global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256)
   constexpr bool kOut = Mode == kWhole || Mode == kApply;
   extern __shared__ __align__(128) unsigned char smem[];
   const size_t sbytes = stage_bytes(K, BV, kOut);
-  T* ostage = reinterpret_cast<T*>(smem + 2 * sbytes) + warp * C * kLdo;
+  T* ostage = reinterpret_cast<T*>(smem + NS * sbytes) + warp * C * kLdo;
   auto stage_ptrs = [&](int st, T*& w, T*& q, T*& k, T*& aq, T*& u, float*& gm) {
     w = reinterpret_cast<T*>(smem + sbytes * size_t(st));
     k = w + C * ldk;
@@ -629,6 +645,7 @@ __global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256)
   const T* wg = static_cast<const T*>(p.w.w);
   const T* ug = static_cast<const T*>(p.w.u);
   const T* ag = static_cast<const T*>(p.w.aqk);
+  const float* rn = p.w.rn;
 
   // Queues chunk t0's tiles into stage st (rows past the sequence end are zero-filled).
   auto issue = [&](int64_t t0, int st) {
@@ -659,6 +676,11 @@ __global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256)
       cp16(u + r * ldu + col, ug + (ok ? (t0 + r) * a.ho + j : 0) * V + (ok ? v0 + col : 0), ok);
     }
     for (int r = tid; r < C; r += nthreads) cp4(gm + r, p.w.gam + (r < L ? (t0 + r) * a.ho + j : 0), r < L);
+    if (rn)
+      for (int e = tid; e < 2 * C; e += nthreads) {
+        const int r = e % C;
+        cp4(gm + C + e, rn + (e < C ? 0 : a.t * a.h) + (r < L ? (t0 + r) * a.h + hq : 0), r < L);
+      }
     cp_commit();
   };
 
@@ -667,14 +689,21 @@ __global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256)
   const int rb_row = (lane >> 4) * 8 + (lane & 7), rb_col = ((lane >> 3) & 1) * 8;
   const int tb_row = ((lane >> 3) & 1) * 8 + (lane & 7), tb_col = (lane >> 4) * 8;
 
-  if (start < end) issue(start, 0);
+  // One commit group per chunk slot, empty past the end, so that "all but the newest NS - 2 groups"
+  // is always chunk t0.
+#pragma unroll
+  for (int i = 0; i < NS - 1; ++i) {
+    if (start + int64_t(i) * C < end) issue(start + int64_t(i) * C, i);
+    else cp_commit();
+  }
   int it = 0;
   for (int64_t t0 = start; t0 < end; t0 += C, ++it) {
     const int L = int(imin(C, end - t0));
-    const int st = it & 1;
-    cp_wait_all();
-    __syncthreads();  // chunk t0 is visible to every warp, and every warp is done with the other stage
-    if (t0 + C < end) issue(t0 + C, st ^ 1);
+    const int st = it % NS;
+    cp_wait_group<NS - 2>();
+    __syncthreads();  // chunk t0 is visible to every warp, and every warp is done with chunk t0 - C's stage
+    if (t0 + int64_t(NS - 1) * C < end) issue(t0 + int64_t(NS - 1) * C, (it + NS - 1) % NS);
+    else cp_commit();
     T *ws, *qs, *ks, *as, *us;
     float* gs;
     stage_ptrs(st, ws, qs, ks, as, us, gs);
@@ -749,10 +778,14 @@ __global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256)
 #pragma unroll
       for (int n = 0; n < 2 * NP; ++n) {
         const int r = 8 * (2 * p0 + n) + 2 * c;
-        const float d0 = __expf(glast - gs[r]), d1 = __expf(glast - gs[r + 1]);
+        const float* nq = gs + C;  // inverse norms (fused_l2)
+        const float* nk = gs + 2 * C;
+        float d0 = __expf(glast - gs[r]), d1 = __expf(glast - gs[r + 1]);
+        if (rn) d0 *= nk[r], d1 *= nk[r + 1];
         x[n][0] *= d0, x[n][1] *= d1, x[n][2] *= d0, x[n][3] *= d1;
         if constexpr (kOut) {
-          const float f0 = a.scale * __expf(gs[r]), f1 = a.scale * __expf(gs[r + 1]);
+          float f0 = a.scale * __expf(gs[r]), f1 = a.scale * __expf(gs[r + 1]);
+          if (rn) f0 *= nq[r], f1 *= nq[r + 1];
           o[n][0] *= f0, o[n][1] *= f1, o[n][2] *= f0, o[n][3] *= f1;
         }
       }
@@ -1002,7 +1035,12 @@ __device__ __forceinline__ void offdiag(float* M, int r0, int c0, int ms, int la
 }  // namespace prep2
 
 // grid (bound, H), kThreads threads, prep2::Layout<K, V>::bytes of shared memory.
-template <class T, int K, int V>
+// V3 (OPENDNN_GDN_PREP_V3, unverified on a GPU): with fused_l2 (p.w.rn set) the raw q and k rows are
+// normalised in shared memory (the products see the same 16-bit normalised values l2_rows would write)
+// and only their fp32 inverse norms go to memory, for the sequential pass; and warp 0 loads the next
+// head's gates while the current head computes, so no head waits a global round trip with the CTA
+// parked at a barrier.
+template <class T, int K, int V, bool V3>
 __global__ void __launch_bounds__(kThreads, 2) chunk_prep_mma(PrepParams p) {
   using namespace mma;
   using namespace prep2;
@@ -1048,8 +1086,43 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_prep_mma(PrepParams p) {
     cp16(qs + r * ldk + col, qg + row, r < L);
   }
   issue_v(hq * G);
+  // Gates of output head j for rows 2 lane, 2 lane + 1 (warp 0).
+  float gv[2] = {0.f, 0.f}, bv[2] = {0.f, 0.f};
+  auto load_gates = [&](int j) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int r = 2 * lane + e;
+      gv[e] = r < L ? load_any(a.g_type, a.g, (t0 + r) * a.ho + j) : 0.f;
+      bv[e] = r < L ? load_any(a.beta_type, a.beta, (t0 + r) * a.ho + j) : 0.f;
+    }
+  };
+  if (V3 && warp == 0) load_gates(hq * G);
   cp_wait_all();
   __syncthreads();
+  if constexpr (V3) {
+    if (p.w.rn) {
+      // One warp a row, K / 32 elements a lane: x * (sum x^2 + 1e-6)^-1/2, as l2_rows.
+      constexpr int E = K / 32;
+      using Vec = std::conditional_t<E == 4, uint2, uint32_t>;
+      for (int u = warp; u < 2 * C; u += kWarps) {
+        const int r = u % C;
+        T* row = (u < C ? qs : ks) + r * ldk + lane * E;
+        Vec raw = *reinterpret_cast<const Vec*>(row);
+        T* e = reinterpret_cast<T*>(&raw);
+        float x[E], ss = 0.f;
+#pragma unroll
+        for (int i = 0; i < E; ++i) x[i] = to_f(e[i]), ss += x[i] * x[i];
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        const float inv = rsqrtf(ss + 1e-6f);
+#pragma unroll
+        for (int i = 0; i < E; ++i) e[i] = from_f<T>(x[i] * inv);
+        *reinterpret_cast<Vec*>(row) = raw;
+        if (lane == 0 && r < L) p.w.rn[(u < C ? 0 : a.t * a.h) + (t0 + r) * a.h + hq] = inv;
+      }
+      __syncthreads();
+    }
+  }
 
   // ldmatrix lane offsets: A (and B from [n][k] rows) 16x16 row-major, and B from [k][n] rows (.trans).
   const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8, a_col = (lane >> 4) * 8;
@@ -1082,24 +1155,23 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_prep_mma(PrepParams p) {
     __syncthreads();  // q rows (first head) or the previous head's staging in M are done with
     if (warp == 0) {
       // Cumulative log gate over the chunk: each lane owns two consecutive rows.
+      if constexpr (!V3) load_gates(j);
       const int r0 = 2 * lane;
-      const float g0 = r0 < L ? load_any(a.g_type, a.g, (t0 + r0) * a.ho + j) : 0.f;
-      const float g1 = r0 + 1 < L ? load_any(a.g_type, a.g, (t0 + r0 + 1) * a.ho + j) : 0.f;
-      float s = g0 + g1;
+      float s = gv[0] + gv[1];
       for (int o = 1; o < 32; o <<= 1) {
         const float y = __shfl_up_sync(0xffffffffu, s, o);
         if (lane >= o) s += y;
       }
-      const float gm[2] = {s - g1, s};
+      const float gm[2] = {s - gv[1], s};
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int r = r0 + e;
-        const float b = r < L ? load_any(a.beta_type, a.beta, (t0 + r) * a.ho + j) : 0.f;
         gam[r] = gm[e];
-        bet[r] = b;
-        beg[r] = b * __expf(gm[e]);
+        bet[r] = bv[e];
+        beg[r] = bv[e] * __expf(gm[e]);
         if (r < L) p.w.gam[(t0 + r) * a.ho + j] = gm[e];
       }
+      if (V3 && i + 1 < G) load_gates(j + 1);  // used next head: the latency hides behind this one
     }
     __syncthreads();
 
@@ -1214,8 +1286,9 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_prep_mma(PrepParams p) {
 template <class T, int K, int V>
 void launch_prep_kv(const PrepParams& pp, int64_t bound, cudaStream_t st) {
   const size_t bytes = prep2::Layout<K, V>::bytes;
-  cudaFuncSetAttribute(chunk_prep_mma<T, K, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
-  chunk_prep_mma<T, K, V><<<dim3(unsigned(bound), unsigned(pp.a.h)), kThreads, bytes, st>>>(pp);
+  auto kernel = prep3(pp.a) ? chunk_prep_mma<T, K, V, true> : chunk_prep_mma<T, K, V, false>;
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+  kernel<<<dim3(unsigned(bound), unsigned(pp.a.h)), kThreads, bytes, st>>>(pp);
 }
 template <class T>
 void launch_prep_mma(const PrepParams& pp, int64_t bound, cudaStream_t st) {
@@ -1228,11 +1301,19 @@ void launch_prep_mma(const PrepParams& pp, int64_t bound, cudaStream_t st) {
 
 constexpr size_t kMaxSmem = 227 * 1024;
 
+template <class T, int K, int Mode, int NS>
+void launch_mma_stages(const PassParams& pp, int64_t ctas, size_t bytes, cudaStream_t st) {
+  cudaFuncSetAttribute(state_pass_mma<T, K, Mode, NS>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+  state_pass_mma<T, K, Mode, NS><<<unsigned(ctas), unsigned(pp.a.bv / 16 * 32), bytes, st>>>(pp);
+}
 template <class T, int K, int Mode>
 void launch_mma_mode(const PassParams& pp, int64_t ctas, cudaStream_t st) {
-  const size_t bytes = mma::smem_bytes(K, pp.a.bv, Mode == kWhole || Mode == kApply);
-  cudaFuncSetAttribute(state_pass_mma<T, K, Mode>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
-  state_pass_mma<T, K, Mode><<<unsigned(ctas), unsigned(pp.a.bv / 16 * 32), bytes, st>>>(pp);
+  constexpr bool out = Mode == kWhole || Mode == kApply;
+  if constexpr (Mode != kStates) {  // the backward's recompute keeps the verified two stages
+    const size_t deep = mma::smem_bytes(K, pp.a.bv, out, 3);
+    if (pp.a.stages >= 3 && deep <= kMaxSmem) return launch_mma_stages<T, K, Mode, 3>(pp, ctas, deep, st);
+  }
+  launch_mma_stages<T, K, Mode, 2>(pp, ctas, mma::smem_bytes(K, pp.a.bv, out, 2), st);
 }
 // Unsplit: one launch. Split: the segment table, the summaries, the combine, then the outputs.
 template <class T, int K>
@@ -1267,7 +1348,7 @@ const char* launch_typed(const FwdArgs& a, void* workspace, cudaStream_t st) {
   chunk_table<<<1, 1024, 0, st>>>(a.cu, a.cu_int64, a.n, bound, C, w.table);
   const void* q = a.q;
   const void* k = a.kk;
-  if (a.l2norm) {
+  if (a.l2norm && !fused_l2(a)) {
     const int64_t rows = a.t * a.h;
     l2_rows<T><<<unsigned((2 * rows + kWarps - 1) / kWarps), kThreads, 0, st>>>(
         static_cast<const T*>(a.q), static_cast<const T*>(a.kk), static_cast<T*>(w.qn), static_cast<T*>(w.kn), rows,

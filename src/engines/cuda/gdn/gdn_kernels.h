@@ -33,6 +33,14 @@ struct FwdArgs {
   // chunks that run in parallel: see state_pass_mma and split_combine in gdn_kernels.cu.
   bool split = false;
   int seg_chunks = 0;
+  // OPENDNN_GDN_PREP_V3=1 (unverified on a GPU; needs mma_prep): chunk_prep_mma normalises q and k itself
+  // (no l2_rows pass, no normalised copies: it leaves each row's inverse norm for the sequential pass,
+  // which scales its fp32 products by them) and loads the next output head's gates while the current
+  // head computes. Ignored with keep (the backward reads the normalised copies).
+  bool prep_v3 = false;
+  // OPENDNN_GDN_PASS_V3=1 (unverified on a GPU): the register-state pass keeps this many chunks in
+  // flight (cp.async stages) where shared memory allows, else 2.
+  int stages = 2;
   // The chunked backward's recompute: no output; chunk_prep_mma also keeps the inverse T and the
   // register-state pass (kStates) the state entering every chunk and v' (see FwdSaved). Needs
   // mma_prep and mma_pass, not split.
