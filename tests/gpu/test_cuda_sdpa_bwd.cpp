@@ -37,6 +37,10 @@ struct Case {
   bool thd = false;  // token-packed with ragged offsets (needs len_q/len_kv)
   bool v2 = false;   // plan with OPENDNN_SDPA_BWD_V2=1 set and require the v2 (wgmma) plan
   bool v2_two_pass = false;  // with v2: OPENDNN_SDPA_BWD_V2_TWO_PASS=1 too (separate dQ kernel)
+  // Bytes allocated past the end of every input buffer, all 0xff (NaN) when tail_nan, else zeros: a
+  // kernel reading past a tensor's last row then fails visibly (NaN) or deterministically passes.
+  int64_t tail = 0;
+  bool tail_nan = false;
 };
 
 // Sets an environment variable (or unsets it, value null) until the end of the scope.
@@ -181,14 +185,48 @@ bool build_on_cuda(Graph& g) {
   return engine == "cuda";
 }
 
-// Worst |got - want| / (atol + rtol |want|) over a tensor (> 1 fails); got is raw device storage.
-double violation(const std::vector<uint8_t>& got, const T4& want, DataType dt, double atol, double rtol) {
+// (b, h, s, d) of storage offset i of t, as text.
+std::string where(const T4& t, int64_t i) {
+  int64_t b = 0;
+  if (t.base.empty()) {
+    b = i / t.st[0];
+    i -= b * t.st[0];
+  } else {
+    while (b + 1 < int64_t(t.base.size()) - 1 && i >= t.base[size_t(b + 1)]) ++b;
+    i -= t.base[size_t(b)];
+  }
+  const bool h_outer = t.st[1] > t.st[2];
+  const int64_t outer = i / (h_outer ? t.st[1] : t.st[2]), rest = i % (h_outer ? t.st[1] : t.st[2]);
+  const int64_t inner = rest / (h_outer ? t.st[2] : t.st[1]), d = rest % (h_outer ? t.st[2] : t.st[1]);
+  return "(b " + std::to_string(b) + ", h " + std::to_string(h_outer ? outer : inner) + ", s " +
+         std::to_string(h_outer ? inner : outer) + ", d " + std::to_string(d) + ")";
+}
+
+// Worst |got - want| / (atol + rtol |want|) over a tensor (> 1 fails); got is raw device storage. On a
+// failure `why` says where: the worst element, and the first and last non-finite ones with their count
+// (which rows go wrong is what tells a kernel's bounds bug apart from a wrong operand).
+double violation(const std::vector<uint8_t>& got, const T4& want, DataType dt, double atol, double rtol,
+                 std::string* why = nullptr) {
   double worst = 0;
+  int64_t worst_at = -1, bad = 0, first_bad = -1, last_bad = -1;
   const uint16_t* g = reinterpret_cast<const uint16_t*>(got.data());
   for (size_t i = 0; i < want.v.size(); ++i) {
     const double x = dt == DataType::HALF ? half_to_double(g[i]) : bf16_to_double(g[i]);
+    if (!std::isfinite(x)) {
+      if (bad++ == 0) first_bad = int64_t(i);
+      last_bad = int64_t(i);
+    }
     const double e = std::fabs(x - want.v[i]) / (atol + rtol * std::fabs(want.v[i]));
-    if (!(e <= worst)) worst = std::isnan(e) ? std::numeric_limits<double>::infinity() : e;
+    if (!(e <= worst)) {
+      worst = std::isnan(e) ? std::numeric_limits<double>::infinity() : e;
+      worst_at = int64_t(i);
+    }
+  }
+  if (why && worst > 1.0) {
+    const double x = dt == DataType::HALF ? half_to_double(g[worst_at]) : bf16_to_double(g[worst_at]);
+    *why = "worst at " + where(want, worst_at) + ": got " + std::to_string(x) + ", want " +
+           std::to_string(want.v[size_t(worst_at)]) + "; " + std::to_string(bad) + " non-finite";
+    if (bad > 0) *why += ", first at " + where(want, first_bad) + ", last at " + where(want, last_bad);
   }
   return worst;
 }
@@ -251,10 +289,13 @@ void run_case(const Case& c, bool check_reproducible = false) {
     ASSERT_TRUE(build_on_cuda(g));
   }
 
-  const size_t es = 2;
-  DevBuf bq(q.v.size() * es), bk(k.v.size() * es), bv(v.v.size() * es), bo(r.o.v.size() * es), bdo(dO.v.size() * es),
-      bst(r.lse.size() * 4), bdq(q.v.size() * es), bdk(k.v.size() * es), bdv(v.v.size() * es),
-      bsq(size_t(c.B) * 4), bskv(size_t(c.B) * 4), brq(size_t(c.B + 1) * 4), brkv(size_t(c.B + 1) * 4);
+  const size_t es = 2, tail = size_t(c.tail);
+  DevBuf bq(q.v.size() * es + tail), bk(k.v.size() * es + tail), bv(v.v.size() * es + tail),
+      bo(r.o.v.size() * es + tail), bdo(dO.v.size() * es + tail), bst(r.lse.size() * 4 + tail), bdq(q.v.size() * es),
+      bdk(k.v.size() * es), bdv(v.v.size() * es), bsq(size_t(c.B) * 4), bskv(size_t(c.B) * 4),
+      brq(size_t(c.B + 1) * 4), brkv(size_t(c.B + 1) * 4);
+  if (tail > 0)
+    for (DevBuf* d : {&bq, &bk, &bv, &bo, &bdo, &bst}) ASSERT_EQ(cudaMemset(d->p, c.tail_nan ? 0xff : 0, d->n), cudaSuccess);
   bq.put(q.bits(c.dt));
   bk.put(k.bits(c.dt));
   bv.put(v.bits(c.dt));
@@ -287,9 +328,10 @@ void run_case(const Case& c, bool check_reproducible = false) {
     return {bdq.get<uint8_t>(bdq.n), bdk.get<uint8_t>(bdk.n), bdv.get<uint8_t>(bdv.n)};
   };
   auto first = run();
-  EXPECT_LE(violation(first[0], r.dq, c.dt, 2e-2, 2e-2), 1.0) << "dQ";
-  EXPECT_LE(violation(first[1], r.dk, c.dt, 2e-2, 2e-2), 1.0) << "dK";
-  EXPECT_LE(violation(first[2], r.dv, c.dt, 2e-2, 2e-2), 1.0) << "dV";
+  std::string why[3];
+  EXPECT_LE(violation(first[0], r.dq, c.dt, 2e-2, 2e-2, &why[0]), 1.0) << "dQ " << why[0];
+  EXPECT_LE(violation(first[1], r.dk, c.dt, 2e-2, 2e-2, &why[1]), 1.0) << "dK " << why[1];
+  EXPECT_LE(violation(first[2], r.dv, c.dt, 2e-2, 2e-2, &why[2]), 1.0) << "dV " << why[2];
   if (check_reproducible) {
     auto second = run();
     for (int i = 0; i < 3; ++i)
@@ -470,6 +512,89 @@ TEST(CudaSdpaBwd, V2TwoPassThdD128) {
   c.len_q = {260, 131};
   c.len_kv = {300, 129};
   run_case(two_pass(c));
+}
+// Probes for the THD d128 failure (V2ThdD128 / V2TwoPassThdD128: non-finite dQ and dK, dV right, on
+// the H200 while V2ThdEmptySequences, d128 THD bf16 bottom-right with shorter sequences, passes).
+// Each changes one property of V2ThdD128; which of them pass says where the fault is:
+//   ThdProbeV1 fails too            -> not v2 (shared: the D kernel, adapter, test);
+//   Bf16 passes                     -> fp16 range (an intermediate past 65504);
+//   BottomRight / NoMask pass       -> the top-left causal bounds (keys no query sees);
+//   SeqLenNotThd fails              -> the lengths/mask, not the packed layout;
+//   ZeroTail passes, NaNTail fails  -> a read past the last sequence's rows (out of the buffer);
+//   Aligned passes                  -> partial 128-key / 64-query tiles of a sequence;
+//   OneSequence passes              -> the second sequence's offsets.
+Case thd_d128_probe() {
+  Case c = shape(2, 2, 1, 260, 300, 128, 128, DataType::HALF);
+  c.thd = c.causal = true;
+  c.len_q = {260, 131};
+  c.len_kv = {300, 129};
+  return c;
+}
+TEST(CudaSdpaBwd, ThdProbeV1) { run_case(thd_d128_probe()); }
+TEST(CudaSdpaBwd, V2ThdProbeBf16) {
+  Case c = thd_d128_probe();
+  c.dt = DataType::BFLOAT16;
+  run_case(v2(c));
+}
+TEST(CudaSdpaBwd, V2ThdProbeBottomRight) {
+  Case c = thd_d128_probe();
+  c.bottom_right = true;
+  run_case(v2(c));
+}
+TEST(CudaSdpaBwd, V2ThdProbeNoMask) {
+  Case c = thd_d128_probe();
+  c.causal = false;
+  run_case(v2(c));
+}
+TEST(CudaSdpaBwd, V2ThdProbeSeqLenNotThd) {
+  Case c = thd_d128_probe();
+  c.thd = false;
+  run_case(v2(c));
+}
+TEST(CudaSdpaBwd, V2ThdProbeZeroTail) {
+  Case c = thd_d128_probe();
+  c.tail = 256 * 1024;
+  run_case(v2(c));
+}
+TEST(CudaSdpaBwd, V2ThdProbeNaNTail) {
+  Case c = thd_d128_probe();
+  c.tail = 256 * 1024;
+  c.tail_nan = true;
+  run_case(v2(c));
+}
+TEST(CudaSdpaBwd, V2ThdProbeNaNTailD64) {
+  Case c = thd_d128_probe();
+  c.Dqk = c.Dv = 64;
+  c.tail = 256 * 1024;
+  c.tail_nan = true;
+  run_case(v2(c));
+}
+TEST(CudaSdpaBwd, V2ThdProbeAligned) {
+  Case c = thd_d128_probe();
+  c.Sq = 256, c.Skv = 384;
+  c.len_q = {256, 128};
+  c.len_kv = {384, 128};
+  run_case(v2(c));
+}
+TEST(CudaSdpaBwd, V2ThdProbeOneSequence) {
+  Case c = thd_d128_probe();
+  c.B = 1;
+  c.len_q = {260};
+  c.len_kv = {300};
+  run_case(v2(c));
+}
+// V2ThdEmptySequences's lengths (which pass in bf16 bottom-right) in fp16, top-left.
+TEST(CudaSdpaBwd, V2ThdProbeShortFp16TopLeft) {
+  Case c = shape(3, 2, 1, 200, 150, 128, 128, DataType::HALF);
+  c.thd = c.causal = true;
+  c.len_q = {0, 130, 70};
+  c.len_kv = {90, 150, 0};
+  run_case(v2(c));
+}
+TEST(CudaSdpaBwd, V2ThdProbeNoGqa) {
+  Case c = thd_d128_probe();
+  c.Hq = 1;
+  run_case(v2(c));
 }
 TEST(CudaSdpaBwd, V2TwoPassCausalGqa) {
   Case c = shape(2, 8, 2, 257, 257, 128, 128);
