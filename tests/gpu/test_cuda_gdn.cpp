@@ -191,7 +191,7 @@ void check_once(const Case& c, bool mma_pass, bool prep2, bool split = false, bo
   EXPECT_EQ(plan.find("_mma") != std::string::npos, mma_applies) << plan;
   const bool prep2_applies = prep2 && (K == 64 || K == 128) && (V == 64 || V == 128);
   EXPECT_EQ(plan.find("_prep2") != std::string::npos, prep2_applies) << plan;
-  EXPECT_EQ(plan.find("_prep3") != std::string::npos, v3 && prep2_applies) << plan;
+  EXPECT_EQ(plan.find("_prep3") != std::string::npos, v3 && prep2_applies && (mma_applies || split_applies)) << plan;
   EXPECT_EQ(plan.find("_pass3") != std::string::npos, v3 && (mma_applies || split_applies)) << plan;
 
   int64_t ws = 0;

@@ -66,13 +66,14 @@ struct Work {
   // the state entering every chunk [T/64 + N, HO, V, K] io type (sequence s, chunk c at row cu[s]/64 + s + c)
   // and v' = U - W S [T, HO, V] io type (state_pass_mma kStates).
   void* tmat;
+  void* tu;        // prep3: [T, HO, 64] io type, Tu = T diag(beta) (instead of W and U)
   void* states;
   void* vn;
   size_t bytes;
 };
 int64_t chunk_bound(const FwdArgs& a) { return a.t / C + a.n; }
 // chunk_prep_mma's v3 variant, and whether it takes over the l2 normalisation (see FwdArgs::prep_v3).
-bool prep3(const FwdArgs& a) { return a.prep_v3 && a.mma_prep && !a.keep; }
+bool prep3(const FwdArgs& a) { return a.prep_v3 && a.mma_prep && (a.mma_pass || a.split) && !a.keep; }
 bool fused_l2(const FwdArgs& a) { return a.l2norm && prep3(a); }
 int64_t seg_bound(const FwdArgs& a) { return a.split ? a.t / (int64_t(C) * a.seg_chunks) + a.n : 0; }
 Work carve(const FwdArgs& a, char* base) {
@@ -86,8 +87,12 @@ Work carve(const FwdArgs& a, char* base) {
   const size_t e = 2, rows = size_t(a.t) * size_t(a.ho);
   w.table = reinterpret_cast<int2*>(take(size_t(chunk_bound(a)) * sizeof(int2)));
   w.gam = reinterpret_cast<float*>(take(rows * sizeof(float)));
-  w.w = take(rows * size_t(a.k) * e);
-  w.u = take(rows * size_t(a.v) * e);
+  if (prep3(a)) {
+    w.tu = take(rows * C * e);
+  } else {
+    w.w = take(rows * size_t(a.k) * e);
+    w.u = take(rows * size_t(a.v) * e);
+  }
   w.aqk = take(rows * C * e);
   if (fused_l2(a)) {
     w.rn = reinterpret_cast<float*>(take(2 * size_t(a.t) * size_t(a.h) * sizeof(float)));
@@ -527,14 +532,16 @@ namespace mma {
 // Shared-memory layout of one chunk stage; rows padded by 16 bytes so ldmatrix rows hit distinct banks.
 // W, K, Q [C][k + pad], Aqk [C][C + pad], U [C][bv + pad] (16-bit), then gamma [C] and, with fused_l2,
 // the q and k rows' inverse norms [C] each (fp32). Without outputs (the split's summaries) Q, Aqk and the
-// O staging are left out: two CTAs then fit an SM.
-__host__ __device__ constexpr size_t stage_bytes(int k, int bv, bool outputs = true) {
-  return size_t((outputs ? 3 : 2) * C * (k + kPad16) + (outputs ? C * (C + kPad16) : 0) + C * (bv + kPad16)) * 2 +
+// O staging are left out: two CTAs then fit an SM. v3 (prep3): Tu [C][C + pad] in W's place and the
+// v rows in U's.
+__host__ __device__ constexpr size_t stage_bytes(int k, int bv, bool outputs = true, bool v3 = false) {
+  return size_t(C * ((v3 ? C : k) + kPad16) + (outputs ? 2 : 1) * C * (k + kPad16) + (outputs ? C * (C + kPad16) : 0) +
+                C * (bv + kPad16)) * 2 +
          3 * C * sizeof(float);
 }
 constexpr int kLdo = 16 + kPad16;  // per-warp O staging rows
-size_t smem_bytes(int k, int bv, bool outputs = true, int stages = 2) {
-  return size_t(stages) * stage_bytes(k, bv, outputs) + (outputs ? size_t(bv / 16) * C * kLdo * 2 : 0);
+size_t smem_bytes(int k, int bv, bool outputs = true, int stages = 2, bool v3 = false) {
+  return size_t(stages) * stage_bytes(k, bv, outputs, v3) + (outputs ? size_t(bv / 16) * C * kLdo * 2 : 0);
 }
 
 }  // namespace mma
@@ -570,7 +577,13 @@ enum PassMode { kWhole = 0, kSummary = 1, kApply = 2, kStates = 3 };
 // NS chunk stages: chunk t + NS - 1 is queued while chunk t computes (NS = 3: OPENDNN_GDN_PASS_V3).
 // With fused_l2 (p.w.rn set) q and k arrive unnormalised: the output rows are scaled by the q rows'
 // inverse norms and the state update's decay by the k rows', both in fp32.
-template <class T, int K, int Mode, int NS>
+// V3 (prep3, OPENDNN_GDN_PREP_V3): chunk_prep_mma leaves Tu = T diag(beta) instead of W and U, and v'
+// is formed here from the raw v rows, with W S = Tu diag(e^gamma) K S:
+//   Y^T = S^T K^T,  v'^T = (V^T - Y^T diag(e^gamma)) Tu^T   (Tu lower triangular: 10 of 16 blocks),
+// 20 more mma a warp and chunk than reading W and U (+10%), for 2.4 GB less traffic between the kernels
+// at H16 HV64 32k tokens (W and U written and read, v read twice) and a prep without W/U products.
+// (V - Y') is rounded to 16 bits once, where U and W S were rounded separately before.
+template <class T, int K, int Mode, int NS, bool V3>
 __global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256) state_pass_mma(PassParams p) {
   using namespace mma;
   constexpr int ldk = K + kPad16, lda = C + kPad16;
@@ -607,11 +620,11 @@ __global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256)
 
   constexpr bool kOut = Mode == kWhole || Mode == kApply;
   extern __shared__ __align__(128) unsigned char smem[];
-  const size_t sbytes = stage_bytes(K, BV, kOut);
+  const size_t sbytes = stage_bytes(K, BV, kOut, V3);
   T* ostage = reinterpret_cast<T*>(smem + NS * sbytes) + warp * C * kLdo;
   auto stage_ptrs = [&](int st, T*& w, T*& q, T*& k, T*& aq, T*& u, float*& gm) {
-    w = reinterpret_cast<T*>(smem + sbytes * size_t(st));
-    k = w + C * ldk;
+    w = reinterpret_cast<T*>(smem + sbytes * size_t(st));  // W, or Tu (V3)
+    k = w + C * (V3 ? lda : ldk);
     q = k + C * ldk;
     aq = q + (kOut ? C * ldk : 0);
     u = aq + (kOut ? C * lda : 0);
@@ -645,6 +658,9 @@ __global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256)
   const T* wg = static_cast<const T*>(p.w.w);
   const T* ug = static_cast<const T*>(p.w.u);
   const T* ag = static_cast<const T*>(p.w.aqk);
+  const T* tug = static_cast<const T*>(p.w.tu);
+  const T* vg = static_cast<const T*>(a.vv);
+  const int64_t hvv = j / (a.ho / a.hv);
   const float* rn = p.w.rn;
 
   // Queues chunk t0's tiles into stage st (rows past the sequence end are zero-filled).
@@ -658,22 +674,25 @@ __global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256)
       const int r = e / per_k, col = (e % per_k) * 8;
       const bool ok = r < L;
       const int64_t rq = ok ? (t0 + r) * a.h + hq : 0, rw = ok ? (t0 + r) * a.ho + j : 0;
-      cp16(w + r * ldk + col, wg + rw * K + col, ok);
+      if constexpr (!V3) cp16(w + r * ldk + col, wg + rw * K + col, ok);
       if constexpr (kOut) cp16(q + r * ldk + col, qg + rq * K + col, ok);
       cp16(k + r * ldk + col, kg + rq * K + col, ok);
     }
-    if constexpr (kOut) {
+    if constexpr (kOut || V3) {
       for (int e = tid; e < C * (C / 8); e += nthreads) {
         const int r = e / (C / 8), col = (e % (C / 8)) * 8;
         const bool ok = r < L;
-        cp16(aq + r * lda + col, ag + (ok ? (t0 + r) * a.ho + j : 0) * C + col, ok);
+        const int64_t rw = (ok ? (t0 + r) * a.ho + j : 0) * C + col;
+        if constexpr (kOut) cp16(aq + r * lda + col, ag + rw, ok);
+        if constexpr (V3) cp16(w + r * lda + col, tug + rw, ok);
       }
     }
     const int per_u = BV / 8;
     for (int e = tid; e < C * per_u; e += nthreads) {
       const int r = e / per_u, col = (e % per_u) * 8;
-      const bool ok = r < L && !transfer;  // M's recurrence has U = 0
-      cp16(u + r * ldu + col, ug + (ok ? (t0 + r) * a.ho + j : 0) * V + (ok ? v0 + col : 0), ok);
+      const bool ok = r < L && !transfer;  // M's recurrence has U = 0 (V3: v = 0)
+      if constexpr (V3) cp16(u + r * ldu + col, vg + (ok ? (t0 + r) * a.hv + hvv : 0) * V + (ok ? v0 + col : 0), ok);
+      else cp16(u + r * ldu + col, ug + (ok ? (t0 + r) * a.ho + j : 0) * V + (ok ? v0 + col : 0), ok);
     }
     for (int r = tid; r < C; r += nthreads) cp4(gm + r, p.w.gam + (r < L ? (t0 + r) * a.ho + j : 0), r < L);
     if (rn)
@@ -739,7 +758,7 @@ __global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256)
 #pragma unroll
         for (int np = 0; np < NP; ++np) {
           uint32_t b[4];
-          ldsm4(b, ws + (16 * (p0 + np) + rb_row) * ldk + 16 * kk + rb_col);
+          ldsm4(b, (V3 ? ks : ws) + (16 * (p0 + np) + rb_row) * ldk + 16 * kk + rb_col);  // V3: Y^T = S^T K^T
           mma16816<T>(x[2 * np], af, b[0], b[1]);
           mma16816<T>(x[2 * np + 1], af, b[2], b[3]);
           if constexpr (kOut) {
@@ -750,20 +769,54 @@ __global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256)
           }
         }
       }
+      if constexpr (V3) {
+        static_assert(NP == 4, "v'^T = D Tu^T reads every row pair's D");
+        // D = V^T - Y^T diag(e^gamma / |k|) as A operands (the V^T fragment of k-slice np is the U^T
+        // load's), then x = v'^T = D Tu^T.
+        uint32_t da[NP][4];
 #pragma unroll
-      for (int np = 0; np < NP; ++np) {
-        uint32_t u[4];
-        ldsm4t(u, us + (16 * (p0 + np) + rb_row) * ldu + vw + rb_col);
+        for (int np = 0; np < NP; ++np) {
+          uint32_t u[4];
+          ldsm4t(u, us + (16 * (p0 + np) + rb_row) * ldu + vw + rb_col);
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int n = 2 * np + h;
-          const float2 lo = unpack2<T>(u[2 * h]), hi = unpack2<T>(u[2 * h + 1]);
-          x[n][0] = lo.x - x[n][0];
-          x[n][1] = lo.y - x[n][1];
-          x[n][2] = hi.x - x[n][2];
-          x[n][3] = hi.y - x[n][3];
+          for (int h = 0; h < 2; ++h) {
+            const int n = 2 * np + h, r = 8 * (2 * p0 + n) + 2 * c;
+            float e0 = __expf(gs[r]), e1 = __expf(gs[r + 1]);
+            if (rn) e0 *= gs[2 * C + r], e1 *= gs[2 * C + r + 1];
+            const float2 lo = unpack2<T>(u[2 * h]), hi = unpack2<T>(u[2 * h + 1]);
+            da[np][2 * h] = pack2<T>(lo.x - x[n][0] * e0, lo.y - x[n][1] * e1);
+            da[np][2 * h + 1] = pack2<T>(hi.x - x[n][2] * e0, hi.y - x[n][3] * e1);
+          }
         }
-        if constexpr (kOut) a_frag<T>(va[p0 + np], x, np);
+#pragma unroll
+        for (int np = 0; np < NP; ++np) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) x[2 * np][e] = 0.f, x[2 * np + 1][e] = 0.f;
+#pragma unroll
+          for (int kk = 0; kk <= np; ++kk) {  // Tu is lower triangular
+            uint32_t b[4];
+            ldsm4(b, ws + (16 * np + rb_row) * lda + 16 * kk + rb_col);
+            mma16816<T>(x[2 * np], da[kk], b[0], b[1]);
+            mma16816<T>(x[2 * np + 1], da[kk], b[2], b[3]);
+          }
+          if constexpr (kOut) a_frag<T>(va[np], x, np);
+        }
+      } else {
+#pragma unroll
+        for (int np = 0; np < NP; ++np) {
+          uint32_t u[4];
+          ldsm4t(u, us + (16 * (p0 + np) + rb_row) * ldu + vw + rb_col);
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int n = 2 * np + h;
+            const float2 lo = unpack2<T>(u[2 * h]), hi = unpack2<T>(u[2 * h + 1]);
+            x[n][0] = lo.x - x[n][0];
+            x[n][1] = lo.y - x[n][1];
+            x[n][2] = hi.x - x[n][2];
+            x[n][3] = hi.y - x[n][3];
+          }
+          if constexpr (kOut) a_frag<T>(va[p0 + np], x, np);
+        }
       }
       if constexpr (Mode == kStates) {
         T* vn = static_cast<T*>(p.w.vn) + (t0 * a.ho + j) * V + v0 + vw;
@@ -1035,11 +1088,12 @@ __device__ __forceinline__ void offdiag(float* M, int r0, int c0, int ms, int la
 }  // namespace prep2
 
 // grid (bound, H), kThreads threads, prep2::Layout<K, V>::bytes of shared memory.
-// V3 (OPENDNN_GDN_PREP_V3, unverified on a GPU): with fused_l2 (p.w.rn set) the raw q and k rows are
-// normalised in shared memory (the products see the same 16-bit normalised values l2_rows would write)
-// and only their fp32 inverse norms go to memory, for the sequential pass; and warp 0 loads the next
-// head's gates while the current head computes, so no head waits a global round trip with the CTA
-// parked at a barrier.
+// V3 (OPENDNN_GDN_PREP_V3, unverified on a GPU): the output per head is Tu = T diag(beta), Aqk and gamma
+// only: no v rows, no W/U products, 24 KB written per chunk and head instead of 40 (state_pass_mma<V3>
+// forms v' from v and Tu). With fused_l2 (p.w.rn set) the raw q and k rows are normalised in shared
+// memory (the products see the same 16-bit normalised values l2_rows would write) and only their fp32
+// inverse norms go to memory, for the pass. Warp 0 loads the next head's gates while the current head
+// computes, so no head waits a global round trip with the CTA parked at a barrier.
 template <class T, int K, int V, bool V3>
 __global__ void __launch_bounds__(kThreads, 2) chunk_prep_mma(PrepParams p) {
   using namespace mma;
@@ -1085,7 +1139,7 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_prep_mma(PrepParams p) {
     cp16(ks + r * ldk + col, kg + row, r < L);
     cp16(qs + r * ldk + col, qg + row, r < L);
   }
-  issue_v(hq * G);
+  if constexpr (!V3) issue_v(hq * G);  // V3 leaves v to the pass
   // Gates of output head j for rows 2 lane, 2 lane + 1 (warp 0).
   float gv[2] = {0.f, 0.f}, bv[2] = {0.f, 0.f};
   auto load_gates = [&](int j) {
@@ -1232,10 +1286,15 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_prep_mma(PrepParams p) {
         eu[e] = from_f<T>(t * bet[cc]);
         et[e] = from_f<T>(t);
       }
+      if constexpr (V3) {  // Tu = T diag(beta) is all the pass needs (see state_pass_mma)
+        if (r < L) *reinterpret_cast<uint4*>(static_cast<T*>(p.w.tu) + ((t0 + r) * a.ho + j) * C + c0) = pu;
+        continue;
+      }
       *reinterpret_cast<uint4*>(tw + r * kLdt + c0) = pw;
       *reinterpret_cast<uint4*>(tu + r * kLdt + c0) = pu;
       if (p.w.tmat && r < L) *reinterpret_cast<uint4*>(static_cast<T*>(p.w.tmat) + ((t0 + r) * a.ho + j) * C + c0) = pt;
     }
+    if constexpr (V3) continue;  // next head: its first barrier orders M's reuse
     cp_wait_all();  // this head's v rows
     __syncthreads();
 
@@ -1301,19 +1360,27 @@ void launch_prep_mma(const PrepParams& pp, int64_t bound, cudaStream_t st) {
 
 constexpr size_t kMaxSmem = 227 * 1024;
 
-template <class T, int K, int Mode, int NS>
-void launch_mma_stages(const PassParams& pp, int64_t ctas, size_t bytes, cudaStream_t st) {
-  cudaFuncSetAttribute(state_pass_mma<T, K, Mode, NS>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
-  state_pass_mma<T, K, Mode, NS><<<unsigned(ctas), unsigned(pp.a.bv / 16 * 32), bytes, st>>>(pp);
+template <class T, int K, int Mode, int NS, bool V3>
+void launch_mma_stages(const PassParams& pp, int64_t ctas, cudaStream_t st) {
+  const size_t bytes = mma::smem_bytes(K, pp.a.bv, Mode == kWhole || Mode == kApply, NS, V3);
+  cudaFuncSetAttribute(state_pass_mma<T, K, Mode, NS, V3>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+  state_pass_mma<T, K, Mode, NS, V3><<<unsigned(ctas), unsigned(pp.a.bv / 16 * 32), bytes, st>>>(pp);
+}
+template <class T, int K, int Mode, bool V3>
+void launch_mma_v(const PassParams& pp, int64_t ctas, cudaStream_t st) {
+  if (pp.a.stages >= 3 && mma::smem_bytes(K, pp.a.bv, Mode == kWhole || Mode == kApply, 3, V3) <= kMaxSmem)
+    launch_mma_stages<T, K, Mode, 3, V3>(pp, ctas, st);
+  else
+    launch_mma_stages<T, K, Mode, 2, V3>(pp, ctas, st);
 }
 template <class T, int K, int Mode>
 void launch_mma_mode(const PassParams& pp, int64_t ctas, cudaStream_t st) {
-  constexpr bool out = Mode == kWhole || Mode == kApply;
-  if constexpr (Mode != kStates) {  // the backward's recompute keeps the verified two stages
-    const size_t deep = mma::smem_bytes(K, pp.a.bv, out, 3);
-    if (pp.a.stages >= 3 && deep <= kMaxSmem) return launch_mma_stages<T, K, Mode, 3>(pp, ctas, deep, st);
-  }
-  launch_mma_stages<T, K, Mode, 2>(pp, ctas, mma::smem_bytes(K, pp.a.bv, out, 2), st);
+  if constexpr (Mode == kStates)  // the backward's recompute keeps the verified kernel
+    launch_mma_stages<T, K, Mode, 2, false>(pp, ctas, st);
+  else if (prep3(pp.a))
+    launch_mma_v<T, K, Mode, true>(pp, ctas, st);
+  else
+    launch_mma_v<T, K, Mode, false>(pp, ctas, st);
 }
 // Unsplit: one launch. Split: the segment table, the summaries, the combine, then the outputs.
 template <class T, int K>
