@@ -12,10 +12,11 @@ switches 0), and each new kernel alone (mma_*: OPENDNN_GDN_FWD_V2, prep2_*: OPEN
 With --split (or OPENDNN_GDN_SPLIT=1 in the environment, which then applies to those columns only)
 also the sequence-split register-state pass, OPENDNN_GDN_SPLIT=1 (split_* with the first chunk_prep,
 split2_* with the new one), and --quick adds the few-heads case h4_hv8_1x32k, the one the split is for.
-With --v3 (opt-in kernels of session 5, A/B against opendnn_ms in the same run) also v3_* (chunk_prep_mma
-v3 with the fused l2norm and gate prefetch, plus the three-stage pass: OPENDNN_GDN_PREP_V3=1 and
-OPENDNN_GDN_PASS_V3=1), prep3_* and pass3_* (each alone); --quick --v3 also runs h4_hv8_1x32k, where
-the default plan is the split pass and the v3 columns are the split pass with the v3 kernels.
+With --v3 (opt-in kernels of session 5, A/B against opendnn_ms in the same run) also v3_* (both:
+OPENDNN_GDN_PREP_V3=1 and OPENDNN_GDN_PASS_V3=1), prep3_* (chunk_prep_mma v3 alone: Tu instead of W and U,
+v' formed in the pass, fused l2norm, gate prefetch) and pass3_* (three chunk stages in the register-state
+pass alone); --quick --v3 also runs h4_hv8_1x32k, where the default plan is the split pass and the v3
+columns are the split pass with the v3 kernels. OPENDNN_BENCH_KERNELS=1 prints each kernel's time.
 
 With --bwd also the backward, into gdn_bwd.json: the default plan (bwd_opendnn_*: chunked) and fla's
 (bwd_fla_ms, bwd_speedup_vs_fla; fla's Triton version guard lifted where it refuses, see

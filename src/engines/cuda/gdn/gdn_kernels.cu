@@ -1016,18 +1016,20 @@ constexpr int kLdm = C + 4;        // fp32 rows of M and of the K K^T / Q K^T ti
 constexpr int kLdt = C + kPad16;   // 16-bit rows of the scaled inverses
 constexpr int kLdst = 16 + kPad16;  // per-warp output staging rows (16 columns)
 
-template <int K, int V>
+template <int K, int V, bool Lean = false>
 struct Layout {
-  static constexpr int ldk = K + kPad16, ldv = V + kPad16;
+  // Lean (the v3 kernel): no v rows and no scaled inverses in shared memory, 70 KB at K = 128, so
+  // three CTAs fit an SM.
+  static constexpr int ldk = K + kPad16, ldv = V + kPad16, vt = Lean ? 0 : C;
   static constexpr size_t ks = 0;                                    // [C][ldk] k rows
   static constexpr size_t vs = ks + size_t(C) * ldk * 2;             // [C][ldv] v rows of one head
-  static constexpr size_t kk = vs + size_t(C) * ldv * 2;             // [C][kLdm] fp32 K K^T
+  static constexpr size_t kk = vs + size_t(vt) * ldv * 2;            // [C][kLdm] fp32 K K^T
   static constexpr size_t qk = kk + size_t(C) * kLdm * 4;            // [C][kLdm] fp32 Q K^T
   static constexpr size_t m = qk + size_t(C) * kLdm * 4;             // q rows, then M, then output staging
   static constexpr size_t m_bytes = std::max(size_t(C) * ldk * 2, size_t(C) * kLdm * 4);
   static constexpr size_t tw = m + m_bytes;                          // [C][kLdt] T diag(beta e^gamma)
-  static constexpr size_t tu = tw + size_t(C) * kLdt * 2;            // [C][kLdt] T diag(beta)
-  static constexpr size_t gates = tu + size_t(C) * kLdt * 2;         // gamma, beta, beta e^gamma [C] each
+  static constexpr size_t tu = tw + size_t(vt) * kLdt * 2;           // [C][kLdt] T diag(beta)
+  static constexpr size_t gates = tu + size_t(vt) * kLdt * 2;        // gamma, beta, beta e^gamma [C] each
   static constexpr size_t bytes = gates + 3 * C * sizeof(float);
   static_assert(kWarps * 16 * kLdst * 2 <= m_bytes, "the output staging lives in M's space");
 };
@@ -1095,10 +1097,10 @@ __device__ __forceinline__ void offdiag(float* M, int r0, int c0, int ms, int la
 // inverse norms go to memory, for the pass. Warp 0 loads the next head's gates while the current head
 // computes, so no head waits a global round trip with the CTA parked at a barrier.
 template <class T, int K, int V, bool V3>
-__global__ void __launch_bounds__(kThreads, 2) chunk_prep_mma(PrepParams p) {
+__global__ void __launch_bounds__(kThreads, V3 ? 3 : 2) chunk_prep_mma(PrepParams p) {
   using namespace mma;
   using namespace prep2;
-  using Lay = Layout<K, V>;
+  using Lay = Layout<K, V, V3>;
   constexpr int ldk = Lay::ldk, ldv = Lay::ldv;
   const FwdArgs& a = p.a;
   const int2 ent = p.w.table[blockIdx.x];
@@ -1344,8 +1346,9 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_prep_mma(PrepParams p) {
 
 template <class T, int K, int V>
 void launch_prep_kv(const PrepParams& pp, int64_t bound, cudaStream_t st) {
-  const size_t bytes = prep2::Layout<K, V>::bytes;
-  auto kernel = prep3(pp.a) ? chunk_prep_mma<T, K, V, true> : chunk_prep_mma<T, K, V, false>;
+  const bool v3 = prep3(pp.a);
+  const size_t bytes = v3 ? prep2::Layout<K, V, true>::bytes : prep2::Layout<K, V>::bytes;
+  auto kernel = v3 ? chunk_prep_mma<T, K, V, true> : chunk_prep_mma<T, K, V, false>;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
   kernel<<<dim3(unsigned(bound), unsigned(pp.a.h)), kThreads, bytes, st>>>(pp);
 }
