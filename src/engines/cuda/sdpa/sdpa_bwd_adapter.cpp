@@ -4,7 +4,8 @@
 // diagonal alignment), per-batch lengths, token-packed and THD layouts. Deterministic.
 // With OPENDNN_SDPA_BWD_V2=1 (read when proposing and building) d64/d128 also get the wgmma plan
 // (sdpa_bwd_v2.cuh), ranked ahead of the first one. Its default schedule fuses dQ into the dK/dV
-// kernel (workspace grows by fp32 dQ); OPENDNN_SDPA_BWD_V2_TWO_PASS=1 keeps the earlier two kernels.
+// kernel (workspace grows by fp32 dQ); OPENDNN_SDPA_BWD_V2_TWO_PASS=1 keeps the earlier two kernels;
+// OPENDNN_SDPA_BWD_V2_BULK_DQ=1 makes the fused schedule add dQ by bulk reductions (unverified).
 // The fused schedule is unverified on a GPU until the lead's run.
 #include <cstdlib>
 #include <cstring>
@@ -90,6 +91,7 @@ bool env_is_1(const char* name) {
 }
 bool v2_enabled() { return env_is_1("OPENDNN_SDPA_BWD_V2"); }
 bool v2_two_pass() { return env_is_1("OPENDNN_SDPA_BWD_V2_TWO_PASS"); }
+bool v2_bulk_dq() { return env_is_1("OPENDNN_SDPA_BWD_V2_BULK_DQ"); }
 
 class SdpaBwdPlan : public Plan {
  public:
@@ -154,6 +156,7 @@ Status build(const Graph& g, const Target&, const PlanCandidate& c, std::unique_
     else if (!sdpa::bwd_v2_supported(a.p.d_qk, a.p.d_v)) why = "sdpa_bwd_v2 runs d_qk == d_v in {64, 128} only";
     a.v2 = true;
     a.v2_two_pass = v2_two_pass();
+    a.v2_bulk_dq = !a.v2_two_pass && v2_bulk_dq();
   }
   if (!why.empty()) return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cuda sdpa backward: " + why};
   out = std::make_unique<SdpaBwdPlan>(a, s);

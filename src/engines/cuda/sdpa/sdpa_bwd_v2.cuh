@@ -23,6 +23,10 @@
 //   per-tile counter in global memory says whose turn it is; the first stores, the others add), and a
 //   small kernel scales and converts the sum. Workspace stays linear in Sq. A step's dQ is parked in
 //   shared memory and added during the next step's wgmma, so the turn wait overlaps tensor work.
+// Bulk dQ adds (opt-in, OPENDNN_SDPA_BWD_V2_BULK_DQ=1, UNVERIFIED on a GPU): a warpgroup parks its
+//   64 x kDqN dQ values in shared memory in the workspace's own layout and one thread adds them with a
+//   single bulk reduction (cp.reduce.async.bulk .add.f32, 8/16 KiB) instead of 128 threads issuing
+//   8-16 16-byte red.add each; the turn order is unchanged, so the sums keep their fixed order.
 //   Turn order and deadlock freedom: a CTA only ever waits for CTAs of lower block index of its own
 //   (head, batch), so the earliest unfinished CTA never waits and all finish, given that CTAs are
 //   dispatched in block order (what CUDA does; the stream-K and FlashAttention-3 style reductions
@@ -199,6 +203,25 @@ __device__ __forceinline__ void named_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
+// Bulk dQ: the workspace holds each (b, h, query tile, warpgroup) block of 64 rows x n fp32 columns
+// contiguously, 16-byte groups of a row rotated by XOR with row % 8, so that shared memory (which a bulk
+// copy mirrors byte for byte) takes the accumulator's float2 stores in two wavefronts per warp instead
+// of eight. Offset of (row r, column c) inside such a block:
+__host__ __device__ __forceinline__ int bulk_dq_offset(int r, int c, int n) {
+  return r * n + ((((c >> 2) ^ (r & 7)) << 2) | (c & 3));
+}
+// dst (+)= the `bytes` bytes at shared address src through the async proxy: a plain bulk copy for the
+// first contributor, an fp32 add reduction for the others; returns once the writes are performed.
+__device__ __forceinline__ void bulk_dq_put(float* dst, uint32_t src, int bytes, bool add) {
+  if (add)
+    asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst), "r"(src), "r"(bytes)
+                 : "memory");
+  else
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(src), "r"(bytes) : "memory");
+  asm volatile("cp.async.bulk.commit_group;\ncp.async.bulk.wait_group 0;\n" ::: "memory");
+}
+__device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
+
 // Where the fused kernel accumulates dQ (bwd_v2_layout): fp32 [B,Hq,mt*64,D] and two counters per
 // (b, h, query tile).
 struct DqAccum {
@@ -207,7 +230,7 @@ struct DqAccum {
   int64_t mt = 0;
 };
 
-template <class T, int kD, bool kDkDv, bool kFuse>
+template <class T, int kD, bool kDkDv, bool kFuse, bool kBulkDq = false>
 __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, const float* __restrict__ delta,
                                                           const DqAccum acc) {
   using namespace cute;
@@ -221,6 +244,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
   // Under a right bound the early key tiles (dK/dV) and the late query tiles (dQ) have the most
   // work: the dQ grid runs in reverse so the heavy CTAs start first and the light ones fill the tail.
   static_assert(kDkDv || !kFuse, "dQ is fused into the dK/dV pass");
+  static_assert(kFuse || !kBulkDq, "bulk dQ adds belong to the fused schedule");
   // Fused dQ under a right bound: the turn order of the dQ tiles is descending key tiles, and a CTA
   // may only wait for CTAs launched before it, so the grid runs key tiles last-first.
   const bool descending = kFuse && a.p.has_right;
@@ -387,6 +411,34 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
     if (wt == 0) release_increment(counter);
   };
 
+  // Bulk variant of park_dq / add_dq: this warpgroup's block of the parked area in the workspace layout.
+  float* const bulk_park = reinterpret_cast<float*>(&sm.dq_parked[0][0]) + wg * (kStep * Cfg::kDqN);
+  auto park_dq_bulk = [&](const auto& dq) {
+    CUTE_UNROLL
+    for (int e = 0; e < size(dq); e += 2) {  // values e, e + 1: columns c, c + 1 of one row
+      const int r = get<0>(cDq(e)), c = get<1>(cDq(e));
+      *reinterpret_cast<float2*>(bulk_park + bulk_dq_offset(r, c, Cfg::kDqN)) = make_float2(dq(e), dq(e + 1));
+    }
+    cutlass::arch::fence_view_async_shared();  // generic writes, read by the bulk copy (async proxy)
+  };
+  auto add_dq_bulk = [&](int64_t idx, int64_t s0) {
+    const int64_t h = hk * group + idx / ntiles;
+    const int64_t bh = b * p.hq + h, mtile = s0 / kStep;
+    int* counter = acc.counters + (bh * acc.mt + mtile) * 2 + wg;
+    float* dst = acc.dq + ((bh * acc.mt + mtile) * 2 + wg) * (kStep * Cfg::kDqN);
+    const KeyTiles kt = contributors(m, s0);
+    const int turn = int(descending ? kt.hi - int64_t(tile) : int64_t(tile) - kt.lo);
+    named_sync(2 + wg, 128);  // the warpgroup's values are parked
+    if (wt == 0) {
+      wait_until_equal(counter, turn, dst);
+      fence_proxy_async_global();  // the bulk add comes after the previous contributor's, seen through the acquire
+      bulk_dq_put(dst, cute::cast_smem_ptr_to_uint(bulk_park), kStep * Cfg::kDqN * int(sizeof(float)), turn != 0);
+      fence_proxy_async_global();  // ... and is performed before the release that hands the turn on
+      release_increment(counter);
+    }
+    named_sync(2 + wg, 128);  // the bulk copy has read the parked values: they may be overwritten
+  };
+
   int64_t parked_s0 = 0;  // query tile of the parked dQ
   stage_item(0, 0);
   stage_item(1, 1);
@@ -483,7 +535,10 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
       warpgroup_arrive();
       v2::issue(mma_dq, tDsA, tKt, dq, false);
       warpgroup_commit_batch();
-      if (idx > 0) add_dq(idx - 1, parked_s0);  // while this step's dV, dK and dQ wgmma run
+      if (idx > 0) {  // while this step's dV, dK and dQ wgmma run
+        if constexpr (kBulkDq) add_dq_bulk(idx - 1, parked_s0);
+        else add_dq(idx - 1, parked_s0);
+      }
     }
     warpgroup_wait<0>();
     warpgroup_fence_operand(acc1);
@@ -492,12 +547,18 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
     warpgroup_fence_operand(tdSr);
     if constexpr (kFuse) {
       warpgroup_fence_operand(dq);
-      park_dq(dq);
+      if constexpr (kBulkDq) park_dq_bulk(dq);
+      else park_dq(dq);
       parked_s0 = s0;
     }
   }
-  if constexpr (kFuse)
-    if (total > 0) add_dq(total - 1, parked_s0);
+  if constexpr (kFuse) {
+    if constexpr (kBulkDq) {
+      if (total > 0) add_dq_bulk(total - 1, parked_s0);
+    } else {
+      if (total > 0) add_dq(total - 1, parked_s0);
+    }
+  }
   asm volatile("cp.async.wait_group 0;\n" ::);  // no loads left in flight at exit (total == 0)
 
   if constexpr (kDkDv) {
@@ -518,7 +579,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
 
 // dQ = scale * the fused kernel's fp32 sum, in the element type; rows of query tiles no key tile
 // contributed to (counter 0: nothing visible, or no keys) are zeros, as are padded rows.
-template <class T, int kD>
+template <class T, int kD, bool kBulkDq>
 __global__ void __launch_bounds__(kThreads) dq_convert(const BwdProblem a, const DqAccum acc) {
   constexpr int kPerRow = kD / 8, kRows = kThreads / kPerRow;
   const Problem& p = a.p;
@@ -531,8 +592,18 @@ __global__ void __launch_bounds__(kThreads) dq_convert(const BwdProblem a, const
   float v[8] = {};
   if (i < sqb && acc.counters[(bh * acc.mt + i / kStep) * 2] > 0) {
     const float scale = bwd::scale_of(p);
-    const float4* s = reinterpret_cast<const float4*>(acc.dq + (bh * acc.mt * kStep + i) * kD + c);
-    const float4 x = s[0], y = s[1];
+    float4 x, y;
+    if constexpr (kBulkDq) {  // columns c..c+7 lie in one warpgroup's block, as two 16-byte groups
+      constexpr int n = kD / 2;
+      const float* blk = acc.dq + ((bh * acc.mt + i / kStep) * 2 + c / n) * (kStep * n);
+      const int r = int(i % kStep), cc = c % n;
+      x = *reinterpret_cast<const float4*>(blk + bulk_dq_offset(r, cc, n));
+      y = *reinterpret_cast<const float4*>(blk + bulk_dq_offset(r, cc + 4, n));
+    } else {
+      const float4* s = reinterpret_cast<const float4*>(acc.dq + (bh * acc.mt * kStep + i) * kD + c);
+      x = s[0];
+      y = s[1];
+    }
     const float in[8] = {x.x, x.y, x.z, x.w, y.x, y.y, y.z, y.w};
     for (int e = 0; e < 8; ++e) v[e] = in[e] * scale;
   }
@@ -555,9 +626,10 @@ const char* launch_t(const BwdProblem& a, void* workspace, cudaStream_t st) {
   auto kv = bwd_kernel<T, kD, true, false>;
   auto q = bwd_kernel<T, kD, false, false>;
   auto fused = bwd_kernel<T, kD, true, true>;
+  auto fused_bulk = bwd_kernel<T, kD, true, true, true>;
   static const cudaError_t attr = [&] {
     cudaError_t e = cudaSuccess;
-    for (auto k : {kv, q, fused})
+    for (auto k : {kv, q, fused, fused_bulk})
       if (e == cudaSuccess) e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
     return e;
   }();
@@ -583,13 +655,14 @@ const char* launch_t(const BwdProblem& a, void* workspace, cudaStream_t st) {
   if (l.counter_bytes > 0)
     if (const char* e = bwd::err(cudaMemsetAsync(acc.counters, 0, size_t(l.counter_bytes), st))) return e;
   if (p.skv > 0) {
-    fused<<<kv_grid, kThreads, Cfg::kSmemBytes, st>>>(a, delta, acc);
+    (a.v2_bulk_dq ? fused_bulk : fused)<<<kv_grid, kThreads, Cfg::kSmemBytes, st>>>(a, delta, acc);
     if (const char* e = bwd::err(cudaGetLastError())) return e;
   }
   if (p.sq > 0) {
     constexpr int kRows = kThreads / (kD / 8);
     dim3 grid(unsigned((p.sq + kRows - 1) / kRows), unsigned(p.hq), unsigned(p.b));
-    dq_convert<T, kD><<<grid, kThreads, 0, st>>>(a, acc);
+    if (a.v2_bulk_dq) dq_convert<T, kD, true><<<grid, kThreads, 0, st>>>(a, acc);
+    else dq_convert<T, kD, false><<<grid, kThreads, 0, st>>>(a, acc);
     if (const char* e = bwd::err(cudaGetLastError())) return e;
   }
   return nullptr;
