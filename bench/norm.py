@@ -3,10 +3,12 @@
 opendnn's cuda engine against torch eager, cuDNN's norms (through opendnn's cudnn engine) and,
 with --compile, torch.compile, all in one process on the same inputs. Writes bench/results/norm.json.
 
-    python bench/norm.py [--quick] [--no-cudnn] [--compile]
+    python bench/norm.py [--quick | --shapes 8192x4096,32768x8192] [--no-cudnn] [--compile]
 
 Our rows and torch's are timed and written first; cuDNN's columns are added in a second pass and
-the file rewritten, so a fault in a peer cannot lose our numbers.
+the file rewritten, so a fault in a peer cannot lose our numbers. The opt-in kernels are timed in
+the same run as A/B columns (VARIANTS): opendnn_<v>_ms, <v>_speedup_vs_v1, <v>_fraction_of_copy_bw,
+<v>_speedup_vs_cudnn.
 """
 import argparse
 import os
@@ -23,6 +25,10 @@ BF16 = cudnn.data_type.BFLOAT16
 FP32 = cudnn.data_type.FLOAT
 EPS = 1e-5
 PASSES = ("fwd", "infer", "bwd")  # training forward (writes the statistics), inference forward, backward
+# Opt-in kernels timed next to the default one: (column tag, passes, environment variable set while
+# the plan is built).
+VARIANTS = (("narrow", ("fwd", "infer"), "OPENDNN_NORM_FWD_NARROW"), ("v2", ("bwd",), "OPENDNN_NORM_BWD_V2"),
+            ("v3", ("bwd",), "OPENDNN_NORM_BWD_V3"))
 
 
 def build(kind, pas, T, H, engine):
@@ -151,7 +157,8 @@ class Case:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="two shapes, 8192x4096 and 32768x8192 (both norms, all passes)")
+    ap.add_argument("--quick", action="store_true", help="the 8k-token shapes, 8192x4096 and 8192x8192 (both norms, all passes)")
+    ap.add_argument("--shapes", help="comma-separated TOKENSxHIDDEN list, e.g. 8192x4096,32768x8192 (overrides --quick)")
     ap.add_argument("--no-cudnn", action="store_true", help="skip cuDNN's norms (the cudnn engine)")
     ap.add_argument("--compile", action="store_true", help="also time torch.compile")
     ap.add_argument("--with-cudnn", action="store_true", help=argparse.SUPPRESS)  # the default now; old command lines
@@ -159,7 +166,12 @@ def main():
     copy_gbs = copy_bandwidth_gbs()
     print(f"device copy bandwidth: {copy_gbs:.0f} GB/s")
     # The small shape is where fixed costs (launch, ramp-up, the backward's partial reduction) show.
-    shapes = [(8192, 4096), (32768, 8192)] if args.quick else [(T, H) for T in (8192, 16384, 32768) for H in (4096, 8192)]
+    if args.shapes:
+        shapes = [tuple(int(v) for v in sh.lower().split("x")) for sh in args.shapes.split(",")]
+    elif args.quick:
+        shapes = [(8192, 4096), (8192, 8192)]
+    else:
+        shapes = [(T, H) for T in (8192, 16384, 32768) for H in (4096, 8192)]
     cases = [(k, p, T, H) for k in ("rmsnorm", "layernorm") for p in PASSES for T, H in shapes]
     extra = {"copy_bandwidth_gbs": copy_gbs}
 
@@ -180,20 +192,22 @@ def main():
             row.update({"opendnn_ms": ms, "rel_err": err, "gbs": c.nbytes() / (ms * 1e-3) / 1e9})
             row["fraction_of_copy_bw"] = row["gbs"] / copy_gbs
             add_speedups(row, ("torch", "torch_compile"))
-        if pas == "bwd":
-            # A/B in the same run: the opt-in register-row backward, chosen when the plan is built.
-            os.environ["OPENDNN_NORM_BWD_V2"] = "1"
+        for tag, passes, env in VARIANTS:
+            if pas not in passes:
+                continue
+            # A/B in the same run: the opt-in kernel, chosen when the plan is built.
+            os.environ[env] = "1"
             try:
                 ms2, err2 = c.run_engine("cuda")
             finally:
-                del os.environ["OPENDNN_NORM_BWD_V2"]
+                del os.environ[env]
             if ms2 is None:
-                row["opendnn_v2_declined"] = err2
+                row[f"opendnn_{tag}_declined"] = err2
             else:
-                row.update({"opendnn_v2_ms": ms2, "v2_rel_err": err2, "v2_plan": c.plan,
-                            "v2_fraction_of_copy_bw": c.nbytes() / (ms2 * 1e-3) / 1e9 / copy_gbs})
+                row.update({f"opendnn_{tag}_ms": ms2, f"{tag}_rel_err": err2, f"{tag}_plan": c.plan,
+                            f"{tag}_fraction_of_copy_bw": c.nbytes() / (ms2 * 1e-3) / 1e9 / copy_gbs})
                 if "opendnn_ms" in row:
-                    row["v2_speedup_vs_v1"] = row["opendnn_ms"] / ms2
+                    row[f"{tag}_speedup_vs_v1"] = row["opendnn_ms"] / ms2
         rows.append(row)
         show(row, skip=("cudnn_declined",))
         del c
@@ -213,10 +227,11 @@ def main():
         else:
             row.update({"cudnn_ms": ms, "cudnn_rel_err": err})
             add_speedups(row, ("cudnn",))
-            if "opendnn_v2_ms" in row:
-                row["v2_speedup_vs_cudnn"] = ms / row["opendnn_v2_ms"]
-            show({k: row[k] for k in ("case", "opendnn_ms", "opendnn_v2_ms", "cudnn_ms", "cudnn_rel_err", "speedup_vs_cudnn",
-                                      "v2_speedup_vs_cudnn") if k in row})
+            tags = [tag for tag, _, _ in VARIANTS if f"opendnn_{tag}_ms" in row]
+            for tag in tags:
+                row[f"{tag}_speedup_vs_cudnn"] = ms / row[f"opendnn_{tag}_ms"]
+            keys = ["case", "opendnn_ms"] + [f"opendnn_{t}_ms" for t in tags] + ["cudnn_ms", "cudnn_rel_err", "speedup_vs_cudnn"]
+            show({k: row[k] for k in keys + [f"{t}_speedup_vs_cudnn" for t in tags] if k in row})
         # The router's default pick among every engine, timed like the rest: the issue asks that it be
         # our plan where ours is faster (router_vs_best = fastest engine's time / the pick's time).
         ms, err = c.run_engine(None)

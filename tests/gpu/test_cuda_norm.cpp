@@ -66,6 +66,11 @@ struct HostTensor {
   }
 };
 
+bool env_on(const char* name) {
+  const char* v = std::getenv(name);
+  return v && std::string(v) == "1";
+}
+
 const char* type_name(DataType t) { return t == DataType::FLOAT ? "fp32" : t == DataType::HALF ? "fp16" : "bf16"; }
 
 // Relative error allowed for outputs of type t (the fp32 math rounded once to t).
@@ -173,6 +178,13 @@ void check_norm(bool layer, int64_t rows, int64_t cols, DataType xt, DataType wt
     poison(dinv);
     poison(dmean);
     TensorPtr Y, M, IV;
+    // The narrow forward (opt-in) takes rows of 129-512 16-byte vectors.
+    auto expect_plan = [&] {
+      std::string plan;
+      EXPECT_TRUE(g.get_plan_name_at_index(g.selected_plan(), plan).is_good());
+      const int64_t vecs = cols * int64_t(xs) / 16;
+      if (env_on("OPENDNN_NORM_FWD_NARROW")) EXPECT_EQ(plan.find("_narrow") != std::string::npos, vecs > 128 && vecs <= 512) << plan;
+    };
     if (layer) {
       auto B = g.tensor(TensorAttr().set_name("b").set_dim({1, cols}).set_data_type(wt));
       auto outs = g.layernorm(X, W, B, E, NodeAttrs().set_name("ln"));
@@ -181,6 +193,7 @@ void check_norm(bool layer, int64_t rows, int64_t cols, DataType xt, DataType wt
       IV->set_output(true).set_data_type(DataType::FLOAT);
       Y->set_output(true).set_data_type(xt);
       ASSERT_TRUE(build_on_cuda(g));
+      expect_plan();
       std::unordered_map<TensorPtr, void*> pack = {{X, dx_in.p}, {W, dw_in.p}, {B, db_in.p}, {Y, dy_out.p}, {M, dmean.p}, {IV, dinv.p}};
       ASSERT_TRUE(g.execute(pack, nullptr).is_good());
     } else {
@@ -189,6 +202,7 @@ void check_norm(bool layer, int64_t rows, int64_t cols, DataType xt, DataType wt
       Y->set_output(true).set_data_type(xt);
       IV->set_output(true).set_data_type(DataType::FLOAT);
       ASSERT_TRUE(build_on_cuda(g));
+      expect_plan();
       std::unordered_map<TensorPtr, void*> pack = {{X, dx_in.p}, {W, dw_in.p}, {Y, dy_out.p}, {IV, dinv.p}};
       ASSERT_TRUE(g.execute(pack, nullptr).is_good());
     }
@@ -228,9 +242,12 @@ void check_norm(bool layer, int64_t rows, int64_t cols, DataType xt, DataType wt
     pack[outs[0]] = ddx.p;
     pack[outs[1]] = ddw.p;
     ASSERT_TRUE(build_on_cuda(g));
-    if (const char* v2 = std::getenv("OPENDNN_NORM_BWD_V2"); v2 && std::string(v2) == "1") {
-      std::string plan;
-      EXPECT_TRUE(g.get_plan_name_at_index(g.selected_plan(), plan).is_good());
+    std::string plan;
+    EXPECT_TRUE(g.get_plan_name_at_index(g.selected_plan(), plan).is_good());
+    if (env_on("OPENDNN_NORM_BWD_V3")) {
+      // rows of up to 1024 16-byte vectors (16-bit 8192, fp32 4096); wider ones keep the ring kernel
+      EXPECT_EQ(plan.find("_bwd_v3") != std::string::npos, cols * int64_t(xs) <= 16384) << plan;
+    } else if (env_on("OPENDNN_NORM_BWD_V2")) {
       // fp32 rows past 8192 keep the ring kernel
       EXPECT_EQ(plan.find("_bwd_v2") != std::string::npos, xt != DataType::FLOAT || cols <= 8192) << plan;
     }
@@ -302,6 +319,34 @@ void check_all_v2(bool layer) {
   check_norm(layer, 1031, 8192, DataType::BFLOAT16, DataType::BFLOAT16);
 }
 
+// The TMA-ring backward (opt-in) on every case of check_all (16-bit hidden 16384 and fp32 past
+// 4096 check that the ring kernel still takes them), plus: the bench's 8k-token shapes; token
+// counts that split unevenly over the teams' chunks (8191 over 2 x 132: 31 and 32 rows; 1031 and
+// 263 over one team of 1024 threads a CTA: 7-8 and 1-2 rows); mixed precision; hidden 6000 and
+// 3000 (teams of 768 and 384 threads, lanes past the row idle); more rows than 132 x 2 x 1024,
+// where the grid grows past one CTA per SM to keep a team's statistics in shared memory.
+void check_all_v3(bool layer) {
+  ScopedEnv v3("OPENDNN_NORM_BWD_V3", "1");
+  check_all(layer);
+  const auto bf16 = DataType::BFLOAT16, fp16 = DataType::HALF, fp32 = DataType::FLOAT;
+  check_norm(layer, 8192, 4096, bf16, bf16);
+  check_norm(layer, 8191, 4096, bf16, bf16);
+  check_norm(layer, 8192, 8192, bf16, bf16);
+  check_norm(layer, 1031, 8192, fp16, fp16);
+  check_norm(layer, 263, 4096, fp32, fp32);
+  check_norm(layer, 2049, 6000, bf16, fp32);
+  check_norm(layer, 517, 3000, fp16, bf16);
+  check_norm(layer, 300001, 64, bf16, bf16);
+}
+
+// The narrow forward (opt-in) on every case of check_all (rows outside 129-512 vectors check that
+// the default shape still takes them) and the bench's 8k-token shape.
+void check_all_narrow(bool layer) {
+  ScopedEnv narrow("OPENDNN_NORM_FWD_NARROW", "1");
+  check_all(layer);
+  check_norm(layer, 8192, 4096, DataType::BFLOAT16, DataType::BFLOAT16);
+}
+
 }  // namespace
 
 TEST(CudaNorm, RmsNormForwardBackward) {
@@ -322,4 +367,24 @@ TEST(CudaNorm, RmsNormBackwardV2) {
 TEST(CudaNorm, LayerNormBackwardV2) {
   if (!have_gpu()) GTEST_SKIP() << "no sm_90 GPU";
   check_all_v2(true);
+}
+
+TEST(CudaNorm, RmsNormBackwardV3) {
+  if (!have_gpu()) GTEST_SKIP() << "no sm_90 GPU";
+  check_all_v3(false);
+}
+
+TEST(CudaNorm, LayerNormBackwardV3) {
+  if (!have_gpu()) GTEST_SKIP() << "no sm_90 GPU";
+  check_all_v3(true);
+}
+
+TEST(CudaNorm, RmsNormForwardNarrow) {
+  if (!have_gpu()) GTEST_SKIP() << "no sm_90 GPU";
+  check_all_narrow(false);
+}
+
+TEST(CudaNorm, LayerNormForwardNarrow) {
+  if (!have_gpu()) GTEST_SKIP() << "no sm_90 GPU";
+  check_all_narrow(true);
 }

@@ -147,12 +147,18 @@ class NormBwdPlan : public Plan {
 
 int sm_count(const Target& t) { return t.sm_count > 0 ? t.sm_count : 132; }
 
-// The register-row backward (norm_kernels.cu, bwd_rows_kernel) stays opt-in until a GPU run
-// verifies it: OPENDNN_NORM_BWD_V2=1, read when a plan is proposed and built.
-bool backward_v2() {
-  const char* e = std::getenv("OPENDNN_NORM_BWD_V2");
+bool env_on(const char* name) {
+  const char* e = std::getenv(name);
   return e && std::string(e) == "1";
 }
+
+// The backward kernel (norm_kernels.cu), read when a plan is proposed and built. The register-row
+// backward (v2, bwd_rows_kernel) measured no faster than the ring (v1) at 8k tokens and slower at
+// 32k; the TMA-ring backward (v3, bwd_tma_kernel) is unverified on a GPU. Both stay opt-in:
+// OPENDNN_NORM_BWD_V3=1 (first) or OPENDNN_NORM_BWD_V2=1.
+int backward_version() { return env_on("OPENDNN_NORM_BWD_V3") ? 3 : env_on("OPENDNN_NORM_BWD_V2") ? 2 : 1; }
+// The forward on 128-thread CTAs for rows of up to 512 vectors, unverified: OPENDNN_NORM_FWD_NARROW=1.
+bool forward_narrow() { return env_on("OPENDNN_NORM_FWD_NARROW"); }
 
 constexpr int64_t kBase = 0;  // the norm family's index_base (gemm 1000, sdpa 2000, ...)
 
@@ -168,6 +174,15 @@ void propose(const Graph& g, const Target& t, Proposal& out) {
   c.name = std::string(s.kind == Kind::RMS ? "rmsnorm" : "layernorm") + (s.backward ? "_bwd" : "_fwd");
   c.local_index = kBase + (s.kind == Kind::RMS ? 0 : 2) + (s.backward ? 1 : 0);
   c.estimated_us = estimate_us(s, n.in("X")->get_data_type());
+  if (!s.backward && forward_narrow()) {
+    norm::FwdArgs a{};
+    a.kind = s.kind;
+    a.x_type = n.in("X")->get_data_type();
+    a.w_type = n.in("scale")->get_data_type();
+    a.rows = s.rows;
+    a.cols = s.cols;
+    if (norm::plan_forward(a, true).version == 2) c.name += "_narrow";
+  }
   if (s.backward) {
     // The workspace depends on the launch shape, which depends on the kind and data types.
     norm::BwdArgs a{};
@@ -176,9 +191,9 @@ void propose(const Graph& g, const Target& t, Proposal& out) {
     a.w_type = n.in("scale")->get_data_type();
     a.rows = s.rows;
     a.cols = s.cols;
-    const norm::Launch l = norm::plan_backward(a, sm_count(t), backward_v2());
+    const norm::Launch l = norm::plan_backward(a, sm_count(t), backward_version());
     c.workspace_bytes = norm::backward_workspace_bytes(a, l);
-    if (l.slots > 0) c.name += "_v2";  // the register-row kernel, not the ring (fp32 rows past 8192)
+    if (l.version > 1) c.name += "_v" + std::to_string(l.version);  // not the ring kernel it falls back to
   }
   out.plans.push_back(c);
 }
@@ -205,7 +220,7 @@ Status build(const Graph& g, const Target& t, const PlanCandidate&, std::unique_
     bool inference = n.attr_str("forward_phase") == "INFERENCE";
     int64_t smean = (s.kind == Kind::LAYER && !inference) ? slot(n.out("mean")) : -1;
     int64_t sinv = inference ? -1 : slot(n.out("inv_variance"));
-    const norm::Launch l = norm::plan_forward(a);
+    const norm::Launch l = norm::plan_forward(a, forward_narrow());
     if (!l.kernel) return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cuda norm: no forward kernel for this shape"};
     out = std::make_unique<NormFwdPlan>(a, l, slot(n.in("X")), slot(n.in("scale")), slot(n.in("bias")), slot(n.out("Y")),
                                         smean, sinv, e);
@@ -226,7 +241,7 @@ Status build(const Graph& g, const Target& t, const PlanCandidate&, std::unique_
                                 slot(n.out("DX")),
                                 slot(n.out("dscale")),
                                 dbias ? slot(n.out("dbias")) : -1};
-  const norm::Launch l = norm::plan_backward(a, sm_count(t), backward_v2());
+  const norm::Launch l = norm::plan_backward(a, sm_count(t), backward_version());
   if (!l.kernel) return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cuda norm: no backward kernel for this shape"};
   out = std::make_unique<NormBwdPlan>(a, l, std::move(slots));
   return {};

@@ -6,7 +6,9 @@
 // without spending registers on them. It keeps per-thread column partials of dscale/dbias in
 // registers across the CTA's rows and reduces the per-CTA partials in a second, fixed-order
 // kernel, so results are bitwise deterministic. An opt-in second backward (bwd_rows_kernel,
-// OPENDNN_NORM_BWD_V2=1) keeps rows in registers instead, several row slots to a CTA.
+// OPENDNN_NORM_BWD_V2=1) keeps rows in registers instead, several row slots to a CTA; an opt-in
+// third (bwd_tma_kernel, OPENDNN_NORM_BWD_V3=1) streams rows into a deep ring with the TMA unit,
+// one CTA per SM.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -153,10 +155,11 @@ template <class W, int VPT, int N>
 struct Weights {
   static constexpr int WORDS = N * int(sizeof(W)) / 4;
   uint32_t w[VPT][WORDS];
-  __device__ __forceinline__ void load(const void* p, const bool (&ok)[VPT], int nt) {
+  // Thread `tid` of `nt` threads that share a row (threadIdx.x where the whole CTA shares it).
+  __device__ __forceinline__ void load(const void* p, const bool (&ok)[VPT], int nt, unsigned tid) {
 #pragma unroll
     for (int i = 0; i < VPT; ++i) {
-      const uint32_t* src = reinterpret_cast<const uint32_t*>(static_cast<const W*>(p) + (int64_t(i) * nt + threadIdx.x) * N);
+      const uint32_t* src = reinterpret_cast<const uint32_t*>(static_cast<const W*>(p) + (int64_t(i) * nt + tid) * N);
 #pragma unroll
       for (int k = 0; k < WORDS; ++k) w[i][k] = ok[i] ? __ldg(src + k) : 0u;
     }
@@ -276,7 +279,7 @@ __global__ void __launch_bounds__(kThreads) bwd_kernel(BwdArgs a, float* partial
   constexpr int N = R::N;
   const R ring(smem, stages, a.cols);
   Weights<W, VPT, N> scale;
-  scale.load(a.scale, ring.ok, ring.nt);
+  scale.load(a.scale, ring.ok, ring.nt, threadIdx.x);
   float ds[VPT][N], db[VPT][N];
 #pragma unroll
   for (int i = 0; i < VPT; ++i)
@@ -516,6 +519,198 @@ __global__ void __launch_bounds__(VPT <= 2 ? 1024 : 512) bwd_rows_kernel(BwdArgs
   }
 }
 
+// Backward v3 (opt-in, OPENDNN_NORM_BWD_V3=1): the bulk-copy (TMA) unit streams rows into a deep
+// shared-memory ring, so the bytes in flight per SM depend neither on registers nor on how many
+// threads issue copies. Why: at 8k tokens v1 (264 CTAs, 1-4 rows ahead each, 264 partial rows)
+// and v2 (one row ahead a slot) ran at 0.54-0.73 of copy bandwidth, and at ~4.2 TB/s over 132
+// SMs with 1-2 us of loaded latency an SM needs 32-64 KB of reads in flight at all times.
+// A CTA (one per SM) is `slots` (1-2) teams of `tpr` threads; a team walks its own contiguous
+// chunk of rows, its thread 0 keeping `stages - 1` rows of X and DY in flight, one bulk copy per
+// row and tensor completing on the stage's mbarrier. The chunk's mean/rstd are read into shared
+// memory once at the start, so no global load sits on a row's path. A stage is refilled right
+// after the team's row-sum barrier of the next row, which every thread of the team reaches only
+// after it has finished the row that used the stage. dscale/dbias accumulate in registers; the
+// teams add theirs in a fixed order and write one partial row pair per CTA (132 for
+// reduce_partials), so results stay bitwise reproducible.
+// [unverified on a GPU until test_cuda_norm's BackwardV3 cases pass]
+inline constexpr int kV3MaxStages = 16;
+inline constexpr int kV3MaxSlots = 2;
+inline constexpr int64_t kV3MaxChunk = 1024;  // rows of a team's chunk, so its statistics fit in shared memory
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+// This thread's arrival on the barrier's current phase, which then also waits for `bytes` of copies.
+__device__ __forceinline__ void mbar_expect(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  uint32_t done = 0;
+  while (!done)
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(parity)
+        : "memory");
+}
+// Global -> shared copy by the TMA unit; `bytes` and both addresses are multiples of 16.
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   smem_addr(dst)),
+               "l"(src), "r"(bytes), "r"(smem_addr(bar))
+               : "memory");
+}
+
+// Dynamic shared memory of bwd_tma_kernel, computed alike on the host and the device: the teams'
+// rings ([team][stage][X row | DY row]), then their statistics ([team][mean | rstd][cap]).
+struct V3Layout {
+  int64_t row_bytes, cap;  // bytes of one row of X (or DY); rows of a team's chunk at most
+  int64_t slots, stages;
+  __host__ __device__ int64_t ring_bytes() const { return slots * stages * 2 * row_bytes; }
+  __host__ __device__ int64_t bytes() const { return ring_bytes() + slots * 2 * cap * int64_t(sizeof(float)); }
+};
+
+// One vector (16 bytes) of a row per thread: rows of up to 1024 vectors (16-bit hidden 8192, fp32
+// 4096); a team is the row's vectors rounded up to a warp, two teams a CTA where they fit in 1024
+// threads. Wider rows take the ring kernel: two or four vectors a thread spilled under the
+// register cap of 1024 threads, or at 128 registers (hidden 16384).
+inline constexpr int64_t kV3MaxVecs = 1024;
+
+template <class T, class W, bool LAYER>
+__global__ void __launch_bounds__(1024) bwd_tma_kernel(BwdArgs a, float* partial, int stages) {
+  constexpr int N = 16 / sizeof(T);
+  extern __shared__ __align__(16) uint8_t dyn3[];
+  __shared__ uint64_t full[kV3MaxSlots][kV3MaxStages];
+  __shared__ float2 red[kV3MaxSlots][2][32];  // [team][row parity][warp]
+  const int vecs = int(a.cols / N);
+  const int tpr = (vecs + 31) / 32 * 32;
+  const int slots = blockDim.x / tpr, slot = threadIdx.x / tpr, t = threadIdx.x % tpr;
+  const int warp = t / 32, lane = t % 32;
+  const int64_t chunks = int64_t(gridDim.x) * slots, me = int64_t(blockIdx.x) * slots + slot;
+  const int64_t r0 = a.rows * me / chunks;
+  const int n = int(a.rows * (me + 1) / chunks - r0);  // at most kV3MaxChunk
+  const V3Layout lay{a.cols * int64_t(sizeof(T)), (a.rows + chunks - 1) / chunks, slots, stages};
+  const uint32_t rb = uint32_t(lay.row_bytes);
+  uint8_t* ring = dyn3 + uint32_t(slot) * uint32_t(stages) * 2 * rb;
+  float* stat = reinterpret_cast<float*>(dyn3 + lay.ring_bytes()) + int64_t(slot) * 2 * lay.cap;
+  const float* rstd_of = stat + lay.cap;
+  uint64_t* bar = full[slot];
+  // Row addresses from the kernel parameters each time: no registers held across the loop for
+  // what only thread 0 needs (the LayerNorm kernel sits at the 64-register cap of 1024 threads).
+  auto issue = [&](int i) {  // row r0 + i into stage i % stages
+    const int s = i % stages;
+    uint8_t* dst = ring + uint32_t(s) * 2 * rb;
+    const int64_t off = (r0 + i) * a.cols;
+    mbar_expect(&bar[s], 2 * rb);
+    bulk_load(dst, static_cast<const T*>(a.x) + off, rb, &bar[s]);
+    bulk_load(dst + rb, static_cast<const T*>(a.dy) + off, rb, &bar[s]);
+  };
+  if (t == 0) {
+    for (int s = 0; s < stages; ++s) mbar_init(&bar[s], 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    for (int i = 0; i < stages && i < n; ++i) issue(i);
+  }
+  // The statistics and the weights load while the first rows are in flight.
+  for (int k = t; k < n; k += tpr) {
+    if (LAYER) stat[k] = a.mean[r0 + k];
+    stat[lay.cap + k] = a.inv_variance[r0 + k];
+  }
+  const bool ok = t < vecs;
+  bool oks[1] = {ok};
+  Weights<W, 1, N> scale;
+  scale.load(a.scale, oks, tpr, t);
+  float ds[N], db[N];
+#pragma unroll
+  for (int j = 0; j < N; ++j) ds[j] = db[j] = 0.f;
+  const float inv_n = 1.f / float(a.cols);
+  T* dx = static_cast<T*>(a.dx) + r0 * a.cols + int64_t(t) * N;
+  __syncthreads();  // barriers initialised, statistics in shared memory
+
+  uint32_t phase = 0;
+  for (int i = 0, s = 0; i < n; ++i, dx += a.cols) {
+    mbar_wait(&bar[s], phase);
+    const uint4* xs = reinterpret_cast<const uint4*>(ring + uint32_t(s) * 2 * rb) + t;
+    const uint4* gs = reinterpret_cast<const uint4*>(ring + uint32_t(s) * 2 * rb + rb) + t;
+    const float mean = LAYER ? stat[i] : 0.f, rstd = rstd_of[i];
+    float2 sums = make_float2(0.f, 0.f);  // (sum g*xhat, sum g), g = dy*scale
+    if (ok) {
+      const uint4 xv = *xs, dv = *gs;
+      const T* xe = reinterpret_cast<const T*>(&xv);
+      const T* de = reinterpret_cast<const T*>(&dv);
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        const float d = to_f(de[j]), xhat = (to_f(xe[j]) - mean) * rstd, g = d * scale(0, j);
+        sums.x += g * xhat;
+        sums.y += g;
+        ds[j] += d * xhat;
+        db[j] += d;
+      }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      sums.x += __shfl_xor_sync(0xffffffffu, sums.x, o);
+      sums.y += __shfl_xor_sync(0xffffffffu, sums.y, o);
+    }
+    // red[slot][parity] is rewritten two rows later, after the team's next barrier, which every
+    // reader of this row's sums has passed.
+    if (lane == 0) red[slot][i & 1][warp] = sums;
+    named_barrier(1 + slot, tpr);
+    // Every thread of the team is past row i - 1: its stage takes row i - 1 + stages.
+    if (t == 0 && i >= 1 && i - 1 + stages < n) issue(i - 1 + stages);
+    sums = make_float2(0.f, 0.f);
+    for (int k = 0; k < tpr / 32; ++k) {
+      const float2 w = red[slot][i & 1][k];
+      sums.x += w.x;
+      sums.y += w.y;
+    }
+    const float mean_gx = sums.x * inv_n, mean_g = LAYER ? sums.y * inv_n : 0.f;
+    if (ok) {
+      const uint4 xv = *xs, dv = *gs;
+      const T* xe = reinterpret_cast<const T*>(&xv);
+      const T* de = reinterpret_cast<const T*>(&dv);
+      uint4 out;
+      T* o = reinterpret_cast<T*>(&out);
+#pragma unroll
+      for (int j = 0; j < N; ++j)
+        o[j] = from_f<T>(rstd * (to_f(de[j]) * scale(0, j) - mean_g - (to_f(xe[j]) - mean) * rstd * mean_gx));
+      *reinterpret_cast<uint4*>(dx) = out;
+    }
+    if (++s == stages) s = 0, phase ^= 1u;
+  }
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // as in bwd_kernel
+
+  const bool has_db = a.dbias != nullptr;
+  const int64_t c = int64_t(t) * N;
+  if (slots > 1) {
+    // Team 1 hands its sums to team 0 through the ring, which no copy writes any more (every
+    // issued row was waited for); team 0 adds them to its own, a fixed order.
+    __syncthreads();
+    float* buf = reinterpret_cast<float*>(dyn3);  // [dscale | dbias][cols]
+    if (slot == 1 && ok)
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        buf[c + j] = ds[j];
+        if (has_db) buf[a.cols + c + j] = db[j];
+      }
+    __syncthreads();
+    if (slot == 1) return;
+    if (ok)
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        ds[j] += buf[c + j];
+        if (has_db) db[j] += buf[a.cols + c + j];
+      }
+  }
+  if (!ok) return;
+  float* out = partial + int64_t(blockIdx.x) * 2 * a.cols + c;
+#pragma unroll
+  for (int j = 0; j < N; j += 4) {
+    *reinterpret_cast<float4*>(out + j) = make_float4(ds[j], ds[j + 1], ds[j + 2], ds[j + 3]);
+    if (has_db) *reinterpret_cast<float4*>(out + a.cols + j) = make_float4(db[j], db[j + 1], db[j + 2], db[j + 3]);
+  }
+}
+
 // Sums the per-CTA partials column by column in a fixed order (deterministic): warp y of a
 // 32x32 block sums parts y, y+32, ... of 32 adjacent columns, then the 32 sums are added in order.
 // 32 warps with 4 loads each in flight keep this short tail (parts x 2 x cols floats, ~9 MB for
@@ -634,11 +829,20 @@ size_t stage_bytes(int vpt, int threads, int k, int j) {
 }
 
 // One CTA per row (fwd_kernel); `grid` is the grid's x size, launch_forward adds rows of it.
+// narrow (opt-in, OPENDNN_NORM_FWD_NARROW=1, [unverified on a GPU]): rows of up to 512 vectors
+// (16-bit hidden 4096) on 128 threads of 4 vectors instead of 256 of 2. Why: fwd_kernel takes
+// 37-40 registers at 2 vectors (6 CTAs, 6 rows of loads, 48 KB in flight per SM) and 63-64 at 4
+// (8 CTAs of 128: 8 rows, 64 KB), and at 8192x4096 the forward runs at 0.89 (RMS) and 0.80
+// (LayerNorm, whose longer reduction keeps each row's loads waiting longer) of copy bandwidth,
+// as if an SM had too few bytes in flight for the latency.
 template <class T, class W>
 struct PlanFwd {
-  static cudaError_t run(const FwdArgs& a, Launch* l) {
+  static cudaError_t run(const FwdArgs& a, bool narrow, Launch* l) {
+    const int64_t vecs = (a.cols + vector_elems(a.x_type) - 1) / vector_elems(a.x_type);
+    narrow = narrow && vecs > 128 && vecs <= 512;
     int vpt;
-    shape_for(a.cols, a.x_type, 256, vpt, l->threads);
+    shape_for(a.cols, a.x_type, narrow ? 128 : 256, vpt, l->threads);
+    l->version = narrow ? 2 : 1;
     FwdKernel k = pick_kernel<T, PickFwd, W>(vpt, a.kind == Kind::LAYER);
     if (!k) return cudaErrorInvalidValue;
     l->kernel = reinterpret_cast<const void*>(k);
@@ -678,6 +882,7 @@ struct PlanBwdV2 {
     l->kernel = reinterpret_cast<const void*>(k);
     l->tpr = int(std::max<int64_t>(32, ((vecs + vpt - 1) / vpt + 31) / 32 * 32));
     l->slots = std::clamp((vpt == 2 ? 1024 : 512) / l->tpr, 1, kV2MaxSlots);
+    l->version = 2;
     l->threads = l->slots * l->tpr;
     l->stages = 0;
     // dscale/dbias accumulators (2 planes of vpt vectors in fp32), the next row's x/dy, its statistics
@@ -687,6 +892,41 @@ struct PlanBwdV2 {
     cudaFuncGetAttributes(&fa, l->kernel);
     const int64_t needed = (a.rows + l->slots - 1) / l->slots;  // CTAs with a row for every slot
     l->grid = int(std::clamp<int64_t>(needed, 1, int64_t(sm_count) * resident_ctas(*l, fa)));
+    return cudaSuccess;
+  }
+};
+
+// Backward v3 (bwd_tma_kernel): one CTA per SM unless the teams' chunks would outgrow
+// kV3MaxChunk rows; the shared memory left after the statistics is ring stages (up to 16, at least
+// 2). Rows past kV3MaxVecs vectors, or too few stages, take the ring kernel (version 1).
+template <class T, class W>
+struct PlanBwdV3 {
+  static cudaError_t run(const BwdArgs& a, int sm_count, Launch* l) {
+    const int64_t vecs = a.cols / vector_elems(a.x_type);  // a row is a multiple of 16 bytes
+    if (vecs > kV3MaxVecs) return PlanBwd<T, W>::run(a, sm_count, l);
+    BwdKernel k = a.kind == Kind::LAYER ? bwd_tma_kernel<T, W, true> : bwd_tma_kernel<T, W, false>;
+    const int tpr = int((vecs + 31) / 32 * 32);
+    V3Layout lay{a.cols * int64_t(sizeof(T)), 0, std::clamp(1024 / tpr, 1, kV3MaxSlots), 0};
+    int64_t grid = std::clamp<int64_t>((a.rows + lay.slots - 1) / lay.slots, 1, sm_count);
+    grid = std::max(grid, (a.rows + lay.slots * kV3MaxChunk - 1) / (lay.slots * kV3MaxChunk));
+    lay.cap = (a.rows + grid * lay.slots - 1) / (grid * lay.slots);
+    cudaFuncAttributes fa{};
+    int dev = 0, optin = 0;
+    if (cudaFuncGetAttributes(&fa, k) != cudaSuccess || cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+      return PlanBwd<T, W>::run(a, sm_count, l);
+    const int64_t budget = int64_t(optin) - int64_t(fa.sharedSizeBytes) - lay.bytes();  // lay.bytes(): statistics only yet
+    lay.stages = std::min<int64_t>(kV3MaxStages, budget / (lay.slots * 2 * lay.row_bytes));
+    if (lay.stages < 2 || grid > INT32_MAX ||
+        cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - int(fa.sharedSizeBytes)) != cudaSuccess)
+      return PlanBwd<T, W>::run(a, sm_count, l);
+    l->kernel = reinterpret_cast<const void*>(k);
+    l->version = 3;
+    l->threads = int(lay.slots) * tpr;
+    l->stages = int(lay.stages);
+    l->smem = size_t(lay.bytes());
+    l->grid = int(grid);
+    l->tpr = tpr;
     return cudaSuccess;
   }
 };
@@ -732,16 +972,17 @@ cudaError_t dispatch(DataType xt, DataType wt, Args&&... args) {
 
 bool supported_type(DataType t) { return t == DataType::FLOAT || t == DataType::HALF || t == DataType::BFLOAT16; }
 
-Launch plan_forward(const FwdArgs& a) {
+Launch plan_forward(const FwdArgs& a, bool narrow) {
   Launch l;
-  if (dispatch<PlanFwd>(a.x_type, a.w_type, a, &l) != cudaSuccess) l.kernel = nullptr;
+  if (dispatch<PlanFwd>(a.x_type, a.w_type, a, narrow, &l) != cudaSuccess) l.kernel = nullptr;
   return l;
 }
 
-Launch plan_backward(const BwdArgs& a, int sm_count, bool v2) {
+Launch plan_backward(const BwdArgs& a, int sm_count, int version) {
   Launch l;
-  const cudaError_t e = v2 ? dispatch<PlanBwdV2>(a.x_type, a.w_type, a, sm_count, &l)
-                           : dispatch<PlanBwd>(a.x_type, a.w_type, a, sm_count, &l);
+  const cudaError_t e = version == 3   ? dispatch<PlanBwdV3>(a.x_type, a.w_type, a, sm_count, &l)
+                        : version == 2 ? dispatch<PlanBwdV2>(a.x_type, a.w_type, a, sm_count, &l)
+                                       : dispatch<PlanBwd>(a.x_type, a.w_type, a, sm_count, &l);
   if (e != cudaSuccess) l.kernel = nullptr;
   return l;
 }
@@ -775,7 +1016,7 @@ const char* launch_backward(const BwdArgs& a, const Launch& l, void* workspace, 
   cudaStream_t st = static_cast<cudaStream_t>(stream);
   float* partial = static_cast<float*>(workspace);
   auto k = reinterpret_cast<BwdKernel>(const_cast<void*>(l.kernel));
-  k<<<l.grid, l.threads, l.smem, st>>>(a, partial, l.slots ? l.tpr : l.stages);
+  k<<<l.grid, l.threads, l.smem, st>>>(a, partial, l.version == 2 ? l.tpr : l.stages);
   cudaError_t e = cudaGetLastError();
   if (e == cudaSuccess) {
     switch (a.w_type) {

@@ -50,13 +50,18 @@ struct Launch {
   const void* kernel = nullptr;  // null: no kernel for these types/shape
   int threads = 0, stages = 0, grid = 0;  // stages: the backward's ring depth (0 for the forward)
   size_t smem = 0;                        // the backward's ring (0 for the forward)
-  // Backward v2 (register rows): row slots per CTA and threads per row; slots == 0 is the ring.
+  // Backward v2 (register rows): row slots per CTA and threads per row; v3 (TMA ring): threads
+  // per team in tpr.
   int slots = 0, tpr = 0;
+  int version = 1;  // backward: 1 ring, 2 register rows, 3 TMA ring; forward: 1, 2 narrow CTAs
 };
-Launch plan_forward(const FwdArgs& a);
-// v2: the register-row backward (opt-in, OPENDNN_NORM_BWD_V2=1, read by the adapter); rows too
-// wide for it (fp32 past 8192) get the ring kernel anyway.
-Launch plan_backward(const BwdArgs& a, int sm_count, bool v2 = false);
+// narrow: rows of 129-512 vectors on 128 threads (opt-in, OPENDNN_NORM_FWD_NARROW=1, read by the
+// adapter); Launch::version is 2 where it applies.
+Launch plan_forward(const FwdArgs& a, bool narrow = false);
+// version 2: the register-row backward (opt-in, OPENDNN_NORM_BWD_V2=1); 3: the TMA-ring backward
+// (opt-in, OPENDNN_NORM_BWD_V3=1); both read by the adapter. Rows too wide for them (fp32 past
+// 8192) get the ring kernel (version 1) anyway; Launch::version says which one runs.
+Launch plan_backward(const BwdArgs& a, int sm_count, int version = 1);
 
 // Workspace the backward pass needs for its deterministic column reduction.
 int64_t backward_workspace_bytes(const BwdArgs& a, const Launch& l);
