@@ -12,8 +12,8 @@ d64/d128) in the same row: v2_ms, v2_speedup_vs_<peer>, v2_vs_v1, its own errors
 reproducibility. The first plan is always made with the variable unset (it is read when a plan is
 made), so opendnn_ms stays the default path. With --v2 the row also has v2tp_* for v2's earlier
 two-pass schedule (OPENDNN_SDPA_BWD_V2_TWO_PASS=1: a separate dQ kernel instead of the fused dQ).
-`--v2-bulk` adds v2bulk_* for the fused schedule with bulk dQ reductions (OPENDNN_SDPA_BWD_V2_BULK_DQ=1,
-unverified until this runs; its result is kept out of the row's `correct`, in v2bulk_ok).
+`--v3` adds v3_* for v3, the fused schedule with bulk dQ reductions (OPENDNN_SDPA_BWD_V3=1, unverified
+until this runs; its result is kept out of the row's `correct`, in v3_ok).
 
 `run_bwd(case, row)` fills one row and is what bench/sdpa.py's `--mode bwd` can call.
 Times are of the backward pass alone (torch: autograd.grad on a retained graph).
@@ -70,11 +70,11 @@ def peer_backward(c, backend, do):
 
 
 @contextlib.contextmanager
-def bwd_v2_env(on, two_pass=False, bulk=False):
-    """OPENDNN_SDPA_BWD_V2 (and OPENDNN_SDPA_BWD_V2_TWO_PASS / _BULK_DQ) set to 1 or unset while a plan
-    is made; the old values return."""
+def bwd_v2_env(on, two_pass=False, v3=False):
+    """OPENDNN_SDPA_BWD_V2 (and OPENDNN_SDPA_BWD_V2_TWO_PASS / OPENDNN_SDPA_BWD_V3) set to 1 or unset
+    while a plan is made; the old values return."""
     want = {"OPENDNN_SDPA_BWD_V2": on, "OPENDNN_SDPA_BWD_V2_TWO_PASS": on and two_pass,
-            "OPENDNN_SDPA_BWD_V2_BULK_DQ": on and bulk}
+            "OPENDNN_SDPA_BWD_V3": on and v3}
     old = {k: os.environ.pop(k, None) for k in want}
     for k, v in want.items():
         if v:
@@ -111,7 +111,7 @@ def time_ours(c, row, do, ref, fl, reps, key):
     return ok and row[f"{prefix}bitwise_reproducible"]
 
 
-def run_bwd(c, row, v2=False, v2_bulk=False):
+def run_bwd(c, row, v2=False, v3=False):
     fl = BWD_FLOPS * flops(c.B, c.H, c.S, c.D, c.causal)
     reps = 10 if c.S >= 8192 else 30
     torch.manual_seed(1)
@@ -144,24 +144,24 @@ def run_bwd(c, row, v2=False, v2_bulk=False):
         row["correct"] = row["correct"] and ok and "sdpa_bwd_v2" in str(row.get("v2tp_plan", ""))
         if "v2_ms" in row and "v2tp_ms" in row:
             row["v2_vs_two_pass"] = row["v2tp_ms"] / row["v2_ms"]
-        if v2_bulk:
-            with bwd_v2_env(True, bulk=True):
-                row["v2bulk_ok"] = time_ours(c, row, do, ref, fl, reps, "v2bulk")
-            if "v2_ms" in row and "v2bulk_ms" in row:
-                row["v2bulk_vs_v2"] = row["v2_ms"] / row["v2bulk_ms"]
+        if v3:
+            with bwd_v2_env(True, v3=True):
+                row["v3_ok"] = time_ours(c, row, do, ref, fl, reps, "v3")
+            if "v2_ms" in row and "v3_ms" in row:
+                row["v3_vs_v2"] = row["v2_ms"] / row["v3_ms"]
                 for p in PEERS:
                     if f"{p}_ms" in row:
-                        row[f"v2bulk_speedup_vs_{p}"] = row[f"{p}_ms"] / row["v2bulk_ms"]
+                        row[f"v3_speedup_vs_{p}"] = row[f"{p}_ms"] / row["v3_ms"]
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="d64/128/256 at S=2048, causal and not")
     ap.add_argument("--v2", action="store_true", help="also time the wgmma backward (OPENDNN_SDPA_BWD_V2=1)")
-    ap.add_argument("--v2-bulk", action="store_true",
-                    help="with --v2: also the fused schedule with bulk dQ reductions (OPENDNN_SDPA_BWD_V2_BULK_DQ=1)")
+    ap.add_argument("--v3", action="store_true",
+                    help="with --v2: also v3, the fused schedule with bulk dQ reductions (OPENDNN_SDPA_BWD_V3=1)")
     args = ap.parse_args()
-    v2 = args.v2 or args.v2_bulk or os.environ.get("OPENDNN_SDPA_BWD_V2") == "1"
+    v2 = args.v2 or args.v3 or os.environ.get("OPENDNN_SDPA_BWD_V2") == "1"
     seqs = (2048,) if args.quick else (512, 1024, 2048, 4096, 8192, 16384)
     rows = []
     for D in (64, 128, 256):
@@ -170,7 +170,7 @@ def main():
                 c = Case(S, D, causal)
                 row = {"case": f"bwd_{c.name()}", "pass": "bwd", "batch": c.B, "heads": c.H, "seq": S, "head_dim": D,
                        "causal": causal, "dtype": "bf16"}
-                run_bwd(c, row, v2, args.v2_bulk)
+                run_bwd(c, row, v2, args.v3)
                 rows.append(row)
                 show(row)
                 write_results("sdpa_bwd", rows)  # after every case: a fault later keeps what was measured

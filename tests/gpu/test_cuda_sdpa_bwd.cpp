@@ -37,7 +37,7 @@ struct Case {
   bool thd = false;  // token-packed with ragged offsets (needs len_q/len_kv)
   bool v2 = false;   // plan with OPENDNN_SDPA_BWD_V2=1 set and require the v2 (wgmma) plan
   bool v2_two_pass = false;  // with v2: OPENDNN_SDPA_BWD_V2_TWO_PASS=1 too (separate dQ kernel)
-  bool v2_bulk_dq = false;   // with v2: OPENDNN_SDPA_BWD_V2_BULK_DQ=1 too (dQ by bulk reductions)
+  bool v3 = false;           // with v2: OPENDNN_SDPA_BWD_V3=1 too (bulk dQ reductions, loads behind T1/T2)
   // Bytes allocated past the end of every input buffer, all 0xff (NaN) when tail_nan, else zeros: a
   // kernel reading past a tensor's last row then fails visibly (NaN) or deterministically passes.
   int64_t tail = 0;
@@ -280,7 +280,7 @@ void run_case(const Case& c, bool check_reproducible = false) {
     {
       ScopedEnv on("OPENDNN_SDPA_BWD_V2", "1");
       ScopedEnv two_pass("OPENDNN_SDPA_BWD_V2_TWO_PASS", c.v2_two_pass ? "1" : nullptr);
-      ScopedEnv bulk("OPENDNN_SDPA_BWD_V2_BULK_DQ", c.v2_bulk_dq ? "1" : nullptr);
+      ScopedEnv v3_env("OPENDNN_SDPA_BWD_V3", c.v3 ? "1" : nullptr);
       built = build_on_cuda(g);
     }
     ASSERT_TRUE(built);
@@ -611,44 +611,44 @@ TEST(CudaSdpaBwd, V2TwoPassD64Padding) {
   run_case(two_pass(c));
 }
 
-// The fused schedule with bulk dQ reductions (OPENDNN_SDPA_BWD_V2_BULK_DQ=1): the same turn orders
+// v3, the fused schedule with bulk dQ reductions (OPENDNN_SDPA_BWD_V3=1): the same turn orders
 // (ascending, descending, left bound, empty tiles) and both head dims, bitwise reproducible.
-Case bulk(Case c) {
-  c.v2 = c.v2_bulk_dq = true;
+Case v3(Case c) {
+  c.v2 = c.v3 = true;
   return c;
 }
-TEST(CudaSdpaBwd, V2BulkManyKeyTilesCausalGqaD128) {
+TEST(CudaSdpaBwd, V3ManyKeyTilesCausalGqaD128) {
   Case c = shape(1, 4, 2, 700, 700, 128, 128);
   c.causal = true;
-  run_case(bulk(c), true);
+  run_case(v3(c), true);
 }
-TEST(CudaSdpaBwd, V2BulkManyKeyTilesD64) {
+TEST(CudaSdpaBwd, V3ManyKeyTilesD64) {
   Case c = shape(2, 2, 1, 333, 900, 64, 64);
-  run_case(bulk(c), true);
+  run_case(v3(c), true);
 }
-TEST(CudaSdpaBwd, V2BulkLeftBoundOnly) {
+TEST(CudaSdpaBwd, V3LeftBoundOnly) {
   Case c = shape(1, 2, 2, 500, 520, 64, 64);
   c.left = 100;
-  run_case(bulk(c));
+  run_case(v3(c));
 }
-TEST(CudaSdpaBwd, V2BulkWindowBottomRightD128Fp16) {
+TEST(CudaSdpaBwd, V3WindowBottomRightD128Fp16) {
   Case c = shape(1, 2, 1, 300, 600, 128, 128, DataType::HALF);
   c.causal = c.bottom_right = true;
   c.left = 200;
-  run_case(bulk(c));
+  run_case(v3(c));
 }
-TEST(CudaSdpaBwd, V2BulkThdEmptySequences) {
+TEST(CudaSdpaBwd, V3ThdEmptySequences) {
   Case c = shape(3, 2, 1, 200, 150, 128, 128);
   c.thd = c.causal = c.bottom_right = true;
   c.len_q = {0, 130, 70};
   c.len_kv = {90, 150, 0};
-  run_case(bulk(c));
+  run_case(v3(c));
 }
-TEST(CudaSdpaBwd, V2BulkPaddingD128NoMask) {
+TEST(CudaSdpaBwd, V3PaddingD128NoMask) {
   Case c = shape(2, 2, 2, 256, 192, 128, 128);
   c.len_q = {200, 3};
   c.len_kv = {192, 70};
-  run_case(bulk(c));
+  run_case(v3(c));
 }
 
 TEST(CudaSdpaBwd, DeclinesDropout) {

@@ -5,7 +5,7 @@
 // With OPENDNN_SDPA_BWD_V2=1 (read when proposing and building) d64/d128 also get the wgmma plan
 // (sdpa_bwd_v2.cuh), ranked ahead of the first one. Its default schedule fuses dQ into the dK/dV
 // kernel (workspace grows by fp32 dQ); OPENDNN_SDPA_BWD_V2_TWO_PASS=1 keeps the earlier two kernels;
-// OPENDNN_SDPA_BWD_V2_BULK_DQ=1 makes the fused schedule add dQ by bulk reductions (unverified).
+// OPENDNN_SDPA_BWD_V3=1 (with V2=1) runs the fused schedule as v3: bulk dQ reductions (unverified).
 // The fused schedule is unverified on a GPU until the lead's run.
 #include <cstdlib>
 #include <cstring>
@@ -91,7 +91,7 @@ bool env_is_1(const char* name) {
 }
 bool v2_enabled() { return env_is_1("OPENDNN_SDPA_BWD_V2"); }
 bool v2_two_pass() { return env_is_1("OPENDNN_SDPA_BWD_V2_TWO_PASS"); }
-bool v2_bulk_dq() { return env_is_1("OPENDNN_SDPA_BWD_V2_BULK_DQ"); }
+bool v3_enabled() { return env_is_1("OPENDNN_SDPA_BWD_V3"); }
 
 class SdpaBwdPlan : public Plan {
  public:
@@ -156,7 +156,7 @@ Status build(const Graph& g, const Target&, const PlanCandidate& c, std::unique_
     else if (!sdpa::bwd_v2_supported(a.p.d_qk, a.p.d_v)) why = "sdpa_bwd_v2 runs d_qk == d_v in {64, 128} only";
     a.v2 = true;
     a.v2_two_pass = v2_two_pass();
-    a.v2_bulk_dq = !a.v2_two_pass && v2_bulk_dq();
+    a.v3 = !a.v2_two_pass && v3_enabled();
   }
   if (!why.empty()) return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cuda sdpa backward: " + why};
   out = std::make_unique<SdpaBwdPlan>(a, s);

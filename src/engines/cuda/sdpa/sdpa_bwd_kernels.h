@@ -26,9 +26,9 @@ struct BwdProblem {
   // v2 only: the earlier two-pass schedule (a separate dQ kernel recomputing S and dP) instead of
   // dQ accumulated by the dK/dV kernel (OPENDNN_SDPA_BWD_V2_TWO_PASS=1, read when building).
   bool v2_two_pass = false;
-  // v2 fused schedule only: dQ added by one bulk reduction per warpgroup and step instead of 16-byte
-  // red.add by every thread (OPENDNN_SDPA_BWD_V2_BULK_DQ=1, read when building; UNVERIFIED on a GPU).
-  bool v2_bulk_dq = false;
+  // v2 fused schedule only: v3 (sdpa_bwd_v2.cuh: dQ added by one bulk reduction per warpgroup and
+  // step, loads issued behind the first wgmma; OPENDNN_SDPA_BWD_V3=1, read when building; UNVERIFIED).
+  bool v3 = false;
 };
 
 // Head-dim pairs (d_qk, d_v) the kernels are instantiated for.

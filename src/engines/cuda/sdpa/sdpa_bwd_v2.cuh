@@ -23,10 +23,12 @@
 //   per-tile counter in global memory says whose turn it is; the first stores, the others add), and a
 //   small kernel scales and converts the sum. Workspace stays linear in Sq. A step's dQ is parked in
 //   shared memory and added during the next step's wgmma, so the turn wait overlaps tensor work.
-// Bulk dQ adds (opt-in, OPENDNN_SDPA_BWD_V2_BULK_DQ=1, UNVERIFIED on a GPU): a warpgroup parks its
-//   64 x kDqN dQ values in shared memory in the workspace's own layout and one thread adds them with a
-//   single bulk reduction (cp.reduce.async.bulk .add.f32, 8/16 KiB) instead of 128 threads issuing
-//   8-16 16-byte red.add each; the turn order is unchanged, so the sums keep their fixed order.
+// v3 (opt-in, OPENDNN_SDPA_BWD_V3=1 with OPENDNN_SDPA_BWD_V2=1, UNVERIFIED on a GPU): the fused
+//   schedule with bulk dQ adds (a warpgroup parks its 64 x kDqN dQ values in shared memory in the
+//   workspace's own layout and one thread adds them with a single bulk reduction, cp.reduce.async.bulk
+//   .add.f32 of 8/16 KiB, instead of 128 threads issuing 8-16 16-byte red.add each; the turn order is
+//   unchanged, so the sums keep their fixed order), and the next item's loads issued after the T1/T2
+//   wgmma instead of before. Same arithmetic as v2's fused schedule.
 //   Turn order and deadlock freedom: a CTA only ever waits for CTAs of lower block index of its own
 //   (head, batch), so the earliest unfinished CTA never waits and all finish, given that CTAs are
 //   dispatched in block order (what CUDA does; the stream-K and FlashAttention-3 style reductions
@@ -230,7 +232,7 @@ struct DqAccum {
   int64_t mt = 0;
 };
 
-template <class T, int kD, bool kDkDv, bool kFuse, bool kBulkDq = false>
+template <class T, int kD, bool kDkDv, bool kFuse, bool kV3 = false>
 __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, const float* __restrict__ delta,
                                                           const DqAccum acc) {
   using namespace cute;
@@ -244,7 +246,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
   // Under a right bound the early key tiles (dK/dV) and the late query tiles (dQ) have the most
   // work: the dQ grid runs in reverse so the heavy CTAs start first and the light ones fill the tail.
   static_assert(kDkDv || !kFuse, "dQ is fused into the dK/dV pass");
-  static_assert(kFuse || !kBulkDq, "bulk dQ adds belong to the fused schedule");
+  static_assert(kFuse || !kV3, "v3 is the fused schedule");
   // Fused dQ under a right bound: the turn order of the dQ tiles is descending key tiles, and a CTA
   // may only wait for CTAs launched before it, so the grid runs key tiles last-first.
   const bool descending = kFuse && a.p.has_right;
@@ -448,7 +450,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
     // cp.async and zero-fill stores are generic-proxy writes; wgmma reads through the async proxy.
     cutlass::arch::fence_view_async_shared();
     __syncthreads();  // item idx visible to all; step idx - 1 finished everywhere (its slot is free)
-    stage_item(idx + 2, int((idx + 2) % kStages));
+    if constexpr (!kV3) stage_item(idx + 2, int((idx + 2) % kStages));
     const int64_t s0 = first + (kDkDv ? idx % ntiles : idx) * kStep;
 
     warpgroup_fence_operand(t1);
@@ -458,6 +460,9 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
     warpgroup_commit_batch();
     v2::issue(mma_t, tYr, tWr(_, _, _, buf), t2, false);
     warpgroup_commit_batch();
+    // v3: the next loads go out behind T1/T2 (another slot), so warps 0-1 wait for their LSE/D loads
+    // while the tensor cores work instead of holding back the warpgroup's wgmma issue.
+    if constexpr (kV3) stage_item(idx + 2, int((idx + 2) % kStages));
 
     // (i, j) = (i0 + qi, j0 + kj): the query and key of a T element; LSE/D of its query.
     const int64_t i0 = kDkDv ? s0 : r0, j0 = kDkDv ? r0 : s0;
@@ -536,7 +541,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
       v2::issue(mma_dq, tDsA, tKt, dq, false);
       warpgroup_commit_batch();
       if (idx > 0) {  // while this step's dV, dK and dQ wgmma run
-        if constexpr (kBulkDq) add_dq_bulk(idx - 1, parked_s0);
+        if constexpr (kV3) add_dq_bulk(idx - 1, parked_s0);
         else add_dq(idx - 1, parked_s0);
       }
     }
@@ -547,13 +552,13 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
     warpgroup_fence_operand(tdSr);
     if constexpr (kFuse) {
       warpgroup_fence_operand(dq);
-      if constexpr (kBulkDq) park_dq_bulk(dq);
+      if constexpr (kV3) park_dq_bulk(dq);
       else park_dq(dq);
       parked_s0 = s0;
     }
   }
   if constexpr (kFuse) {
-    if constexpr (kBulkDq) {
+    if constexpr (kV3) {
       if (total > 0) add_dq_bulk(total - 1, parked_s0);
     } else {
       if (total > 0) add_dq(total - 1, parked_s0);
@@ -579,7 +584,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
 
 // dQ = scale * the fused kernel's fp32 sum, in the element type; rows of query tiles no key tile
 // contributed to (counter 0: nothing visible, or no keys) are zeros, as are padded rows.
-template <class T, int kD, bool kBulkDq>
+template <class T, int kD, bool kV3>
 __global__ void __launch_bounds__(kThreads) dq_convert(const BwdProblem a, const DqAccum acc) {
   constexpr int kPerRow = kD / 8, kRows = kThreads / kPerRow;
   const Problem& p = a.p;
@@ -593,7 +598,7 @@ __global__ void __launch_bounds__(kThreads) dq_convert(const BwdProblem a, const
   if (i < sqb && acc.counters[(bh * acc.mt + i / kStep) * 2] > 0) {
     const float scale = bwd::scale_of(p);
     float4 x, y;
-    if constexpr (kBulkDq) {  // columns c..c+7 lie in one warpgroup's block, as two 16-byte groups
+    if constexpr (kV3) {  // columns c..c+7 lie in one warpgroup's block, as two 16-byte groups
       constexpr int n = kD / 2;
       const float* blk = acc.dq + ((bh * acc.mt + i / kStep) * 2 + c / n) * (kStep * n);
       const int r = int(i % kStep), cc = c % n;
@@ -626,10 +631,10 @@ const char* launch_t(const BwdProblem& a, void* workspace, cudaStream_t st) {
   auto kv = bwd_kernel<T, kD, true, false>;
   auto q = bwd_kernel<T, kD, false, false>;
   auto fused = bwd_kernel<T, kD, true, true>;
-  auto fused_bulk = bwd_kernel<T, kD, true, true, true>;
+  auto fused_v3 = bwd_kernel<T, kD, true, true, true>;
   static const cudaError_t attr = [&] {
     cudaError_t e = cudaSuccess;
-    for (auto k : {kv, q, fused, fused_bulk})
+    for (auto k : {kv, q, fused, fused_v3})
       if (e == cudaSuccess) e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
     return e;
   }();
@@ -655,13 +660,13 @@ const char* launch_t(const BwdProblem& a, void* workspace, cudaStream_t st) {
   if (l.counter_bytes > 0)
     if (const char* e = bwd::err(cudaMemsetAsync(acc.counters, 0, size_t(l.counter_bytes), st))) return e;
   if (p.skv > 0) {
-    (a.v2_bulk_dq ? fused_bulk : fused)<<<kv_grid, kThreads, Cfg::kSmemBytes, st>>>(a, delta, acc);
+    (a.v3 ? fused_v3 : fused)<<<kv_grid, kThreads, Cfg::kSmemBytes, st>>>(a, delta, acc);
     if (const char* e = bwd::err(cudaGetLastError())) return e;
   }
   if (p.sq > 0) {
     constexpr int kRows = kThreads / (kD / 8);
     dim3 grid(unsigned((p.sq + kRows - 1) / kRows), unsigned(p.hq), unsigned(p.b));
-    if (a.v2_bulk_dq) dq_convert<T, kD, true><<<grid, kThreads, 0, st>>>(a, acc);
+    if (a.v3) dq_convert<T, kD, true><<<grid, kThreads, 0, st>>>(a, acc);
     else dq_convert<T, kD, false><<<grid, kThreads, 0, st>>>(a, acc);
     if (const char* e = bwd::err(cudaGetLastError())) return e;
   }
