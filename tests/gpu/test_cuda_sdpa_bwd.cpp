@@ -524,7 +524,8 @@ TEST(CudaSdpaBwd, V2TwoPassThdD128) {
 //   SeqLenNotThd fails              -> the lengths/mask, not the packed layout;
 //   ZeroTail passes, NaNTail fails  -> a read past the last sequence's rows (out of the buffer);
 //   Aligned passes                  -> partial 128-key / 64-query tiles of a sequence;
-//   OneSequence passes              -> the second sequence's offsets.
+//   OneSequence passes              -> the second sequence's offsets;
+//   V2ProbeFp16TopLeftFewerQueries fails -> fp16 d128 top-left with Skv > Sq, nothing THD.
 Case thd_d128_probe() {
   Case c = shape(2, 2, 1, 260, 300, 128, 128, DataType::HALF);
   c.thd = c.causal = true;
@@ -591,6 +592,13 @@ TEST(CudaSdpaBwd, V2ThdProbeShortFp16TopLeft) {
   c.thd = c.causal = true;
   c.len_q = {0, 130, 70};
   c.len_kv = {90, 150, 0};
+  run_case(v2(c));
+}
+// Neither THD nor per-batch lengths: fp16 d128 top-left causal with more keys than queries (no
+// passing test has that combination).
+TEST(CudaSdpaBwd, V2ProbeFp16TopLeftFewerQueries) {
+  Case c = shape(2, 2, 1, 260, 300, 128, 128, DataType::HALF);
+  c.causal = true;
   run_case(v2(c));
 }
 TEST(CudaSdpaBwd, V2ThdProbeNoGqa) {
