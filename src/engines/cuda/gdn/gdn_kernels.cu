@@ -59,7 +59,9 @@ struct Work {
   void* aqk;       // [T, HO, 64] scale * (Q K^T masked and decayed)
   void* qn;        // [T, H, K] l2-normalised q (l2norm only, unless fused_l2)
   void* kn;
-  float* rn;       // fused_l2: [2][T, H] fp32 inverse norms of the q rows, then of the k rows
+  // prep3: [3][T, HO] fp32 per-row scales for the pass, with n = the row's inverse l2 norm of k or q
+  // (1 without l2norm): e^gamma n_k, scale e^gamma n_q, e^(gamma_last - gamma) n_k.
+  float* fs;
   int2* segtab;    // split pass: [seg_bound] (sequence, first token) of each segment
   float* seg;      // split pass: [seg_bound, HO, V + K, K] fp32, see state_pass_mma
   // Kept for the chunked backward (a.keep): the inverse T = (I + A)^-1 [T, HO, 64] io type (chunk_prep_mma),
@@ -94,9 +96,8 @@ Work carve(const FwdArgs& a, char* base) {
     w.u = take(rows * size_t(a.v) * e);
   }
   w.aqk = take(rows * C * e);
-  if (fused_l2(a)) {
-    w.rn = reinterpret_cast<float*>(take(2 * size_t(a.t) * size_t(a.h) * sizeof(float)));
-  } else if (a.l2norm) {
+  if (prep3(a)) w.fs = reinterpret_cast<float*>(take(3 * rows * sizeof(float)));
+  if (a.l2norm && !fused_l2(a)) {
     w.qn = take(size_t(a.t) * size_t(a.h) * size_t(a.k) * e);
     w.kn = take(size_t(a.t) * size_t(a.h) * size_t(a.k) * e);
   }
@@ -530,14 +531,14 @@ __global__ void __launch_bounds__(kThreads) state_pass(PassParams p) {
 namespace mma {
 
 // Shared-memory layout of one chunk stage; rows padded by 16 bytes so ldmatrix rows hit distinct banks.
-// W, K, Q [C][k + pad], Aqk [C][C + pad], U [C][bv + pad] (16-bit), then gamma [C] and, with fused_l2,
-// the q and k rows' inverse norms [C] each (fp32). Without outputs (the split's summaries) Q, Aqk and the
+// W, K, Q [C][k + pad], Aqk [C][C + pad], U [C][bv + pad] (16-bit), then gamma [C] and, v3, the three
+// per-row scales of Work::fs [3][C] (fp32). Without outputs (the split's summaries) Q, Aqk and the
 // O staging are left out: two CTAs then fit an SM. v3 (prep3): Tu [C][C + pad] in W's place and the
 // v rows in U's.
 __host__ __device__ constexpr size_t stage_bytes(int k, int bv, bool outputs = true, bool v3 = false) {
   return size_t(C * ((v3 ? C : k) + kPad16) + (outputs ? 2 : 1) * C * (k + kPad16) + (outputs ? C * (C + kPad16) : 0) +
                 C * (bv + kPad16)) * 2 +
-         3 * C * sizeof(float);
+         4 * C * sizeof(float);
 }
 constexpr int kLdo = 16 + kPad16;  // per-warp O staging rows
 size_t smem_bytes(int k, int bv, bool outputs = true, int stages = 2, bool v3 = false) {
@@ -575,14 +576,14 @@ enum PassMode { kWhole = 0, kSummary = 1, kApply = 2, kStates = 3 };
 // kWhole: grid N * HO * (V / bv). kSummary: seg_bound * HO * ((V + K) / bv). kApply: seg_bound * HO *
 // (V / bv). bv / 16 warps (up to 4 unsplit, 8 split), smem_bytes(K, bv, outputs, NS).
 // NS chunk stages: chunk t + NS - 1 is queued while chunk t computes (NS = 3: OPENDNN_GDN_PASS_V3).
-// With fused_l2 (p.w.rn set) q and k arrive unnormalised: the output rows are scaled by the q rows'
-// inverse norms and the state update's decay by the k rows', both in fp32.
 // V3 (prep3, OPENDNN_GDN_PREP_V3): chunk_prep_mma leaves Tu = T diag(beta) instead of W and U, and v'
 // is formed here from the raw v rows, with W S = Tu diag(e^gamma) K S:
 //   Y^T = S^T K^T,  v'^T = (V^T - Y^T diag(e^gamma)) Tu^T   (Tu lower triangular: 10 of 16 blocks),
 // 20 more mma a warp and chunk than reading W and U (+10%), for 2.4 GB less traffic between the kernels
 // at H16 HV64 32k tokens (W and U written and read, v read twice) and a prep without W/U products.
-// (V - Y') is rounded to 16 bits once, where U and W S were rounded separately before.
+// (V - Y') is rounded to 16 bits once, where U and W S were rounded separately before. The row scales
+// (gates, scale and, with l2norm, the inverse norms of the raw q and k rows) come from prep (Work::fs):
+// no exp in the loop but the chunk's decay.
 template <class T, int K, int Mode, int NS, bool V3>
 __global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256) state_pass_mma(PassParams p) {
   using namespace mma;
@@ -661,7 +662,8 @@ __global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256)
   const T* tug = static_cast<const T*>(p.w.tu);
   const T* vg = static_cast<const T*>(a.vv);
   const int64_t hvv = j / (a.ho / a.hv);
-  const float* rn = p.w.rn;
+  const float* fsg = p.w.fs;
+  const int64_t fs_plane = a.t * a.ho;
 
   // Queues chunk t0's tiles into stage st (rows past the sequence end are zero-filled).
   auto issue = [&](int64_t t0, int st) {
@@ -695,10 +697,10 @@ __global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256)
       else cp16(u + r * ldu + col, ug + (ok ? (t0 + r) * a.ho + j : 0) * V + (ok ? v0 + col : 0), ok);
     }
     for (int r = tid; r < C; r += nthreads) cp4(gm + r, p.w.gam + (r < L ? (t0 + r) * a.ho + j : 0), r < L);
-    if (rn)
-      for (int e = tid; e < 2 * C; e += nthreads) {
+    if constexpr (V3)
+      for (int e = tid; e < 3 * C; e += nthreads) {
         const int r = e % C;
-        cp4(gm + C + e, rn + (e < C ? 0 : a.t * a.h) + (r < L ? (t0 + r) * a.h + hq : 0), r < L);
+        cp4(gm + C + e, fsg + (e / C) * fs_plane + (r < L ? (t0 + r) * a.ho + j : 0), r < L);
       }
     cp_commit();
   };
@@ -781,8 +783,7 @@ __global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256)
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const int n = 2 * np + h, r = 8 * (2 * p0 + n) + 2 * c;
-            float e0 = __expf(gs[r]), e1 = __expf(gs[r + 1]);
-            if (rn) e0 *= gs[2 * C + r], e1 *= gs[2 * C + r + 1];
+            const float e0 = gs[C + r], e1 = gs[C + r + 1];  // e^gamma n_k
             const float2 lo = unpack2<T>(u[2 * h]), hi = unpack2<T>(u[2 * h + 1]);
             da[np][2 * h] = pack2<T>(lo.x - x[n][0] * e0, lo.y - x[n][1] * e1);
             da[np][2 * h + 1] = pack2<T>(hi.x - x[n][2] * e0, hi.y - x[n][3] * e1);
@@ -831,14 +832,12 @@ __global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256)
 #pragma unroll
       for (int n = 0; n < 2 * NP; ++n) {
         const int r = 8 * (2 * p0 + n) + 2 * c;
-        const float* nq = gs + C;  // inverse norms (fused_l2)
-        const float* nk = gs + 2 * C;
-        float d0 = __expf(glast - gs[r]), d1 = __expf(glast - gs[r + 1]);
-        if (rn) d0 *= nk[r], d1 *= nk[r + 1];
+        const float d0 = V3 ? gs[3 * C + r] : __expf(glast - gs[r]);
+        const float d1 = V3 ? gs[3 * C + r + 1] : __expf(glast - gs[r + 1]);
         x[n][0] *= d0, x[n][1] *= d1, x[n][2] *= d0, x[n][3] *= d1;
         if constexpr (kOut) {
-          float f0 = a.scale * __expf(gs[r]), f1 = a.scale * __expf(gs[r + 1]);
-          if (rn) f0 *= nq[r], f1 *= nq[r + 1];
+          const float f0 = V3 ? gs[2 * C + r] : a.scale * __expf(gs[r]);
+          const float f1 = V3 ? gs[2 * C + r + 1] : a.scale * __expf(gs[r + 1]);
           o[n][0] *= f0, o[n][1] *= f1, o[n][2] *= f0, o[n][3] *= f1;
         }
       }
@@ -1029,8 +1028,8 @@ struct Layout {
   static constexpr size_t m_bytes = std::max(size_t(C) * ldk * 2, size_t(C) * kLdm * 4);
   static constexpr size_t tw = m + m_bytes;                          // [C][kLdt] T diag(beta e^gamma)
   static constexpr size_t tu = tw + size_t(vt) * kLdt * 2;           // [C][kLdt] T diag(beta)
-  static constexpr size_t gates = tu + size_t(vt) * kLdt * 2;        // gamma, beta, beta e^gamma [C] each
-  static constexpr size_t bytes = gates + 3 * C * sizeof(float);
+  static constexpr size_t gates = tu + size_t(vt) * kLdt * 2;        // gamma, beta, beta e^gamma [C] each,
+  static constexpr size_t bytes = gates + 5 * C * sizeof(float);    // then (Lean) 1/|q|, 1/|k| [C] each
   static_assert(kWarps * 16 * kLdst * 2 <= m_bytes, "the output staging lives in M's space");
 };
 
@@ -1092,9 +1091,9 @@ __device__ __forceinline__ void offdiag(float* M, int r0, int c0, int ms, int la
 // grid (bound, H), kThreads threads, prep2::Layout<K, V>::bytes of shared memory.
 // V3 (OPENDNN_GDN_PREP_V3, unverified on a GPU): the output per head is Tu = T diag(beta), Aqk and gamma
 // only: no v rows, no W/U products, 24 KB written per chunk and head instead of 40 (state_pass_mma<V3>
-// forms v' from v and Tu). With fused_l2 (p.w.rn set) the raw q and k rows are normalised in shared
-// memory (the products see the same 16-bit normalised values l2_rows would write) and only their fp32
-// inverse norms go to memory, for the pass. Warp 0 loads the next head's gates while the current head
+// forms v' from v and Tu) plus the per-row scales of Work::fs. With l2norm the raw q and k rows are
+// normalised in shared memory (the products see the same 16-bit normalised values l2_rows would write)
+// and their fp32 inverse norms go into those scales, for the pass's raw q and k. Warp 0 loads the next head's gates while the current head
 // computes, so no head waits a global round trip with the CTA parked at a barrier.
 template <class T, int K, int V, bool V3>
 __global__ void __launch_bounds__(kThreads, V3 ? 3 : 2) chunk_prep_mma(PrepParams p) {
@@ -1123,6 +1122,7 @@ __global__ void __launch_bounds__(kThreads, V3 ? 3 : 2) chunk_prep_mma(PrepParam
   float* gam = reinterpret_cast<float*>(smem + Lay::gates);
   float* bet = gam + C;
   float* beg = bet + C;  // beta e^gamma
+  float* nqs = beg + C;  // V3: inverse norms of the q rows, then of the k rows (1 without l2norm)
 
   const T* qg = static_cast<const T*>(p.q);
   const T* kg = static_cast<const T*>(p.k);
@@ -1156,7 +1156,9 @@ __global__ void __launch_bounds__(kThreads, V3 ? 3 : 2) chunk_prep_mma(PrepParam
   cp_wait_all();
   __syncthreads();
   if constexpr (V3) {
-    if (p.w.rn) {
+    if (!a.l2norm) {
+      for (int e = tid; e < 2 * C; e += kThreads) nqs[e] = 1.f;  // read after the head loop's first barrier
+    } else {
       // One warp a row, K / 32 elements a lane: x * (sum x^2 + 1e-6)^-1/2, as l2_rows.
       constexpr int E = K / 32;
       using Vec = std::conditional_t<E == 4, uint2, uint32_t>;
@@ -1174,7 +1176,7 @@ __global__ void __launch_bounds__(kThreads, V3 ? 3 : 2) chunk_prep_mma(PrepParam
 #pragma unroll
         for (int i = 0; i < E; ++i) e[i] = from_f<T>(x[i] * inv);
         *reinterpret_cast<Vec*>(row) = raw;
-        if (lane == 0 && r < L) p.w.rn[(u < C ? 0 : a.t * a.h) + (t0 + r) * a.h + hq] = inv;
+        if (lane == 0) nqs[u] = inv;
       }
       __syncthreads();
     }
@@ -1227,7 +1229,21 @@ __global__ void __launch_bounds__(kThreads, V3 ? 3 : 2) chunk_prep_mma(PrepParam
         beg[r] = bv[e] * __expf(gm[e]);
         if (r < L) p.w.gam[(t0 + r) * a.ho + j] = gm[e];
       }
-      if (V3 && i + 1 < G) load_gates(j + 1);  // used next head: the latency hides behind this one
+      if constexpr (V3) {
+        const float glast = __shfl_sync(0xffffffffu, (L - 1) % 2 ? gm[1] : gm[0], (L - 1) / 2);
+        float* fs = p.w.fs + (t0 * a.ho + j);
+        const int64_t plane = a.t * a.ho;
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int r = r0 + e;
+          if (r >= L) continue;
+          const float nk = nqs[C + r], eg = __expf(gm[e]);
+          fs[r * a.ho] = eg * nk;
+          fs[plane + r * a.ho] = a.scale * eg * nqs[r];
+          fs[2 * plane + r * a.ho] = __expf(glast - gm[e]) * nk;
+        }
+        if (i + 1 < G) load_gates(j + 1);  // used next head: the latency hides behind this one
+      }
     }
     __syncthreads();
 

@@ -34,10 +34,11 @@ struct FwdArgs {
   bool split = false;
   int seg_chunks = 0;
   // OPENDNN_GDN_PREP_V3=1 (unverified on a GPU; needs mma_prep and the register-state pass, split or not):
-  // chunk_prep_mma writes Tu = T diag(beta) instead of W and U (the pass forms v' from v and Tu), normalises
-  // q and k itself (no l2_rows pass, no normalised copies: it leaves each row's inverse norm for the pass,
-  // which scales its fp32 products by them) and loads the next output head's gates while the current
-  // head computes. Ignored with keep (the backward reads W, U and the normalised copies).
+  // chunk_prep_mma writes Tu = T diag(beta) instead of W and U (the pass forms v' from v and Tu) and the
+  // pass's per-row fp32 scales (gates, scale, inverse l2 norms: no exp left in the pass's loop but one),
+  // normalises q and k itself (no l2_rows pass, no normalised copies: the pass reads the raw rows) and
+  // loads the next output head's gates while the current head computes. Ignored with keep (the backward
+  // reads W, U and the normalised copies).
   bool prep_v3 = false;
   // OPENDNN_GDN_PASS_V3=1 (unverified on a GPU): the register-state pass keeps this many chunks in
   // flight (cp.async stages) where shared memory allows, else 2.
