@@ -704,6 +704,63 @@ __global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256)
       }
     cp_commit();
   };
+  // The same loads with each source's chunk row formed once and 32-bit row offsets (every row stride
+  // times 63 stays below 2^31), shifts instead of divisions, and past-the-end rows pointed at the
+  // chunk's first row: ~300 instead of ~730 SASS instructions a thread and chunk (K = 128, bv = 64,
+  // v3), against ~1100 of compute. Used by the opt-in variants (NS = 3 or V3); the verified default
+  // keeps `issue` until a GPU run verifies this one, which then replaces it.
+  static_assert(C == 64, "row = e >> 6 below");
+  const int su = 31 - __clz(BV / 8);  // log2 of the 16-byte pieces in a U/v row
+  auto issue_fast = [&](int64_t t0, int st) {
+    T *w, *q, *k, *aq, *u;
+    float* gm;
+    stage_ptrs(st, w, q, k, aq, u, gm);
+    const int L = int(imin(C, end - t0));
+    const int64_t rq0 = t0 * a.h + hq, rw0 = t0 * a.ho + j;
+    const int sq = int(a.h) * K, sw = int(a.ho);  // q/k row stride (elements), [T, HO, ...] row stride (rows)
+    constexpr int per_k = K / 8, sk = K == 128 ? 4 : 3;
+    static_assert(per_k == 1 << sk, "K is 64 or 128");
+    const T* q0 = qg + rq0 * K;
+    const T* k0 = kg + rq0 * K;
+    for (int e = tid; e < C * per_k; e += nthreads) {
+      const int r = e >> sk, col = (e & (per_k - 1)) * 8;
+      const bool ok = r < L;
+      const int off = (ok ? r : 0) * sq + col;
+      if constexpr (!V3) cp16(w + r * ldk + col, wg + rw0 * K + (ok ? r : 0) * (sw * K) + col, ok);
+      if constexpr (kOut) cp16(q + r * ldk + col, q0 + off, ok);
+      cp16(k + r * ldk + col, k0 + off, ok);
+    }
+    if constexpr (kOut || V3) {
+      for (int e = tid; e < C * (C / 8); e += nthreads) {
+        const int r = e >> 3, col = (e & 7) * 8;
+        const bool ok = r < L;
+        const int64_t off = rw0 * C + (ok ? r : 0) * (sw * C) + col;
+        if constexpr (kOut) cp16(aq + r * lda + col, ag + off, ok);
+        if constexpr (V3) cp16(w + r * lda + col, tug + off, ok);
+      }
+    }
+    const int ucol = transfer ? 0 : v0;  // M's recurrence has U = 0 (V3: v = 0): no row is read
+    const T* u0;
+    int sv;
+    if constexpr (V3) u0 = vg + (t0 * a.hv + hvv) * V + ucol, sv = int(a.hv) * int(V);
+    else u0 = ug + rw0 * V + ucol, sv = sw * int(V);
+    for (int e = tid; e < (C << su); e += nthreads) {
+      const int r = e >> su, col = (e & ((1 << su) - 1)) * 8;
+      const bool ok = r < L && !transfer;
+      cp16(u + r * ldu + col, u0 + (ok ? r * sv + col : 0), ok);
+    }
+    // gamma, then (V3) the three row scales: gm[plane * C + r].
+    for (int e = tid; e < (V3 ? 4 : 1) * C; e += nthreads) {
+      const int r = e & (C - 1), plane = e >> 6;
+      const float* src = plane == 0 ? p.w.gam : fsg + (plane - 1) * fs_plane;
+      cp4(gm + e, src + rw0 + (r < L ? r * sw : 0), r < L);
+    }
+    cp_commit();
+  };
+  auto queue = [&](int64_t t0, int st) {
+    if constexpr (NS == 3 || V3) issue_fast(t0, st);
+    else issue(t0, st);
+  };
 
   // ldmatrix lane offsets: B from rows of a row-major [n][k] tile (x4 = two n-tiles of one k-slice),
   // B from a row-major [k][n] tile (.trans), and U^T as accumulators from the row-major [r][v] tile.
@@ -714,7 +771,7 @@ __global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256)
   // is always chunk t0.
 #pragma unroll
   for (int i = 0; i < NS - 1; ++i) {
-    if (start + int64_t(i) * C < end) issue(start + int64_t(i) * C, i);
+    if (start + int64_t(i) * C < end) queue(start + int64_t(i) * C, i);
     else cp_commit();
   }
   int it = 0;
@@ -723,7 +780,7 @@ __global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256)
     const int st = it % NS;
     cp_wait_group<NS - 2>();
     __syncthreads();  // chunk t0 is visible to every warp, and every warp is done with chunk t0 - C's stage
-    if (t0 + int64_t(NS - 1) * C < end) issue(t0 + int64_t(NS - 1) * C, (it + NS - 1) % NS);
+    if (t0 + int64_t(NS - 1) * C < end) queue(t0 + int64_t(NS - 1) * C, (it + NS - 1) % NS);
     else cp_commit();
     T *ws, *qs, *ks, *as, *us;
     float* gs;
