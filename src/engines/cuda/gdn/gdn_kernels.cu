@@ -1423,6 +1423,9 @@ void launch_prep_kv(const PrepParams& pp, int64_t bound, cudaStream_t st) {
   const size_t bytes = v3 ? prep2::Layout<K, V, true>::bytes : prep2::Layout<K, V>::bytes;
   auto kernel = v3 ? chunk_prep_mma<T, K, V, true> : chunk_prep_mma<T, K, V, false>;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+  // Three lean CTAs an SM need the largest shared-memory carve-out: ask for it rather than rely on
+  // the driver's choice.
+  if (v3) cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
   kernel<<<dim3(unsigned(bound), unsigned(pp.a.h)), kThreads, bytes, st>>>(pp);
 }
 template <class T>
