@@ -4,7 +4,7 @@ torch.matmul (cuBLAS), torch doing GEMM + bias + GELU as separate kernels (and, 
 torch.compile of it) and torch._scaled_mm for fp8 e4m3 (per-tensor scales, bf16 out), all in one
 process on the same inputs. Writes bench/results/gemm.json (+ .png).
 
-    python bench/gemm.py [--quick] [--compile]
+    python bench/gemm.py [--quick | --sweep] [--compile]
 
 Layouts: "nn" is torch.matmul(a, b) with b [K, N] contiguous; "nt" is F.linear(x, w), w [N, K]
 contiguous (B column-major, the layout of nn.Linear weights). Each result is checked against torch's
@@ -21,10 +21,22 @@ epilogue, OPENDNN_GEMM_SWIGLU=1, against torch's matmul, silu and mul as separat
 out_dtype where torch has it), "fp8amax_" rows (MATMUL_FP8 with amax_C, OPENDNN_GEMM_FP8_AMAX=1, against
 torch._scaled_mm followed by abs().amax()), and the 256x128 cooperative tile (OPENDNN_GEMM_M256=1) in the
 plans_ rows.
+
+The plans_ rows also time session 5's candidates (opt-in, unverified until this runs): cooperative 128x256 under
+stream-K (OPENDNN_GEMM_STREAMK=1) and with 1x2 / 2x2 clusters (OPENDNN_GEMM_C1X2 / _C2X2=1), pingpong 64x256
+(OPENDNN_GEMM_PP64X256=1, plain and bias + GELU), fp8 pingpong
+64x128x128 with promotion (OPENDNN_GEMM_FP8_PINGPONG=1), and the fp8 promotion interval
+(OPENDNN_GEMM_FP8_PROMOTION=8|16, "_promotion" rows); "model_" rows repeat a plans_ row with the scheduler
+knobs chosen by OPENDNN_GEMM_KNOBS=model. Each plan gets a column <kind>_<tile>_<cluster> (plan_tag). The plans of
+a row and its torch peers are timed in alternating rounds (time_rotating), so clock drift during the row falls
+on all of them alike (the main rows alternate ours and the torch peer the same way). --sweep runs only those rows, at 8192^3 and the M = 8192 shapes with N or K = 11008
+(+ the knob grid at two of them), in about two minutes.
 """
 import argparse
 import contextlib
 import os
+import re
+import statistics
 import sys
 
 import torch
@@ -54,9 +66,10 @@ def build(M, N, K, layout, epilogue):
     return g, t
 
 
-def run_and_check(g, pack, y, ref, row, peer_name):
+def run_and_check(g, pack, y, ref, row, peer_name, peer=None):
     """Plans `g` on the cuda engine, runs it once into `y` (poisoned), checks it against `ref` and
-    times it; fills the row and returns our median ms, or None with the decline in the row."""
+    times it; fills the row and returns our median ms, or None with the decline in the row. With `peer`
+    (a callable), ours and the peer are timed in alternating rounds and <peer_name>_ms is the peer's."""
     try:
         row["plan"], ws = plan_on(g, "cuda")
     except Exception as e:  # a decline or a failed build: recorded in the row, never fatal
@@ -66,7 +79,11 @@ def run_and_check(g, pack, y, ref, row, peer_name):
     torch.cuda.synchronize()
     row["rel_err"] = rel_err(y, ref)
     row["correct"] = row["rel_err"] < TOL
-    ms = time_cuda(lambda: g.execute(pack, ws))
+    if peer is None:
+        ms = time_cuda(lambda: g.execute(pack, ws))
+    else:
+        timed = time_rotating({"ours": ((lambda: None), lambda: g.execute(pack, ws)), "peer": ((lambda: None), peer)})
+        ms, row[peer_name + "_ms"] = timed["ours"], timed["peer"]
     row["opendnn_ms"] = ms
     row["opendnn_tflops"] = 2.0 * row["M"] * row["N"] * row["K"] / (ms * 1e-3) / 1e12
     add_speedups(row, (peer_name, "torch_compile"))
@@ -109,8 +126,26 @@ def bench_bf16(M, N, K, layout, epilogue, compile_peer):
     pack = {t["a"]: a, t["b"]: b_view, t["y"]: y}
     if "bias" in t:
         pack[t["bias"]] = bias
-    run_and_check(g, pack, y, ref, row, peer_name)
+    run_and_check(g, pack, y, ref, row, peer_name, peer)
     return row
+
+
+# The opt-in plans every plans_ row switches on (the candidates among them are UNVERIFIED until this runs).
+BF16_PLAN_SWITCHES = {k: "1" for k in ("OPENDNN_GEMM_PINGPONG", "OPENDNN_GEMM_M256", "OPENDNN_GEMM_STREAMK",
+                                       "OPENDNN_GEMM_C1X2", "OPENDNN_GEMM_C2X2", "OPENDNN_GEMM_PP64X256")}
+FP8_PLAN_SWITCHES = {"OPENDNN_GEMM_FP8_FAST": "1", "OPENDNN_GEMM_FP8_PINGPONG": "1"}
+ROUNDS, ROUND_REPS = 5, 10
+
+
+def time_rotating(entries, rounds=ROUNDS, reps=ROUND_REPS):
+    """entries: {key: (prepare, fn)}. Times every fn in each of `rounds` rounds (prepare() before each block),
+    so clock and thermal drift during the rounds falls on all of them alike: {key: median of the rounds' medians}."""
+    times = {k: [] for k in entries}
+    for _ in range(rounds):
+        for key, (prepare, fn) in entries.items():
+            prepare()
+            times[key].append(time_cuda(fn, warmup=2, reps=reps))
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
 def cuda_plans(g):
@@ -122,28 +157,11 @@ def cuda_plans(g):
             if g.get_engine_name_at_index(i) == "cuda"}
 
 
-def time_plan(g, index, pack, y, ref):
-    """Selects (builds) plan `index`, runs it once into a poisoned `y`, checks it against `ref` and times it:
-    (median ms, rel_err), or (None, reason)."""
-    try:
-        g.select_plan(index)
-    except Exception as e:
-        return None, failure(e)
-    ws = torch.empty(max(1, g.get_workspace_size()), dtype=torch.uint8, device="cuda")
-    y.fill_(float("nan"))
-    g.execute(pack, ws)
-    torch.cuda.synchronize()
-    return time_cuda(lambda: g.execute(pack, ws)), rel_err(y, ref)
-
-
 def plan_tag(name):
-    """A short column name for a plan: coop, pingpong, coop_fastacc, coop_256x128."""
-    if name.startswith("gemm_256x128"):
-        return "coop_256x128"
-    for tag in ("coop_fastacc", "pingpong", "coop"):
-        if tag in name:
-            return tag
-    return name
+    """A column name for a cuda plan, <kind>_<tile MxN>_<cluster>: coop_128x256_c2x1, pingpong_128x128_c2x1,
+    coop_streamk_128x256_c2x1, coop_128x256_c2x2, coop_fastacc_128x256_c2x1, ... (a graph's plans differ in these)."""
+    m = re.match(r"(?:cuda:)?gemm_(\d+)x(\d+)x\d+_c(\dx\d)_(.+?)_(?:bf16|fp16|e4m3)", name)
+    return f"{m.group(4)}_{m.group(1)}x{m.group(2)}_c{m.group(3)}" if m else name
 
 
 def nt_inputs(M, N, K):
@@ -168,8 +186,7 @@ def bench_plans(M, N, K, env=None, prefix="plans", epilogue="none"):
     tag = "_".join(f"{k.rsplit('_', 1)[-1].lower()}{v}" for k, v in (env or {}).items())
     row = {"case": f"{prefix}_bf16_nt_{epilogue}_{M}x{N}x{K}" + (f"_{tag}" if tag else ""), "dtype": "bf16",
            "layout": "nt", "epilogue": epilogue, "M": M, "N": N, "K": K, **({"env": env} if env else {})}
-    row[peer_name + "_ms"] = time_cuda(peer)
-    with environ({"OPENDNN_GEMM_PINGPONG": "1", "OPENDNN_GEMM_M256": "1", **(env or {})}):
+    with environ({**BF16_PLAN_SWITCHES, **(env or {})}):
         g, t = build(M, N, K, "nt", epilogue)
         plans = cuda_plans(g)
     y = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
@@ -177,24 +194,46 @@ def bench_plans(M, N, K, env=None, prefix="plans", epilogue="none"):
     if "bias" in t:
         pack[t["bias"]] = bias
     # knob rows carry no speedup column: they are A/B data, not rows of the README's table
-    time_plans(row, g, plans, pack, y, ref, None if env else peer_name)
+    time_plans(row, g, plans, pack, y, ref, {peer_name: peer}, None if prefix == "knobs" else peer_name)
     return row
 
 
-def time_plans(row, g, plans, pack, y, ref, peer):
-    """Times each plan of `plans` ({name: index}) into <tag>_ms / _rel_err / _tflops columns, and the
-    fastest correct one as opendnn_ms, with its tag as `winner`."""
+def time_plans(row, g, plans, pack, y, ref, peers, peer):
+    """Builds and checks each plan of `plans` ({name: index}), then times the plans that ran and the `peers`
+    ({name: fn}) in alternating rounds: <tag>_ms / _rel_err / _tflops columns, <peer>_ms, and the fastest correct
+    plan as opendnn_ms with its tag as `winner` (and its speedup over `peer` when given)."""
     M, N, K = row["M"], row["N"], row["K"]
-    best = None
+    ran = {}
     for name, index in plans.items():
         col = plan_tag(name)
-        ms, err = time_plan(g, index, pack, y, ref)
-        if ms is None:
-            row[col + "_error"] = err
+        try:  # a failed build or launch is recorded in the row, never fatal
+            g.select_plan(index)
+            ws = torch.empty(max(1, g.get_workspace_size()), dtype=torch.uint8, device="cuda")
+            y.fill_(float("nan"))
+            g.execute(pack, ws)
+            torch.cuda.synchronize()
+        except Exception as e:
+            row[col + "_error"] = failure(e)
             continue
-        row[col + "_plan"], row[col + "_ms"], row[col + "_rel_err"] = name, ms, err
+        row[col + "_plan"], row[col + "_rel_err"] = name, rel_err(y, ref)
+        ran[col] = (index, ws)
+
+    def select(index):
+        return lambda: g.select_plan(index)
+
+    def execute(ws):
+        return lambda: g.execute(pack, ws)
+
+    entries = {col: (select(index), execute(ws)) for col, (index, ws) in ran.items()}
+    entries.update({p: ((lambda: None), fn) for p, fn in peers.items()})
+    timed = time_rotating(entries)
+    for p in peers:
+        row[p + "_ms"] = timed[p]
+    best = None
+    for col in ran:
+        ms = row[col + "_ms"] = timed[col]
         row[col + "_tflops"] = 2.0 * M * N * K / (ms * 1e-3) / 1e12
-        if err >= TOL:
+        if row[col + "_rel_err"] >= TOL:
             row["correct"] = False
         elif best is None or ms < row[best + "_ms"]:
             best = col
@@ -228,7 +267,8 @@ KNOB_GRID = [(s, r) for s in (1, 2, 4, 8) for r in ("h", "m", "n")]
 def summarize_knobs(rows, M, N, K):
     """Prints the fastest swizzle x raster setting of each plan for one shape."""
     knob_rows = [r for r in rows if r["case"].startswith(f"knobs_bf16_nt_none_{M}x{N}x{K}_")]
-    for tag in ("coop", "pingpong"):
+    tags = sorted({k[:-3] for r in knob_rows for k in r if k.endswith("_ms")} - {"torch_matmul", "opendnn"})
+    for tag in tags:
         timed = [(r[tag + "_ms"], r["env"]) for r in knob_rows if r.get(tag + "_ms") and r.get(tag + "_rel_err", 1) < TOL]
         if timed:
             ms, env = min(timed, key=lambda x: x[0])
@@ -277,27 +317,34 @@ def bench_fp8(M, N, K):
         row["torch_scaled_mm_error"] = str(e)[:200]
         return row
     g, pack, y = fp8_graph(M, N, K, a, w, scales)
-    run_and_check(g, pack, y, ref, row, "torch_scaled_mm")
+    run_and_check(g, pack, y, ref, row, "torch_scaled_mm", peer_gemm_only)
     return row
 
 
-def bench_fp8_plans(M, N, K):
-    """Both fp8 plans (fp32 promotion, and fast accumulation 128x256), each selected explicitly."""
-    row = {"case": f"plans_fp8_e4m3_nt_{M}x{N}x{K}", "dtype": "fp8_e4m3", "layout": "nt", "epilogue": "none",
-           "M": M, "N": N, "K": K}
+def bench_fp8_plans(M, N, K, promotion=None):
+    """The fp8 plans (fp32 promotion, and fast accumulation 128x256), each selected explicitly; `promotion`
+    sets OPENDNN_GEMM_FP8_PROMOTION (wgmma k-steps between promotions, 4 by default)."""
+    env = {"OPENDNN_GEMM_FP8_PROMOTION": str(promotion)} if promotion else {}
+    row = {"case": f"plans_fp8_e4m3_nt_{M}x{N}x{K}" + (f"_promotion{promotion}" if promotion else ""),
+           "dtype": "fp8_e4m3", "layout": "nt", "epilogue": "none", "M": M, "N": N, "K": K}
     a, w, scales, ref = fp8_inputs(M, N, K)
+    peers = {}
     for col, fast in (("torch_scaled_mm", False), ("torch_scaled_mm_fast_accum", True)):
+        def peer(fast=fast):
+            return torch._scaled_mm(a, w.t(), scales[0], scales[1] * scales[2], out_dtype=torch.bfloat16,
+                                    use_fast_accum=fast)
         try:  # torch's default keeps full accumulation; its fast mode is the peer of our fast-accum plan
-            row[col + "_ms"] = time_cuda(lambda: torch._scaled_mm(
-                a, w.t(), scales[0], scales[1] * scales[2], out_dtype=torch.bfloat16, use_fast_accum=fast))
+            peer()
+            peers[col] = peer
         except Exception as e:
             row[col + "_error"] = str(e)[:200]
-    with environ({"OPENDNN_GEMM_FP8_FAST": "1"}):
+    with environ({**FP8_PLAN_SWITCHES, **env}):
         g, pack, y = fp8_graph(M, N, K, a, w, scales)
         plans = cuda_plans(g)
-    time_plans(row, g, plans, pack, y, ref, "torch_scaled_mm")
-    if "coop_fastacc_ms" in row and "torch_scaled_mm_fast_accum_ms" in row:  # like for like, not a README column
-        row["fastacc_ratio_vs_torch_fast_accum"] = row["torch_scaled_mm_fast_accum_ms"] / row["coop_fastacc_ms"]
+    time_plans(row, g, plans, pack, y, ref, peers, "torch_scaled_mm" if "torch_scaled_mm" in peers else None)
+    fast = "coop_fastacc_128x256_c2x1"
+    if fast + "_ms" in row and "torch_scaled_mm_fast_accum_ms" in row:  # like for like, not a README column
+        row["fastacc_ratio_vs_torch_fast_accum"] = row["torch_scaled_mm_fast_accum_ms"] / row[fast + "_ms"]
     return row
 
 
@@ -384,7 +431,11 @@ def main():
     ap.add_argument("--quick", action="store_true", help="a few shapes")
     ap.add_argument("--compile", action="store_true", help="also time torch.compile of GEMM + bias + GELU")
     ap.add_argument("--no-knobs", action="store_true", help="skip the swizzle x raster A/B grid")
+    ap.add_argument("--sweep", action="store_true",
+                    help="only the plan sweep (every plan, candidates included) at 8192^3 and the 11008 shapes")
     args = ap.parse_args()
+    if args.sweep:
+        return sweep(args.no_knobs)
     cases = []
     if args.quick:
         cases += [(4096, 4096, 4096, "nn", "none"), (8192, 14336, 4096, "nt", "none"),
@@ -427,11 +478,53 @@ def main():
         for sw, ra in KNOB_GRID:
             add(bench_plans(M, N, K, {"OPENDNN_GEMM_SWIZZLE": str(sw), "OPENDNN_GEMM_RASTER": ra}, prefix="knobs"))
         summarize_knobs(rows, M, N, K)
+    return report_wrong(rows)
+
+
+def report_wrong(rows):
     bad = [r["case"] for r in rows if r.get("correct") is False]
     if bad:
         print("WRONG RESULTS:", ", ".join(bad))
         return 1
     return 0
+
+
+# 8192x14336x4096 too: the cooperative kernel ran it at 1.24 ms as a row's only plan and at 1.46-1.53 ms as one of
+# several timed one after the other (sessions 3 and 4), which the rotation should settle.
+SWEEP_SHAPES = [(8192, 8192, 8192)] + [(8192, n, k) for n, k in ((11008, 4096), (4096, 11008), (11008, 11008),
+                                                                 (11008, 14336), (14336, 11008), (14336, 4096))]
+
+
+def sweep(no_knobs):
+    """Every plan of the bf16 NT GEMM at the shapes furthest behind cuBLAS, at the default knobs and at the
+    model's (OPENDNN_GEMM_KNOBS=model), bias + GELU at two of them, fp8 at 8192^3, and the swizzle x raster grid
+    at 8192^3 and 8192x11008x4096: bench/results/gemm_sweep.json."""
+    rows = []
+
+    def add(row):
+        rows.append(row)
+        show(row)
+        write_results("gemm_sweep", rows)
+
+    for M, N, K in SWEEP_SHAPES:
+        add(bench_plans(M, N, K))
+        add(bench_plans(M, N, K, {"OPENDNN_GEMM_KNOBS": "model"}, prefix="model"))
+    for N in (11008, 14336):
+        add(bench_plans(8192, N, 4096, epilogue="bias_gelu"))
+        add(bench_plans(8192, N, 4096, {"OPENDNN_GEMM_KNOBS": "model"}, prefix="model", epilogue="bias_gelu"))
+    for promotion in (None, 8, 16):
+        add(bench_fp8_plans(8192, 8192, 8192, promotion))
+    for M, N, K in [] if no_knobs else [(8192, 8192, 8192), (8192, 11008, 4096)]:
+        for sw, ra in KNOB_GRID:
+            add(bench_plans(M, N, K, {"OPENDNN_GEMM_SWIZZLE": str(sw), "OPENDNN_GEMM_RASTER": ra}, prefix="knobs"))
+        summarize_knobs(rows, M, N, K)
+    for r in rows:  # one line per row but the knob grid's (KNOBS lines above): the winner and every plan
+        if r["case"].startswith("knobs_"):
+            continue
+        plans = sorted((k[:-3], v) for k, v in r.items() if k.endswith("_ms") and not k.startswith(("torch", "opendnn")))
+        print("SWEEP", r["case"], "winner", r.get("winner"), " ".join(f"{t}={v:.4f}" for t, v in plans),
+              " ".join(f"{k}={v:.4f}" for k, v in r.items() if k.startswith("torch") and k.endswith("_ms")), flush=True)
+    return report_wrong(rows)
 
 
 if __name__ == "__main__":

@@ -160,7 +160,8 @@ bool plan_on_cuda(Graph& g, const char* plan = nullptr) {
   return engine == "cuda";
 }
 
-void check_gemm(const Case& c, const char* plan = nullptr) {
+// `runs` launches in a row must each write the same result (a stream-K plan's flags reset between launches).
+void check_gemm(const Case& c, const char* plan = nullptr, int runs = 1) {
   SCOPED_TRACE(describe(c) + (plan ? std::string(" plan *") + plan + "*" : ""));
   std::mt19937 rng(uint32_t(7 + c.M * 31 + c.N * 7 + c.K + int(c.epi)));
   const float alpha = 0.75f;
@@ -179,8 +180,10 @@ void check_gemm(const Case& c, const char* plan = nullptr) {
   std::unordered_map<TensorPtr, void*> pack = {{gg.A, a.p}, {gg.B, b.p}, {gg.out, out.p}};
   if (gg.bias) pack[gg.bias] = bias.p;
   if (gg.res) pack[gg.res] = res.p;
-  Status s = gg.g.execute(pack, ws);
-  ASSERT_TRUE(s.is_good()) << s.to_string();
+  for (int run = 0; run < runs; ++run) {
+    Status s = gg.g.execute(pack, ws);
+    ASSERT_TRUE(s.is_good()) << s.to_string();
+  }
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   if (ws) cudaFree(ws);
 
@@ -399,6 +402,73 @@ TEST_F(CudaGemm, Tile256x128Plan) {
   check_gemm({t, 3, 33, 64, 48, true, Epi::BIAS, true}, "gemm_256x128");
   check_gemm({t, 1, 512, 512, 512, true, Epi::NONE}, "gemm_256x128");
   check_gemm({t, 2, 97, 152, 136, true, Epi::SCALE_BIAS_RESIDUAL}, "gemm_256x128");
+}
+
+// The session-5 candidates (UNVERIFIED until these pass on a GPU; opt-in): bf16, B column-major, no activation.
+// The edge shapes of the other plans, the epilogues without an activation, and shapes where stream-K splits tiles
+// along K: 4 tiles of 64 k-blocks over 132 SMs, and 143 tiles (a full wave and 11). `runs`: launches per case.
+void check_candidate(const char* plan, int runs = 1) {
+  const DataType t = DataType::BFLOAT16;
+  for (const Case& c : {Case{t, 1, 1, 256, 64, true, Epi::NONE}, Case{t, 1, 77, 200, 8, true, Epi::NONE},
+                        Case{t, 1, 129, 264, 72, true, Epi::NONE}, Case{t, 3, 65, 136, 40, true, Epi::NONE},
+                        Case{t, 3, 33, 64, 48, true, Epi::BIAS, true}, Case{t, 1, 512, 512, 512, true, Epi::NONE},
+                        Case{t, 2, 97, 152, 136, true, Epi::SCALE_BIAS_RESIDUAL},
+                        Case{t, 2, 97, 152, 136, true, Epi::RESIDUAL},
+                        Case{t, 1, 256, 512, 4096, true, Epi::BIAS}, Case{t, 1, 1664, 2816, 256, true, Epi::NONE}})
+    check_gemm(c, plan, runs);
+}
+
+TEST_F(CudaGemm, StreamKPlan) {
+  ScopedEnv on("OPENDNN_GEMM_STREAMK", "1");
+  check_candidate("coop_streamk", 3);
+}
+
+TEST_F(CudaGemm, Cluster1x2Plan) {
+  ScopedEnv on("OPENDNN_GEMM_C1X2", "1");
+  check_candidate("_c1x2_coop");
+}
+
+TEST_F(CudaGemm, Cluster2x2Plan) {
+  ScopedEnv on("OPENDNN_GEMM_C2X2", "1");
+  check_candidate("_c2x2_coop");
+}
+
+TEST_F(CudaGemm, Pingpong64x256Plan) {
+  ScopedEnv on("OPENDNN_GEMM_PP64X256", "1");
+  check_candidate("gemm_64x256x64");
+  check_gemm({DataType::BFLOAT16, 2, 97, 152, 136, true, Epi::BIAS_GELU}, "gemm_64x256x64");
+  check_gemm({DataType::BFLOAT16, 1, 129, 264, 72, true, Epi::BIAS_GELU}, "gemm_64x256x64");
+}
+
+// The knob model (OPENDNN_GEMM_KNOBS=model) picks swizzles and raster orders the knob test covers; at 2048 x 11008
+// it walks along N where CUTLASS's heuristic walks along M (pingpong swizzle 4 instead of 8).
+TEST_F(CudaGemm, ModelKnobs) {
+  ScopedEnv pp("OPENDNN_GEMM_PINGPONG", "1"), on("OPENDNN_GEMM_KNOBS", "model");
+  check_gemm({DataType::BFLOAT16, 1, 1900, 1224, 64, true, Epi::BIAS_GELU}, "coop");
+  check_gemm({DataType::BFLOAT16, 1, 1900, 1224, 64, true, Epi::BIAS}, "pingpong");
+  check_gemm({DataType::BFLOAT16, 1, 2048, 11008, 16, true, Epi::NONE}, "pingpong");
+  check_gemm({DataType::BFLOAT16, 1, 2048, 11008, 16, true, Epi::NONE}, "coop");
+}
+
+// fp8 with fp32 promotion in a pingpong 64x128x128 tile.
+TEST_F(CudaGemm, Fp8E4m3Pingpong) {
+  ScopedEnv pp("OPENDNN_GEMM_FP8_PINGPONG", "1");
+  check_fp8(1, 64, 32, "pingpong_e4m3");
+  check_fp8(77, 200, 16, "pingpong_e4m3");
+  check_fp8(129, 264, 144, "pingpong_e4m3");
+  check_fp8(512, 512, 1024, "pingpong_e4m3");
+}
+
+// The fp8 promotion interval (OPENDNN_GEMM_FP8_PROMOTION=16: every 4 k-tiles of 128, so K = 144 and 1152, 2 and 9
+// k-tiles, end with a partial interval that the residue promotion must add).
+TEST_F(CudaGemm, Fp8E4m3PromotionInterval) {
+  ScopedEnv pp("OPENDNN_GEMM_FP8_PINGPONG", "1"), p("OPENDNN_GEMM_FP8_PROMOTION", "16");
+  for (const char* plan : {"coop_e4m3", "pingpong_e4m3"}) {
+    check_fp8(77, 200, 16, plan);
+    check_fp8(129, 264, 144, plan);
+    check_fp8(512, 512, 1152, plan);
+    check_fp8(256, 256, 4096, plan);
+  }
 }
 
 // Shapes TMA cannot address decline with a reason instead of running.

@@ -262,11 +262,25 @@ std::string match(const Graph& g, Fused& f) {
   return "";
 }
 
-// The tile shapes of the kernels (gemm_sm90.cuh).
-int64_t tile_m(const gemm::Args& a) { return a.config == gemm::Config::COOP_M256 ? 256 : 128; }
+// The tile and cluster shapes of the kernels (gemm_sm90.cuh, Schedule).
+int64_t tile_m(const gemm::Args& a) {
+  if (a.config == gemm::Config::COOP_M256) return 256;
+  const bool fp8_pingpong = a.config == gemm::Config::PINGPONG && a.type == gemm::Elem::FP8_E4M3;
+  return fp8_pingpong || a.config == gemm::Config::PINGPONG_64X256 ? 64 : 128;
+}
 int64_t tile_n(const gemm::Args& a) {
   if (a.config == gemm::Config::PINGPONG || a.config == gemm::Config::COOP_M256) return 128;
   return a.type == gemm::Elem::FP8_E4M3 && a.config == gemm::Config::COOP ? 128 : 256;
+}
+int64_t cluster_m(const gemm::Args& a) { return a.config == gemm::Config::COOP_C1X2 ? 1 : 2; }
+int64_t cluster_n(const gemm::Args& a) {
+  return a.config == gemm::Config::COOP_C1X2 || a.config == gemm::Config::COOP_C2X2 ? 2 : 1;
+}
+// The session-5 candidates (gemm_kernels.h): UNVERIFIED on a GPU.
+bool candidate(const gemm::Args& a) {
+  return a.config == gemm::Config::COOP_STREAMK || a.config == gemm::Config::COOP_C1X2 ||
+         a.config == gemm::Config::COOP_C2X2 || a.config == gemm::Config::PINGPONG_64X256 ||
+         (a.config == gemm::Config::PINGPONG && a.type == gemm::Elem::FP8_E4M3);
 }
 
 int64_t ceil_to(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
@@ -275,8 +289,11 @@ int64_t ceil_to(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 // PINGPONG wins while N or K is at most ~8k (721 vs 630 TFLOP/s at N=14336 K=4096, 756 vs 682 at N=4096
 // K=11008, 715 vs 606 with bias+GELU), COOP once both are >= 11008 (657 vs 581 at 11008x11008, 692 vs
 // 660 at 14336x14336); fp8 COOP ~1050, FAST_ACCUM ~1300.
+// The unmeasured candidates rank below every measured plan of their type until a run says otherwise.
 double rate(const gemm::Args& a) {
-  if (a.type == gemm::Elem::FP8_E4M3) return a.config == gemm::Config::FAST_ACCUM ? 1300e6 : 1050e6;
+  if (a.type == gemm::Elem::FP8_E4M3)
+    return a.config == gemm::Config::FAST_ACCUM ? 1300e6 : candidate(a) ? 1000e6 : 1050e6;
+  if (candidate(a)) return 600e6;
   const bool long_and_wide = a.N >= 10000 && a.K >= 10000;
   if (a.config == gemm::Config::PINGPONG) return long_and_wide ? 620e6 : 730e6;
   // COOP_M256 is unmeasured: ranked just below COOP until a run says otherwise.
@@ -299,15 +316,48 @@ double estimate_us(const gemm::Args& a) {
 // group size (x the 2x1 cluster) and runs the padding tiles as real work, so a swizzle is taken only
 // where that adds no wave, and only for problems of several waves (smaller ones fit in L2 anyway).
 // OPENDNN_GEMM_SWIZZLE=1|2|4|8 overrides it (for A/B runs in bench/gemm.py).
+int64_t padded_waves(const gemm::Args& a, int sm_count, int s) {
+  const int64_t tm = (a.M + tile_m(a) - 1) / tile_m(a), tn = (a.N + tile_n(a) - 1) / tile_n(a);
+  const int64_t padded = ceil_to(tm, cluster_m(a) * s) * ceil_to(tn, cluster_n(a) * s) * a.L;
+  return (padded + sm_count - 1) / sm_count;
+}
+
 int default_swizzle(const gemm::Args& a, int sm_count) {
-  const int64_t tm = ceil_to((a.M + tile_m(a) - 1) / tile_m(a), 2), tn = (a.N + tile_n(a) - 1) / tile_n(a);
-  const int64_t tiles = tm * tn * a.L, waves = (tiles + sm_count - 1) / sm_count;
+  const int64_t waves = padded_waves(a, sm_count, 1);
   if (waves < 3) return 1;
-  for (int s : {8, 4, 2}) {
-    const int64_t padded = ceil_to(tm, 2 * s) * ceil_to(tn, s) * a.L;
-    if ((padded + sm_count - 1) / sm_count == waves) return s;
-  }
+  for (int s : {8, 4, 2})
+    if (padded_waves(a, sm_count, s) == waves) return s;
   return 1;
+}
+
+// OPENDNN_GEMM_KNOBS=model (UNVERIFIED for speed; every swizzle and raster order passed the knob test): the
+// raster order as well, by the bytes a wave reads. A wave of W CTAs walks along the major dimension in bands
+// of g = swizzle x cluster tiles of the minor one, so it reads about g panels of the minor operand and W / g
+// of the major one (a panel: tile rows x K). CUTLASS's heuristic raster walks along M whenever N has more
+// tiles, so at N = 11008 (86 pingpong tiles) and swizzle 2 a wave spans all 64 M tiles of A (64 panels)
+// and 2 of B; along N the same swizzle reads 4 + 33. Fewest waves first (padding tiles run as real work),
+// then fewest panel bytes.
+void model_knobs(gemm::Args& a, int sm_count) {
+  const double tm = double((a.M + tile_m(a) - 1) / tile_m(a)), tn = double((a.N + tile_n(a) - 1) / tile_n(a));
+  const int64_t waves = padded_waves(a, sm_count, 1);
+  double best = -1;
+  for (gemm::Raster r : {gemm::Raster::ALONG_N, gemm::Raster::ALONG_M})
+    for (int s : {1, 2, 4, 8}) {
+      if (padded_waves(a, sm_count, s) != waves) continue;
+      const bool along_n = r == gemm::Raster::ALONG_N;  // minor dimension M
+      const double major = along_n ? tn : tm, minor = along_n ? tm : tn;
+      const double g = std::min(minor, double(s * (along_n ? cluster_m(a) : cluster_n(a))));
+      const double pmajor = double(along_n ? tile_n(a) : tile_m(a)), pminor = double(along_n ? tile_m(a) : tile_n(a));
+      const double w = std::min(double(sm_count), tm * tn * double(a.L));
+      // Inside one band, or across w / major bands when a band holds fewer tiles than the wave.
+      const double bytes = w <= g * major ? g * pminor + std::ceil(w / g) * pmajor
+                                          : std::min(std::ceil(w / major), minor) * pminor + major * pmajor;
+      if (best < 0 || bytes < best) {
+        best = bytes;
+        a.swizzle = s;
+        a.raster = r;
+      }
+    }
 }
 
 int env_int(const char* name, int fallback) {
@@ -315,22 +365,35 @@ int env_int(const char* name, int fallback) {
   return v && *v ? std::atoi(v) : fallback;
 }
 
-// Knobs: ("swizzle", 1|2|4|8), ("raster", gemm::Raster). OPENDNN_GEMM_RASTER=m|n overrides the
-// raster order (along M or along N); the default is CUTLASS's heuristic (along M when N has more
-// tiles than M, else along N).
+// Knobs: ("swizzle", 1|2|4|8), ("raster", gemm::Raster): default_swizzle and CUTLASS's heuristic raster
+// (along M when N has more tiles than M, else along N), or model_knobs under OPENDNN_GEMM_KNOBS=model.
+// OPENDNN_GEMM_SWIZZLE and OPENDNN_GEMM_RASTER=m|n|h (along M, along N, heuristic) override either.
 void choose_knobs(gemm::Args& a, int sm_count) {
-  a.swizzle = env_int("OPENDNN_GEMM_SWIZZLE", default_swizzle(a, sm_count));
+  const char* knobs = std::getenv("OPENDNN_GEMM_KNOBS");
+  a.swizzle = default_swizzle(a, sm_count);
+  a.raster = gemm::Raster::HEURISTIC;
+  if (knobs && std::string(knobs) == "model") model_knobs(a, sm_count);
+  a.swizzle = env_int("OPENDNN_GEMM_SWIZZLE", a.swizzle);
   if (a.swizzle != 1 && a.swizzle != 2 && a.swizzle != 4 && a.swizzle != 8) a.swizzle = 1;
-  const char* r = std::getenv("OPENDNN_GEMM_RASTER");
-  a.raster = r && (*r == 'm' || *r == 'M')   ? gemm::Raster::ALONG_M
-             : r && (*r == 'n' || *r == 'N') ? gemm::Raster::ALONG_N
-                                             : gemm::Raster::HEURISTIC;
+  if (const char* r = std::getenv("OPENDNN_GEMM_RASTER"); r && *r)
+    a.raster = *r == 'm' || *r == 'M'   ? gemm::Raster::ALONG_M
+               : *r == 'n' || *r == 'N' ? gemm::Raster::ALONG_N
+                                        : gemm::Raster::HEURISTIC;
+  // UNVERIFIED for speed and precision: OPENDNN_GEMM_FP8_PROMOTION=8|16 promotes the fp8 accumulator every 256 or
+  // 512 k instead of 128. CUTLASS's promotion waits for every wgmma in flight (fp8_accumulation.hpp), so the
+  // tensor pipe drains once a k-tile at the default: the exact plans' gap to fast accumulation (1.06 vs 0.81 ms
+  // at 8192^3).
+  if (a.type == gemm::Elem::FP8_E4M3 && a.config != gemm::Config::FAST_ACCUM) {
+    const int p = env_int("OPENDNN_GEMM_FP8_PROMOTION", 4);
+    a.fp8_promotion = p == 8 || p == 16 ? p : 4;
+  }
 }
 
 void apply_knobs(gemm::Args& a, const PlanCandidate& c) {
   for (const auto& [k, v] : c.knobs) {
     if (k == "swizzle") a.swizzle = int(v);
     if (k == "raster") a.raster = gemm::Raster(v);
+    if (k == "promotion") a.fp8_promotion = int(v);
   }
 }
 
@@ -365,21 +428,29 @@ int sm_count_of(const Target& t) { return t.sm_count > 0 ? t.sm_count : 132; }
 
 std::string plan_name(const gemm::Args& a) {
   const char* type = a.type == gemm::Elem::FP8_E4M3 ? "e4m3" : a.type == gemm::Elem::BF16 ? "bf16" : "fp16";
-  const char* kind = a.config == gemm::Config::PINGPONG ? "pingpong" : a.config == gemm::Config::FAST_ACCUM ? "coop_fastacc" : "coop";
+  const bool pingpong = a.config == gemm::Config::PINGPONG || a.config == gemm::Config::PINGPONG_64X256;
+  const char* kind = pingpong                                 ? "pingpong"
+                     : a.config == gemm::Config::FAST_ACCUM   ? "coop_fastacc"
+                     : a.config == gemm::Config::COOP_STREAMK ? "coop_streamk"
+                                                              : "coop";
   // The scheduler knobs too (_sw<swizzle>_r<h|m|n>), so a benchmark row says what ran.
   const char* raster = a.raster == gemm::Raster::ALONG_M ? "m" : a.raster == gemm::Raster::ALONG_N ? "n" : "h";
   const char* variant = a.epi == gemm::Epi::GATED ? "_swiglu" : a.epi == gemm::Epi::AMAX ? "_amax" : "";
   return "gemm_" + std::to_string(tile_m(a)) + "x" + std::to_string(tile_n(a)) + "x" +
-         (a.type == gemm::Elem::FP8_E4M3 ? "128" : "64") + "_c2x1_" + kind + "_" + type +
+         (a.type == gemm::Elem::FP8_E4M3 ? "128" : "64") + "_c" + std::to_string(cluster_m(a)) + "x" +
+         std::to_string(cluster_n(a)) + "_" + kind + "_" + type +
          (a.out == gemm::Out::FP32 ? "_f32out" : "") + variant + (a.b_k_major ? "_bk" : "_bn") + "_sw" +
-         std::to_string(a.swizzle) + "_r" + raster;
+         std::to_string(a.swizzle) + "_r" + raster +
+         (a.fp8_promotion != 4 ? "_p" + std::to_string(a.fp8_promotion) : "");
 }
 
-// Local index: 16 per configuration, then type and B layout (COOP keeps the indices it always had); the
-// variants 64 apart (epilogue) and 192 (fp32 output), so the configuration is (index % 64) / 16.
+// Local index: 16 per configuration (8 of them), then type and B layout (the plain plans keep the indices
+// they always had); the variants 128 apart (epilogue) and 384 (fp32 output), so the configuration is
+// (index % 128) / 16. All below 2000, where the next family's indices start.
+constexpr int64_t kConfigs = 8;
 int64_t local_index(const gemm::Args& a) {
-  return kBase + 16 * int64_t(a.config) + 2 * int64_t(a.type) + (a.b_k_major ? 1 : 0) + 64 * int64_t(a.epi) +
-         192 * int64_t(a.out);
+  return kBase + 16 * int64_t(a.config) + 2 * int64_t(a.type) + (a.b_k_major ? 1 : 0) + 16 * kConfigs * int64_t(a.epi) +
+         48 * kConfigs * int64_t(a.out);
 }
 
 // PINGPONG passed tests/gpu/test_cuda_gemm.cpp on the H200 and is offered unless OPENDNN_GEMM_PINGPONG=0.
@@ -389,7 +460,11 @@ int64_t local_index(const gemm::Args& a) {
 // SwiGLU 1.07x torch's separate kernels, fp32 out 1.19x matmul + .float(), amax 1.22x _scaled_mm + amax)
 // and serve graphs nothing else took: offered unless OPENDNN_GEMM_SWIGLU/F32_OUT/FP8_AMAX=0. The 256x128
 // tile passed too but ran slower than the 128x256 and pingpong ones: opt-in, OPENDNN_GEMM_M256=1.
+// The session-5 candidates are UNVERIFIED (not yet run on a GPU): opt-in, OPENDNN_GEMM_STREAMK, _C1X2, _C2X2,
+// _PP64X256 and _FP8_PINGPONG=1 (bench/gemm.py switches them on for its plan sweep).
 bool offered(const gemm::Args& a) {
+  if (a.type == gemm::Elem::FP8_E4M3 && a.config == gemm::Config::PINGPONG)
+    return env_int("OPENDNN_GEMM_FP8_PINGPONG", 0) == 1;
   if (a.epi == gemm::Epi::GATED && env_int("OPENDNN_GEMM_SWIGLU", 1) != 1) return false;
   if (a.epi == gemm::Epi::AMAX && env_int("OPENDNN_GEMM_FP8_AMAX", 1) != 1) return false;
   if (a.out == gemm::Out::FP32 && env_int("OPENDNN_GEMM_F32_OUT", 1) != 1) return false;
@@ -397,6 +472,10 @@ bool offered(const gemm::Args& a) {
     case gemm::Config::PINGPONG: return env_int("OPENDNN_GEMM_PINGPONG", 1) == 1;
     case gemm::Config::FAST_ACCUM: return env_int("OPENDNN_GEMM_FP8_FAST", 0) == 1;
     case gemm::Config::COOP_M256: return env_int("OPENDNN_GEMM_M256", 0) == 1;
+    case gemm::Config::COOP_STREAMK: return env_int("OPENDNN_GEMM_STREAMK", 0) == 1;
+    case gemm::Config::COOP_C1X2: return env_int("OPENDNN_GEMM_C1X2", 0) == 1;
+    case gemm::Config::COOP_C2X2: return env_int("OPENDNN_GEMM_C2X2", 0) == 1;
+    case gemm::Config::PINGPONG_64X256: return env_int("OPENDNN_GEMM_PP64X256", 0) == 1;
     default: return true;
   }
 }
@@ -407,17 +486,16 @@ void propose(const Graph& g, const Target& t, Proposal& out) {
     out.declines.push_back(why);
     return;
   }
-  for (gemm::Config cfg :
-       {gemm::Config::COOP, gemm::Config::PINGPONG, gemm::Config::FAST_ACCUM, gemm::Config::COOP_M256}) {
+  for (int64_t cfg = 0; cfg <= int64_t(gemm::Config::PINGPONG_64X256); ++cfg) {
     gemm::Args a = f.args;
-    a.config = cfg;
+    a.config = gemm::Config(cfg);
     if (!gemm::has_kernel(a) || !offered(a)) continue;
     choose_knobs(a, sm_count_of(t));
     PlanCandidate c;
     c.name = plan_name(a);
     c.local_index = local_index(a);
     c.estimated_us = estimate_us(a);
-    c.knobs = {{"swizzle", a.swizzle}, {"raster", int64_t(a.raster)}};
+    c.knobs = {{"swizzle", a.swizzle}, {"raster", int64_t(a.raster)}, {"promotion", a.fp8_promotion}};
     c.workspace_bytes = gemm::workspace_bytes(a, sm_count_of(t));
     out.plans.push_back(c);
   }
@@ -430,7 +508,7 @@ Status build(const Graph& g, const Target& t, const PlanCandidate& c, std::uniqu
   Fused f;
   if (std::string why = match(g, f); !why.empty())
     return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cuda gemm: " + why};
-  f.args.config = gemm::Config((c.local_index - kBase) % 64 / 16);
+  f.args.config = gemm::Config((c.local_index - kBase) % (16 * kConfigs) / 16);
   apply_knobs(f.args, c);
   if (!gemm::has_kernel(f.args) || local_index(f.args) != c.local_index)
     return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cuda gemm: the candidate does not fit this graph"};
@@ -438,6 +516,8 @@ Status build(const Graph& g, const Target& t, const PlanCandidate& c, std::uniqu
   out = std::make_unique<GemmPlan>(f, sm, gemm::workspace_bytes(f.args, sm));
   return {};
 }
+
+static_assert(int64_t(gemm::Config::PINGPONG_64X256) < kConfigs, "a configuration's index would reach the next one's");
 
 const Family kGemm = {"gemm", kBase, propose, build};
 

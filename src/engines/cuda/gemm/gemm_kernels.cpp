@@ -43,6 +43,9 @@ Runner variant(const Args& a) {
              : nullptr;
 }
 
+// The configurations instantiated for bf16 with B column-major and no activation only.
+bool bf16_bk_plain(const Args& a) { return a.type == Elem::BF16 && a.b_k_major && a.act.act == Act::NONE; }
+
 // The instantiated kernels, or null.
 Runner runner(const Args& a) {
   const bool none = a.act.act == Act::NONE;
@@ -54,15 +57,25 @@ Runner runner(const Args& a) {
         return a.b_k_major ? run<Elem::FP16, true, Act::RUNTIME, Config::COOP>
                            : run<Elem::FP16, false, Act::RUNTIME, Config::COOP>;
       return a.b_k_major ? bf16_coop<true>(a.act.act) : bf16_coop<false>(a.act.act);
-    case Config::PINGPONG:  // bf16, B column-major (nn.Linear weights), plain and GELU (erf) only
+    case Config::PINGPONG:  // bf16, B column-major (nn.Linear weights), plain and GELU (erf) only; fp8 plain
+      if (a.type == Elem::FP8_E4M3) return none ? run<Elem::FP8_E4M3, true, Act::NONE, Config::PINGPONG> : nullptr;
       if (a.type != Elem::BF16 || !a.b_k_major) return nullptr;
       if (none) return run<Elem::BF16, true, Act::NONE, Config::PINGPONG>;
       return a.act.act == Act::GELU_ERF ? run<Elem::BF16, true, Act::GELU_ERF, Config::PINGPONG> : nullptr;
     case Config::FAST_ACCUM:
       return a.type == Elem::FP8_E4M3 && none ? run<Elem::FP8_E4M3, true, Act::NONE, Config::FAST_ACCUM> : nullptr;
-    case Config::COOP_M256:  // bf16, B column-major, no activation
-      return a.type == Elem::BF16 && a.b_k_major && none ? run<Elem::BF16, true, Act::NONE, Config::COOP_M256>
-                                                         : nullptr;
+    case Config::COOP_M256:  // bf16, B column-major, no activation (so are the three below)
+      return bf16_bk_plain(a) ? run<Elem::BF16, true, Act::NONE, Config::COOP_M256> : nullptr;
+    case Config::COOP_STREAMK:
+      return bf16_bk_plain(a) ? run<Elem::BF16, true, Act::NONE, Config::COOP_STREAMK> : nullptr;
+    case Config::COOP_C1X2:
+      return bf16_bk_plain(a) ? run<Elem::BF16, true, Act::NONE, Config::COOP_C1X2> : nullptr;
+    case Config::COOP_C2X2:
+      return bf16_bk_plain(a) ? run<Elem::BF16, true, Act::NONE, Config::COOP_C2X2> : nullptr;
+    case Config::PINGPONG_64X256:  // bf16, B column-major, plain and GELU (erf), like PINGPONG
+      if (a.type != Elem::BF16 || !a.b_k_major) return nullptr;
+      if (none) return run<Elem::BF16, true, Act::NONE, Config::PINGPONG_64X256>;
+      return a.act.act == Act::GELU_ERF ? run<Elem::BF16, true, Act::GELU_ERF, Config::PINGPONG_64X256> : nullptr;
   }
   return nullptr;
 }

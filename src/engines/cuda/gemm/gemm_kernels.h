@@ -24,8 +24,13 @@ enum class Elem : int { BF16, FP16, FP8_E4M3 };
 // RUNTIME names a kernel, never an ActArgs value: one kernel that switches on ActArgs::act.
 enum class Act : int { NONE, RELU, GELU_ERF, GELU_TANH, SILU, RUNTIME };
 // The kernel configurations (gemm_sm90.cuh says what each is); COOP exists for every type and layout.
-// COOP_M256: 256x128x64 cooperative (each consumer warpgroup 128x128), bf16 only.
-enum class Config : int { COOP, PINGPONG, FAST_ACCUM, COOP_M256 };
+// COOP_M256: 256x128x64 cooperative (each consumer warpgroup 128x128), bf16 only. The candidates of
+// session 5 (bf16, B column-major, no activation; UNVERIFIED on a GPU, opt-in in gemm_adapter.cpp):
+// COOP_STREAMK is COOP's tile and cluster under CUTLASS's stream-K scheduler, COOP_C1X2 and COOP_C2X2
+// are COOP's tile with a 1x2 and a 2x2 cluster, PINGPONG_64X256 is pingpong with 64x256 tiles (also with
+// GELU erf). PINGPONG also exists for fp8 (64x128x128, fp32 promotion).
+// Configurations index plans (gemm_adapter.cpp): at most 8.
+enum class Config : int { COOP, PINGPONG, FAST_ACCUM, COOP_M256, COOP_STREAMK, COOP_C1X2, COOP_C2X2, PINGPONG_64X256 };
 enum class Epi : int { PLAIN, GATED, AMAX };
 enum class Out : int { NATIVE, FP32 };  // NATIVE: A's type, BFLOAT16 for fp8
 // The persistent tile scheduler's walk over the output tiles (CUTLASS's RasterOrderOptions).
@@ -61,6 +66,9 @@ struct Args {
   Config config = Config::COOP;
   int swizzle = 1;  // max_swizzle_size: 1, 2, 4 or 8 tiles
   Raster raster = Raster::HEURISTIC;
+  // FP8_E4M3 with fp32 promotion (not FAST_ACCUM): wgmma k-steps of 32 between two promotions, 4 (every 128-deep
+  // k-tile, CUTLASS's default), 8 or 16. Each promotion waits for every wgmma in flight.
+  int fp8_promotion = 4;
 };
 
 // The kernel parameters of the last launch of a plan, reused while its pointers and alpha stay the
