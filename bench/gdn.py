@@ -293,7 +293,8 @@ def main():
     ap.add_argument("--bwd", action="store_true", help="also the backward (ours and fla's)")
     ap.add_argument("--exact", action="store_true", help="with --bwd: also the token-exact backward (slow)")
     ap.add_argument("--split", action="store_true", help="also the sequence-split pass (OPENDNN_GDN_SPLIT=1)")
-    ap.add_argument("--v3", action="store_true", help="also session 5's opt-in forward kernels (v3_*, prep3_*, pass3_*)")
+    ap.add_argument("--v3", action="store_true",
+                    help="also session 5's opt-in forward kernels (v3_*, prep3_*, pass3_*)")
     args = ap.parse_args()
     for name in ("OPENDNN_GDN_PREP_V3", "OPENDNN_GDN_PASS_V3"):  # only the v3 columns set them
         os.environ.pop(name, None)

@@ -1146,12 +1146,13 @@ __device__ __forceinline__ void offdiag(float* M, int r0, int c0, int ms, int la
 }  // namespace prep2
 
 // grid (bound, H), kThreads threads, prep2::Layout<K, V>::bytes of shared memory.
-// V3 (OPENDNN_GDN_PREP_V3, unverified on a GPU): the output per head is Tu = T diag(beta), Aqk and gamma
-// only: no v rows, no W/U products, 24 KB written per chunk and head instead of 40 (state_pass_mma<V3>
-// forms v' from v and Tu) plus the per-row scales of Work::fs. With l2norm the raw q and k rows are
+// V3 (OPENDNN_GDN_PREP_V3, unverified on a GPU): the output per head is Tu = T diag(beta), Aqk, gamma and
+// the per-row scales of Work::fs only: no v rows, no W/U products, ~25 KB written per chunk and head
+// instead of 40 (state_pass_mma<V3> forms v' from v and Tu). With l2norm the raw q and k rows are
 // normalised in shared memory (the products see the same 16-bit normalised values l2_rows would write)
-// and their fp32 inverse norms go into those scales, for the pass's raw q and k. Warp 0 loads the next head's gates while the current head
-// computes, so no head waits a global round trip with the CTA parked at a barrier.
+// and their fp32 inverse norms go into those scales, for the pass's raw q and k. Warp 0 loads the next
+// head's gates while the current head computes, so no head waits a global round trip with the CTA
+// parked at a barrier.
 template <class T, int K, int V, bool V3>
 __global__ void __launch_bounds__(kThreads, V3 ? 3 : 2) chunk_prep_mma(PrepParams p) {
   using namespace mma;
