@@ -14,6 +14,10 @@ made), so opendnn_ms stays the default path. With --v2 the row also has v2tp_* f
 two-pass schedule (OPENDNN_SDPA_BWD_V2_TWO_PASS=1: a separate dQ kernel instead of the fused dQ).
 `--v3` adds v3_* for v3, the fused schedule with bulk dQ reductions (OPENDNN_SDPA_BWD_V3=1, unverified
 until this runs; its result is kept out of the row's `correct`, in v3_ok).
+`--v4` adds v4_* for v4, the fused schedule with a TMA producer warp and warpgroup turns
+(OPENDNN_SDPA_BWD_V4=1), and v4nt_* for v4 with the turns off (OPENDNN_SDPA_BWD_V4_TURNS=0); with
+--v3 too, also v4b_* (v4 with v3's bulk dQ adds). Unverified until this runs: kept out of `correct`,
+in v4_ok / v4nt_ok / v4b_ok.
 
 `run_bwd(case, row)` fills one row and is what bench/sdpa.py's `--mode bwd` can call.
 Times are of the backward pass alone (torch: autograd.grad on a retained graph).
@@ -70,15 +74,16 @@ def peer_backward(c, backend, do):
 
 
 @contextlib.contextmanager
-def bwd_v2_env(on, two_pass=False, v3=False):
-    """OPENDNN_SDPA_BWD_V2 (and OPENDNN_SDPA_BWD_V2_TWO_PASS / OPENDNN_SDPA_BWD_V3) set to 1 or unset
-    while a plan is made; the old values return."""
+def bwd_v2_env(on, two_pass=False, v3=False, v4=False, v4_turns=True):
+    """OPENDNN_SDPA_BWD_V2 (and OPENDNN_SDPA_BWD_V2_TWO_PASS / _V3 / _V4) set to 1 or unset, and
+    OPENDNN_SDPA_BWD_V4_TURNS to 0 or unset, while a plan is made; the old values return."""
     want = {"OPENDNN_SDPA_BWD_V2": on, "OPENDNN_SDPA_BWD_V2_TWO_PASS": on and two_pass,
-            "OPENDNN_SDPA_BWD_V3": on and v3}
+            "OPENDNN_SDPA_BWD_V3": on and v3, "OPENDNN_SDPA_BWD_V4": on and v4,
+            "OPENDNN_SDPA_BWD_V4_TURNS": on and v4 and not v4_turns}
     old = {k: os.environ.pop(k, None) for k in want}
     for k, v in want.items():
         if v:
-            os.environ[k] = "1"
+            os.environ[k] = "0" if k == "OPENDNN_SDPA_BWD_V4_TURNS" else "1"
     try:
         yield
     finally:
@@ -111,7 +116,7 @@ def time_ours(c, row, do, ref, fl, reps, key):
     return ok and row[f"{prefix}bitwise_reproducible"]
 
 
-def run_bwd(c, row, v2=False, v3=False):
+def run_bwd(c, row, v2=False, v3=False, v4=False):
     fl = BWD_FLOPS * flops(c.B, c.H, c.S, c.D, c.causal)
     reps = 10 if c.S >= 8192 else 30
     torch.manual_seed(1)
@@ -152,6 +157,16 @@ def run_bwd(c, row, v2=False, v3=False):
                 for p in PEERS:
                     if f"{p}_ms" in row:
                         row[f"v3_speedup_vs_{p}"] = row[f"{p}_ms"] / row["v3_ms"]
+        if v4:
+            variants = [("v4", {}), ("v4nt", {"v4_turns": False})] + ([("v4b", {"v3": True})] if v3 else [])
+            for key, kw in variants:
+                with bwd_v2_env(True, v4=True, **kw):
+                    row[f"{key}_ok"] = time_ours(c, row, do, ref, fl, reps, key)
+                if "v2_ms" in row and f"{key}_ms" in row:
+                    row[f"{key}_vs_v2"] = row["v2_ms"] / row[f"{key}_ms"]
+                    for p in PEERS:
+                        if f"{p}_ms" in row:
+                            row[f"{key}_speedup_vs_{p}"] = row[f"{p}_ms"] / row[f"{key}_ms"]
 
 
 def main():
@@ -160,8 +175,10 @@ def main():
     ap.add_argument("--v2", action="store_true", help="also time the wgmma backward (OPENDNN_SDPA_BWD_V2=1)")
     ap.add_argument("--v3", action="store_true",
                     help="with --v2: also v3, the fused schedule with bulk dQ reductions (OPENDNN_SDPA_BWD_V3=1)")
+    ap.add_argument("--v4", action="store_true",
+                    help="with --v2: also v4 (TMA producer warp, OPENDNN_SDPA_BWD_V4=1), with and without turns")
     args = ap.parse_args()
-    v2 = args.v2 or args.v3 or os.environ.get("OPENDNN_SDPA_BWD_V2") == "1"
+    v2 = args.v2 or args.v3 or args.v4 or os.environ.get("OPENDNN_SDPA_BWD_V2") == "1"
     seqs = (2048,) if args.quick else (512, 1024, 2048, 4096, 8192, 16384)
     rows = []
     for D in (64, 128, 256):
@@ -170,7 +187,7 @@ def main():
                 c = Case(S, D, causal)
                 row = {"case": f"bwd_{c.name()}", "pass": "bwd", "batch": c.B, "heads": c.H, "seq": S, "head_dim": D,
                        "causal": causal, "dtype": "bf16"}
-                run_bwd(c, row, v2, args.v3)
+                run_bwd(c, row, v2, args.v3, args.v4)
                 rows.append(row)
                 show(row)
                 write_results("sdpa_bwd", rows)  # after every case: a fault later keeps what was measured

@@ -38,6 +38,8 @@ struct Case {
   bool v2 = false;   // plan with OPENDNN_SDPA_BWD_V2=1 set and require the v2 (wgmma) plan
   bool v2_two_pass = false;  // with v2: OPENDNN_SDPA_BWD_V2_TWO_PASS=1 too (separate dQ kernel)
   bool v3 = false;           // with v2: OPENDNN_SDPA_BWD_V3=1 too (bulk dQ reductions, loads behind T1/T2)
+  bool v4 = false;           // with v2: OPENDNN_SDPA_BWD_V4=1 too (TMA producer warp, warpgroup turns)
+  bool v4_no_turns = false;  // with v4: OPENDNN_SDPA_BWD_V4_TURNS=0
   // Bytes allocated past the end of every input buffer, all 0xff (NaN) when tail_nan, else zeros: a
   // kernel reading past a tensor's last row then fails visibly (NaN) or deterministically passes.
   int64_t tail = 0;
@@ -281,6 +283,8 @@ void run_case(const Case& c, bool check_reproducible = false) {
       ScopedEnv on("OPENDNN_SDPA_BWD_V2", "1");
       ScopedEnv two_pass("OPENDNN_SDPA_BWD_V2_TWO_PASS", c.v2_two_pass ? "1" : nullptr);
       ScopedEnv v3_env("OPENDNN_SDPA_BWD_V3", c.v3 ? "1" : nullptr);
+      ScopedEnv v4_env("OPENDNN_SDPA_BWD_V4", c.v4 ? "1" : nullptr);
+      ScopedEnv turns_env("OPENDNN_SDPA_BWD_V4_TURNS", c.v4_no_turns ? "0" : nullptr);
       built = build_on_cuda(g);
     }
     ASSERT_TRUE(built);
@@ -657,6 +661,120 @@ TEST(CudaSdpaBwd, V3PaddingD128NoMask) {
   c.len_q = {200, 3};
   c.len_kv = {192, 70};
   run_case(v3(c));
+}
+
+// v4, the fused schedule with a TMA producer warp and warpgroup turns (OPENDNN_SDPA_BWD_V4=1): the v2
+// cases it runs itself (full lengths; odd ones leave partial resident and streamed tiles that TMA
+// zero-fills), the turn orders of the fused dQ, both head dims, GQA/MQA, BSHD strides, bitwise
+// reproducibility; then turns off, v3's bulk adds under v4, and the problems that fall back to the
+// fused kernel (per-batch lengths, THD).
+Case v4(Case c) {
+  c.v2 = c.v4 = true;
+  return c;
+}
+TEST(CudaSdpaBwd, V4D64Gqa) { run_case(v4(shape(2, 4, 2, 128, 128, 64, 64)), true); }
+TEST(CudaSdpaBwd, V4D128MultiTileMqaOdd) { run_case(v4(shape(1, 4, 1, 333, 301, 128, 128))); }
+TEST(CudaSdpaBwd, V4D128CausalOddLength) {
+  Case c = shape(1, 2, 2, 200, 200, 128, 128);
+  c.causal = true;
+  run_case(v4(c));
+}
+TEST(CudaSdpaBwd, V4D128Fp16CausalBottomRightMqa) {
+  Case c = shape(1, 4, 1, 100, 257, 128, 128, DataType::HALF);
+  c.causal = c.bottom_right = true;
+  run_case(v4(c));
+}
+TEST(CudaSdpaBwd, V4D64CausalMoreQueriesThanKeys) {
+  Case c = shape(1, 2, 2, 150, 90, 64, 64);
+  c.causal = true;
+  run_case(v4(c));
+}
+TEST(CudaSdpaBwd, V4SlidingWindow) {
+  Case c = shape(1, 2, 2, 300, 300, 128, 128);
+  c.causal = true;
+  c.left = 37;
+  run_case(v4(c));
+}
+TEST(CudaSdpaBwd, V4SlidingWindowD64BottomRight) {
+  Case c = shape(1, 2, 1, 200, 420, 64, 64);
+  c.causal = c.bottom_right = true;
+  c.left = 150;
+  run_case(v4(c));
+}
+TEST(CudaSdpaBwd, V4BshdStridesFp16) {
+  Case c = shape(2, 4, 4, 96, 160, 64, 64, DataType::HALF);
+  c.bshd = true;
+  c.causal = true;
+  run_case(v4(c));
+}
+TEST(CudaSdpaBwd, V4BshdD128) {
+  Case c = shape(2, 4, 2, 192, 256, 128, 128);
+  c.bshd = true;
+  run_case(v4(c));
+}
+TEST(CudaSdpaBwd, V4BitwiseReproducible) {
+  Case c = shape(2, 8, 2, 257, 257, 128, 128);
+  c.causal = true;
+  run_case(v4(c), true);
+}
+TEST(CudaSdpaBwd, V4BitwiseReproducibleD64) {
+  Case c = shape(2, 8, 2, 513, 300, 64, 64, DataType::HALF);
+  run_case(v4(c), true);
+}
+TEST(CudaSdpaBwd, V4ManyKeyTilesCausalGqaD128) {
+  Case c = shape(1, 4, 2, 700, 700, 128, 128);
+  c.causal = true;
+  run_case(v4(c), true);
+}
+TEST(CudaSdpaBwd, V4ManyKeyTilesD64) {
+  Case c = shape(2, 2, 1, 333, 900, 64, 64);
+  run_case(v4(c), true);
+}
+TEST(CudaSdpaBwd, V4LeftBoundOnly) {
+  Case c = shape(1, 2, 2, 500, 520, 64, 64);
+  c.left = 100;
+  run_case(v4(c));
+}
+TEST(CudaSdpaBwd, V4WindowBottomRightD128Fp16) {
+  Case c = shape(1, 2, 1, 300, 600, 128, 128, DataType::HALF);
+  c.causal = c.bottom_right = true;
+  c.left = 200;
+  run_case(v4(c));
+}
+TEST(CudaSdpaBwd, V4NoTurnsCausalGqaD128) {
+  Case c = shape(1, 4, 2, 700, 700, 128, 128);
+  c.causal = c.v4_no_turns = true;
+  run_case(v4(c), true);
+}
+TEST(CudaSdpaBwd, V4NoTurnsD64Bshd) {
+  Case c = shape(2, 4, 2, 333, 300, 64, 64, DataType::HALF);
+  c.bshd = c.v4_no_turns = true;
+  run_case(v4(c), true);
+}
+TEST(CudaSdpaBwd, V4BulkCausalGqaD128) {
+  Case c = shape(1, 4, 2, 700, 700, 128, 128);
+  c.causal = c.v3 = true;
+  run_case(v4(c), true);
+}
+TEST(CudaSdpaBwd, V4BulkD64) {
+  Case c = shape(2, 2, 1, 333, 900, 64, 64);
+  c.v3 = true;
+  run_case(v4(c), true);
+}
+// Per-batch lengths and THD: v4's 4-D TMA views cannot zero a batch's padded rows, so these run the
+// fused kernel (same plan, same workspace).
+TEST(CudaSdpaBwd, V4FallbackPaddingD128) {
+  Case c = shape(2, 2, 2, 256, 192, 128, 128);
+  c.len_q = {200, 3};
+  c.len_kv = {192, 70};
+  run_case(v4(c));
+}
+TEST(CudaSdpaBwd, V4FallbackThdRaggedCausalGqa) {
+  Case c = shape(3, 4, 2, 128, 130, 64, 64);
+  c.thd = c.causal = c.bottom_right = true;
+  c.len_q = {50, 128, 7};
+  c.len_kv = {64, 100, 130};
+  run_case(v4(c));
 }
 
 TEST(CudaSdpaBwd, DeclinesDropout) {

@@ -6,6 +6,9 @@
 // (sdpa_bwd_v2.cuh), ranked ahead of the first one. Its default schedule fuses dQ into the dK/dV
 // kernel (workspace grows by fp32 dQ); OPENDNN_SDPA_BWD_V2_TWO_PASS=1 keeps the earlier two kernels;
 // OPENDNN_SDPA_BWD_V3=1 (with V2=1) runs the fused schedule as v3: bulk dQ reductions (unverified).
+// OPENDNN_SDPA_BWD_V4=1 (with V2=1, alone or with V3) adds v4's TMA producer warp and warpgroup turns
+// (OPENDNN_SDPA_BWD_V4_TURNS=0: no turns) to the fused schedule (unverified); problems TMA cannot
+// describe (per-batch lengths, THD) run the fused kernel without it.
 // The fused schedule is unverified on a GPU until the lead's run.
 #include <cstdlib>
 #include <cstring>
@@ -92,6 +95,11 @@ bool env_is_1(const char* name) {
 bool v2_enabled() { return env_is_1("OPENDNN_SDPA_BWD_V2"); }
 bool v2_two_pass() { return env_is_1("OPENDNN_SDPA_BWD_V2_TWO_PASS"); }
 bool v3_enabled() { return env_is_1("OPENDNN_SDPA_BWD_V3"); }
+bool v4_enabled() { return env_is_1("OPENDNN_SDPA_BWD_V4"); }
+bool v4_turns() {
+  const char* e = std::getenv("OPENDNN_SDPA_BWD_V4_TURNS");
+  return !(e && std::strcmp(e, "0") == 0);
+}
 
 class SdpaBwdPlan : public Plan {
  public:
@@ -157,6 +165,8 @@ Status build(const Graph& g, const Target&, const PlanCandidate& c, std::unique_
     a.v2 = true;
     a.v2_two_pass = v2_two_pass();
     a.v3 = !a.v2_two_pass && v3_enabled();
+    a.v4 = !a.v2_two_pass && v4_enabled();
+    a.v4_turns = v4_turns();
   }
   if (!why.empty()) return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cuda sdpa backward: " + why};
   out = std::make_unique<SdpaBwdPlan>(a, s);

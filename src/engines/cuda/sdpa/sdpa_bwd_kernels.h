@@ -29,7 +29,21 @@ struct BwdProblem {
   // v2 fused schedule only: v3 (sdpa_bwd_v2.cuh: dQ added by one bulk reduction per warpgroup and
   // step, loads issued behind the first wgmma; OPENDNN_SDPA_BWD_V3=1, read when building; UNVERIFIED).
   bool v3 = false;
+  // v2 fused schedule only: v4 (sdpa_bwd_v2.cuh: a TMA producer warp fills the Q/dO/LSE/D ring,
+  // OPENDNN_SDPA_BWD_V4=1, read when building; UNVERIFIED), combinable with v3's bulk dQ adds.
+  // Problems TMA cannot take (per-batch lengths, THD, unaligned pointers) run the fused kernel.
+  bool v4 = false;
+  // v4 only: the two consumer warpgroups take turns issuing their first GEMMs (OPENDNN_SDPA_BWD_V4_TURNS=0
+  // turns it off).
+  bool v4_turns = true;
 };
+
+// v4's four TMA descriptors (CUtensorMap: Q, dO, K, V), encoded on the host from a bound problem.
+struct alignas(64) BwdV4Descs {
+  unsigned char bytes[4][128];
+};
+// Encodes `d` for v4 (host only, no device call); nullptr, or why v4 cannot take the problem.
+const char* bwd_v4_encode(const BwdProblem& a, BwdV4Descs& d);
 
 // Head-dim pairs (d_qk, d_v) the kernels are instantiated for.
 bool bwd_dims_supported(int64_t d_qk, int64_t d_v);

@@ -29,6 +29,20 @@
 //   .add.f32 of 8/16 KiB, instead of 128 threads issuing 8-16 16-byte red.add each; the turn order is
 //   unchanged, so the sums keep their fixed order), and the next item's loads issued after the T1/T2
 //   wgmma instead of before. Same arithmetic as v2's fused schedule.
+// v4 (opt-in, OPENDNN_SDPA_BWD_V4=1 with OPENDNN_SDPA_BWD_V2=1, alone or with V3; UNVERIFIED on a GPU):
+//   the fused schedule (v2's dQ adds, or v3's bulk ones) with a producer warp. 384 threads: warpgroup 0
+//   gives its registers away (setmaxnreg 24) and one warp of it loads, the two consumer warpgroups
+//   (setmaxnreg 240) compute exactly as before. The producer's lane 0 loads K/V once and then the Q/dO
+//   tiles of each step by TMA into the kStages ring; its 32 lanes load the step's LSE/D rows with
+//   plain loads and store them next to the tile; a stage is full once the TMA bytes have landed and
+//   all 32 lanes have arrived, and empty once each of the 8 consumer warps has finished the step's
+//   wgmma. So no CTA barrier and no cp.async remain in the loop; the consumers meet only where dQ
+//   needs both warpgroups' dS (one 256-thread named barrier per step, as before), and dS is double
+//   buffered, which makes that barrier also the proof that the other buffer is free. With turns on
+//   (the default; a.v4_turns) the two warpgroups issue their T1/T2 wgmma alternately (two named
+//   barriers, as in sdpa_fwd_v2.cuh), so one warpgroup's P/dS runs under the other's GEMMs.
+//   The 4-D TMA view reads rows past Sq/Skv as zeros (v2 zero-fills them), but cannot zero padded rows
+//   of per-batch lengths: those problems (and THD, and pointers TMA rejects) run the fused kernel.
 //   Turn order and deadlock freedom: a CTA only ever waits for CTAs of lower block index of its own
 //   (head, batch), so the earliest unfinished CTA never waits and all finish, given that CTAs are
 //   dispatched in block order (what CUDA does; the stream-K and FlashAttention-3 style reductions
@@ -58,6 +72,10 @@ constexpr int kStep = 64;      // streamed rows per step
 // Ring depth: tile idx + 2 loads while idx computes, into the slot idx - 1 used, which every thread
 // has finished with once it passes step idx's barrier: one CTA barrier per step.
 constexpr int kStages = 3;
+// v4: a producer warpgroup before the two consumer warpgroups; named barrier ids of the consumers'
+// turns (1: dS of both warpgroups written, 2-3: per-warpgroup dQ adds).
+constexpr int kV4Threads = 384;
+constexpr int kTurnBar = 4;
 
 template <class T, int kD>
 struct Config {
@@ -100,6 +118,21 @@ struct Config {
   };
   static constexpr int kSmemBytes = int(sizeof(Smem)) + 1024;  // + alignment of the dynamic base
   static_assert(kSmemBytes <= 227 * 1024, "shared memory of one CTA exceeds the H200's 227 KiB");
+  // v4: TMA boxes of the resident tiles are one swizzle atom wide (64 columns, 32 at d64).
+  static constexpr int kResBoxCols = kDqN % 64 == 0 ? 64 : 32;
+  struct SmemV4 {
+    alignas(1024) T x[cute::cosize_v<SmemRes>];
+    alignas(1024) T y[cute::cosize_v<SmemRes>];
+    alignas(1024) T u[cute::cosize_v<SmemStr>];
+    alignas(1024) T w[cute::cosize_v<SmemStr>];
+    alignas(1024) T ds[2 * cute::cosize_v<SmemDs>];  // two buffers: step idx writes idx % 2
+    float4 dq_parked[kD / 16][kThreads];
+    float lse[kStages][kStep], delta[kStages][kStep];  // the streamed (query) rows' log2-scaled LSE and D
+    cutlass::arch::ClusterTransactionBarrier res_full, full[kStages];
+    cutlass::arch::ClusterBarrier empty[kStages];
+  };
+  static constexpr int kSmemBytesV4 = int(sizeof(SmemV4)) + 1024;
+  static_assert(kSmemBytesV4 <= 227 * 1024, "v4's shared memory exceeds the H200's 227 KiB");
 };
 
 // Copies rows [row0, row0 + ROWS) of one head (row stride rs) into the (ROWS, D) swizzled view dst;
@@ -204,6 +237,9 @@ __device__ __forceinline__ void red_add4(float* p, float4 v) {
 __device__ __forceinline__ void named_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+__device__ __forceinline__ void named_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
 
 // Bulk dQ: the workspace holds each (b, h, query tile, warpgroup) block of 64 rows x n fp32 columns
 // contiguously, 16-byte groups of a row rotated by XOR with row % 8, so that shared memory (which a bulk
@@ -232,21 +268,24 @@ struct DqAccum {
   int64_t mt = 0;
 };
 
-template <class T, int kD, bool kDkDv, bool kFuse, bool kV3 = false>
-__global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, const float* __restrict__ delta,
-                                                          const DqAccum acc) {
+template <class T, int kD, bool kDkDv, bool kFuse, bool kV3 = false, bool kV4 = false>
+__global__ void __launch_bounds__(kV4 ? kV4Threads : kThreads, 1)
+    bwd_kernel(const BwdProblem a, const float* __restrict__ delta, const DqAccum acc,
+               const __grid_constant__ BwdV4Descs tma) {
   using namespace cute;
   using Cfg = Config<T, kD>;
+  using Smem = std::conditional_t<kV4, typename Cfg::SmemV4, typename Cfg::Smem>;
   using bwd::kLog2e;
   const Problem& p = a.p;
   extern __shared__ char smem_raw[];
   const uint32_t raw_addr = cute::cast_smem_ptr_to_uint(smem_raw);
-  auto& sm = *reinterpret_cast<typename Cfg::Smem*>(smem_raw + ((1024u - (raw_addr & 1023u)) & 1023u));
+  auto& sm = *reinterpret_cast<Smem*>(smem_raw + ((1024u - (raw_addr & 1023u)) & 1023u));
 
   // Under a right bound the early key tiles (dK/dV) and the late query tiles (dQ) have the most
   // work: the dQ grid runs in reverse so the heavy CTAs start first and the light ones fill the tail.
   static_assert(kDkDv || !kFuse, "dQ is fused into the dK/dV pass");
   static_assert(kFuse || !kV3, "v3 is the fused schedule");
+  static_assert(kFuse || !kV4, "v4 is the fused schedule");
   // Fused dQ under a right bound: the turn order of the dQ tiles is descending key tiles, and a CTA
   // may only wait for CTAs launched before it, so the grid runs key tiles last-first.
   const bool descending = kFuse && a.p.has_right;
@@ -277,6 +316,66 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
   const int64_t ntiles = hi > first ? (hi - first + kStep - 1) / kStep : 0;
   const int64_t total = kDkDv ? group * ntiles : ntiles;
 
+  if constexpr (kV4) {
+    if (threadIdx.x == 0) {
+      sm.res_full.init(1);
+      for (int s = 0; s < kStages; ++s) {
+        sm.full[s].init(32);  // the producer warp's lanes, once their LSE/D rows are stored
+        sm.empty[s].init(8);  // one arrival per consumer warp
+      }
+      cutlass::arch::fence_barrier_init();
+    }
+    __syncthreads();  // the only CTA-wide barrier
+    if (threadIdx.x < 128) {
+      cutlass::arch::warpgroup_reg_dealloc<24>();
+      if (threadIdx.x >= 32) return;
+      // Producer warp. TMA views (sdpa_bwd_tma.cu): 0 Q, 1 dO, 2 K, 3 V; a tile is column blocks of
+      // `cols` (one swizzle span) stacked down its rows, as the shared-memory layouts are.
+      const int lane = int(threadIdx.x);
+      const auto* maps = reinterpret_cast<const CUtensorMap*>(tma.bytes);
+      auto load = [&](int view, cutlass::arch::ClusterTransactionBarrier& bar, T* dst, int cols, int rows, int64_t row0,
+                      int64_t head) {
+        for (int c = 0; c < kD; c += cols)
+          SM90_TMA_LOAD_4D::copy(&maps[view], reinterpret_cast<uint64_t*>(&bar), uint64_t(TMA::CacheHintSm90::EVICT_NORMAL),
+                                 dst + c * rows, c, int(row0), int(head), int(b));
+      };
+      if (total > 0 && lane == 0) {
+        sm.res_full.arrive_and_expect_tx(uint32_t(2 * kRes * kD * sizeof(T)));
+        load(2, sm.res_full, sm.x, Cfg::kResBoxCols, kRes, r0, hr);
+        load(3, sm.res_full, sm.y, Cfg::kResBoxCols, kRes, r0, hr);
+      }
+      // Items walk the group's query heads, each over the query tiles first.. (32-bit: the producer
+      // has 24 registers; sequences are below 2^31 rows, bwd_v4_encode).
+      const int h0 = int(hk * group), nt = int(ntiles), sq = int(m.sq);
+      const float* lse0 = p.lse + p.lse_base(b) + h0 * p.lse_stride[1];
+      const float* d0 = delta + (b * p.hq + h0) * p.sq;
+      int st = 0, tile_i = 0, head_i = 0;
+      uint32_t phase = 0;
+      for (int idx = 0; idx < int(total); ++idx) {
+        if (idx >= kStages) sm.empty[st].wait(phase ^ 1);
+        const int s0 = int(first) + tile_i * kStep;
+        if (lane == 0) {
+          sm.full[st].expect_transaction(uint32_t(2 * kStep * kD * sizeof(T)));
+          load(0, sm.full[st], sm.u + st * (kStep * kD), 64, kStep, s0, h0 + head_i);
+          load(1, sm.full[st], sm.w + st * (kStep * kD), 64, kStep, s0, h0 + head_i);
+        }
+        const float* lb = lse0 + head_i * p.lse_stride[1];
+        const float* db = d0 + head_i * p.sq;
+        CUTE_UNROLL
+        for (int k = 0; k < kStep / 32; ++k) {
+          const int r = lane + 32 * k, i = s0 + r;
+          sm.lse[st][r] = i < sq ? lb[i * p.lse_stride[2]] * kLog2e : 0.f;
+          sm.delta[st][r] = i < sq ? db[i] : 0.f;
+        }
+        sm.full[st].arrive();  // releases this lane's LSE/D stores to the consumers' wait
+        if (++tile_i == nt) tile_i = 0, ++head_i;
+        if (++st == kStages) st = 0, phase ^= 1;
+      }
+      return;
+    }
+    cutlass::arch::warpgroup_reg_alloc<240>();
+  }
+
   Tensor sX = make_tensor(make_smem_ptr(sm.x), typename Cfg::SmemRes{});
   Tensor sY = make_tensor(make_smem_ptr(sm.y), typename Cfg::SmemRes{});
   Tensor sU = make_tensor(make_smem_ptr(sm.u), typename Cfg::SmemStr{});
@@ -289,7 +388,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
   const TokenTensor& tu = kDkDv ? p.q : p.k;
   const TokenTensor& tw = kDkDv ? a.dout : p.v;
   const int64_t res_valid = kDkDv ? m.skv : m.sq, str_valid = kDkDv ? m.sq : m.skv;
-  {
+  if constexpr (!kV4) {
     const T* xb = static_cast<const T*>(tx.ptr) + p.base(tx, b, !kDkDv) + hr * tx.stride[1];
     const T* yb = static_cast<const T*>(ty.ptr) + p.base(ty, b, !kDkDv) + hr * ty.stride[1];
     stage<T, kRes, kD>(sX, xb, tx.stride[2], r0, res_valid);
@@ -324,7 +423,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
     bwd::staged_commit();
   };
 
-  const int tid = int(threadIdx.x);
+  const int tid = int(threadIdx.x) - (kV4 ? 128 : 0);  // over the two consumer warpgroups
   typename Cfg::MmaT mma_t;
   typename Cfg::MmaAcc mma_a;
   auto thr_t = mma_t.get_thread_slice(tid);
@@ -366,6 +465,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
   // elements each) into the tile: kRes * dq_col0 elements.
   Tensor sKt = make_tensor(make_smem_ptr(sm.x + dq_col0 * kRes), typename Cfg::SmemResT{});
   Tensor tDsA = thr_dq.make_fragment_A(thr_dq.partition_A(sDsA));
+  constexpr int kDsElems = cute::cosize_v<typename Cfg::SmemDs>;  // one dS buffer (v4 has two)
   Tensor tKt = thr_dq.make_fragment_B(thr_dq.partition_B(sKt));
   Tensor cDq = thr_dq.partition_C(make_identity_tensor(DqShape{}));
   // Adds this warpgroup's dQ columns of step idx (query tile s0 of head h) to the workspace once the
@@ -442,17 +542,30 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
   };
 
   int64_t parked_s0 = 0;  // query tile of the parked dQ
-  stage_item(0, 0);
-  stage_item(1, 1);
+  // v4 turns: warpgroup 0 issues first, so warpgroup 1 opens with one arrival on 0's barrier (0 takes
+  // it back after the loop, leaving both barriers empty).
+  const bool turns = kV4 && a.v4_turns;
+  if constexpr (kV4) {
+    if (turns && wg == 1) named_arrive(kTurnBar + 0, 256);
+    if (total > 0) sm.res_full.wait(0);
+  } else {
+    stage_item(0, 0);
+    stage_item(1, 1);
+  }
   for (int64_t idx = 0; idx < total; ++idx) {
     const int buf = int(idx % kStages);
-    asm volatile("cp.async.wait_group 1;\n" ::);  // item idx (and the resident tile) landed
-    // cp.async and zero-fill stores are generic-proxy writes; wgmma reads through the async proxy.
-    cutlass::arch::fence_view_async_shared();
-    __syncthreads();  // item idx visible to all; step idx - 1 finished everywhere (its slot is free)
-    if constexpr (!kV3) stage_item(idx + 2, int((idx + 2) % kStages));
+    if constexpr (kV4) {
+      sm.full[buf].wait(uint32_t((idx / kStages) & 1));  // TMA bytes landed, LSE/D stored
+    } else {
+      asm volatile("cp.async.wait_group 1;\n" ::);  // item idx (and the resident tile) landed
+      // cp.async and zero-fill stores are generic-proxy writes; wgmma reads through the async proxy.
+      cutlass::arch::fence_view_async_shared();
+      __syncthreads();  // item idx visible to all; step idx - 1 finished everywhere (its slot is free)
+      if constexpr (!kV3) stage_item(idx + 2, int((idx + 2) % kStages));
+    }
     const int64_t s0 = first + (kDkDv ? idx % ntiles : idx) * kStep;
 
+    if (turns) named_sync(kTurnBar + wg, 256);
     warpgroup_fence_operand(t1);
     warpgroup_fence_operand(t2);
     warpgroup_arrive();
@@ -460,9 +573,10 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
     warpgroup_commit_batch();
     v2::issue(mma_t, tYr, tWr(_, _, _, buf), t2, false);
     warpgroup_commit_batch();
+    if (turns) named_arrive(kTurnBar + (wg ^ 1), 256);
     // v3: the next loads go out behind T1/T2 (another slot), so warps 0-1 wait for their LSE/D loads
     // while the tensor cores work instead of holding back the warpgroup's wgmma issue.
-    if constexpr (kV3) stage_item(idx + 2, int((idx + 2) % kStages));
+    if constexpr (kV3 && !kV4) stage_item(idx + 2, int((idx + 2) % kStages));
 
     // (i, j) = (i0 + qi, j0 + kj): the query and key of a T element; LSE/D of its query.
     const int64_t i0 = kDkDv ? s0 : r0, j0 = kDkDv ? r0 : s0;
@@ -507,6 +621,8 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
     };
     if (full) probs_and_grads(std::false_type{});
     else probs_and_grads(std::true_type{});
+    // v4: dS buffer of this step (bytes); the other one may still be read by the previous dQ wgmma.
+    const uint32_t ds_buf = kV4 && (idx & 1) ? uint32_t(kDsElems * sizeof(T)) : 0u;
     if constexpr (kFuse) {
       // Values e, e + 1 are columns c, c + 1 of one row: one 32-bit shared store per pair, at the
       // swizzled byte offset r * 128 + ((c / 8) ^ (r % 8)) * 16 + (c % 8) * 2 of the (128, 64) tile
@@ -516,7 +632,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
       for (int e = 0; e < size(tdSr); e += 2) {
         const int dr = get<0>(cT(e)) - rb, dc = get<1>(cT(e)) - cb;
         const uint32_t lo = reinterpret_cast<const uint16_t&>(tdSr(e)), hi = reinterpret_cast<const uint16_t&>(tdSr(e + 1));
-        const uint32_t addr = ds_row + uint32_t(dr * 128) + ((uint32_t(dc >> 3) << 4) ^ ds_xor);
+        const uint32_t addr = ds_row + ds_buf + uint32_t(dr * 128) + ((uint32_t(dc >> 3) << 4) ^ ds_xor);
         asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(lo | (hi << 16)) : "memory");
       }
     }
@@ -533,12 +649,22 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
     Tensor dq = partition_fragment_C(mma_dq, DqShape{});
     if constexpr (kFuse) {
       // dS of both warpgroups in shared memory (generic writes, read by wgmma through the async proxy).
-      // The previous step's dQ wgmma finished before this step's CTA barrier, so the tile was free.
+      // v2: the previous step's dQ wgmma finished before this step's CTA barrier, so the tile was
+      // free. v4: the other warpgroup wrote its dS of this step after its dQ wgmma of step idx - 1
+      // had completed, the last reader of this step's buffer, so passing this barrier proves both.
       cutlass::arch::fence_view_async_shared();
       named_sync(1, kThreads);
       warpgroup_fence_operand(dq);
       warpgroup_arrive();
-      v2::issue(mma_dq, tDsA, tKt, dq, false);
+      if constexpr (kV4) {
+        // This step's buffer, as descriptors from a runtime base (one code path: a branch between two
+        // issues makes ptxas inject warpgroup.arrive around the accumulator).
+        Tensor tDs = thr_dq.make_fragment_A(thr_dq.partition_A(
+            make_tensor(make_smem_ptr(sm.ds + (idx & 1) * kDsElems), typename Cfg::SmemDsA{})));
+        v2::issue(mma_dq, tDs, tKt, dq, false);
+      } else {
+        v2::issue(mma_dq, tDsA, tKt, dq, false);
+      }
       warpgroup_commit_batch();
       if (idx > 0) {  // while this step's dV, dK and dQ wgmma run
         if constexpr (kV3) add_dq_bulk(idx - 1, parked_s0);
@@ -550,6 +676,9 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
     if constexpr (kDkDv) warpgroup_fence_operand(acc2);
     warpgroup_fence_operand(tPr);
     warpgroup_fence_operand(tdSr);
+    // v4: this warp's reads of the stage (wgmma operands, LSE/D) are over.
+    if constexpr (kV4)
+      if (tid % 32 == 0) sm.empty[buf].arrive();
     if constexpr (kFuse) {
       warpgroup_fence_operand(dq);
       if constexpr (kV3) park_dq_bulk(dq);
@@ -564,7 +693,11 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_kernel(const BwdProblem a, co
       if (total > 0) add_dq(total - 1, parked_s0);
     }
   }
-  asm volatile("cp.async.wait_group 0;\n" ::);  // no loads left in flight at exit (total == 0)
+  if constexpr (kV4) {
+    if (turns && wg == 0) named_sync(kTurnBar + 0, 256);  // takes back warpgroup 1's last arrival
+  } else {
+    asm volatile("cp.async.wait_group 0;\n" ::);  // no loads left in flight at exit (total == 0)
+  }
 
   if constexpr (kDkDv) {
     // Padded layouts get zeros on key rows past the sequence; packed ones leave them alone.
@@ -632,24 +765,29 @@ const char* launch_t(const BwdProblem& a, void* workspace, cudaStream_t st) {
   auto q = bwd_kernel<T, kD, false, false>;
   auto fused = bwd_kernel<T, kD, true, true>;
   auto fused_v3 = bwd_kernel<T, kD, true, true, true>;
+  auto fused_v4 = bwd_kernel<T, kD, true, true, false, true>;
+  auto fused_v4_bulk = bwd_kernel<T, kD, true, true, true, true>;
   static const cudaError_t attr = [&] {
     cudaError_t e = cudaSuccess;
     for (auto k : {kv, q, fused, fused_v3})
       if (e == cudaSuccess) e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+    for (auto k : {fused_v4, fused_v4_bulk})
+      if (e == cudaSuccess) e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytesV4);
     return e;
   }();
   if (attr != cudaSuccess) return cudaGetErrorString(attr);
   if (p.b == 0 || p.hq == 0) return nullptr;
   const float* delta = static_cast<const float*>(workspace);
   const dim3 kv_grid(unsigned((p.skv + kRes - 1) / kRes), unsigned(p.hk), unsigned(p.b));
+  BwdV4Descs descs{};  // v4's TMA views; unused (zeros) by the other kernels
   if (a.v2_two_pass) {
     if (p.skv > 0) {
-      kv<<<kv_grid, kThreads, Cfg::kSmemBytes, st>>>(a, delta, DqAccum{});
+      kv<<<kv_grid, kThreads, Cfg::kSmemBytes, st>>>(a, delta, DqAccum{}, descs);
       if (const char* e = bwd::err(cudaGetLastError())) return e;
     }
     if (p.sq > 0) {
       dim3 grid(unsigned((p.sq + kRes - 1) / kRes), unsigned(p.hq), unsigned(p.b));
-      q<<<grid, kThreads, Cfg::kSmemBytes, st>>>(a, delta, DqAccum{});
+      q<<<grid, kThreads, Cfg::kSmemBytes, st>>>(a, delta, DqAccum{}, descs);
       if (const char* e = bwd::err(cudaGetLastError())) return e;
     }
     return nullptr;
@@ -660,7 +798,12 @@ const char* launch_t(const BwdProblem& a, void* workspace, cudaStream_t st) {
   if (l.counter_bytes > 0)
     if (const char* e = bwd::err(cudaMemsetAsync(acc.counters, 0, size_t(l.counter_bytes), st))) return e;
   if (p.skv > 0) {
-    (a.v3 ? fused_v3 : fused)<<<kv_grid, kThreads, Cfg::kSmemBytes, st>>>(a, delta, acc);
+    // v4 where TMA can describe the problem (host work of a few microseconds: four encodes), else the
+    // fused kernel with the same workspace layout.
+    if (a.v4 && bwd_v4_encode(a, descs) == nullptr)
+      (a.v3 ? fused_v4_bulk : fused_v4)<<<kv_grid, kV4Threads, Cfg::kSmemBytesV4, st>>>(a, delta, acc, descs);
+    else
+      (a.v3 ? fused_v3 : fused)<<<kv_grid, kThreads, Cfg::kSmemBytes, st>>>(a, delta, acc, descs);
     if (const char* e = bwd::err(cudaGetLastError())) return e;
   }
   if (p.sq > 0) {
