@@ -9,8 +9,8 @@ gradients in the same run. Writes bench/results/sdpa_bwd.json (+ sdpa_bwd.png).
 
 `--v2` (or OPENDNN_SDPA_BWD_V2=1 in the environment) also times the wgmma backward (sdpa_bwd_v2,
 d64/d128) in the same row: v2_ms, v2_speedup_vs_<peer>, v2_vs_v1, its own errors and
-reproducibility. The first plan is always made with the variable unset (it is read when a plan is
-made), so opendnn_ms stays the default path. With --v2 the row also has v2tp_* for v2's earlier
+reproducibility. The first plan is always made with the variable set to 0 (it is read when a plan is
+made), so opendnn_ms is the first kernel (v2 is the default for BHSD layouts). With --v2 the row also has v2tp_* for v2's earlier
 two-pass schedule (OPENDNN_SDPA_BWD_V2_TWO_PASS=1: a separate dQ kernel instead of the fused dQ).
 `--v3` adds v3_* for v3, the fused schedule with bulk dQ reductions (OPENDNN_SDPA_BWD_V3=1, unverified
 until this runs; its result is kept out of the row's `correct`, in v3_ok).
@@ -75,7 +75,7 @@ def peer_backward(c, backend, do):
 
 @contextlib.contextmanager
 def bwd_v2_env(on, two_pass=False, v3=False, v4=False, v4_turns=True):
-    """OPENDNN_SDPA_BWD_V2 (and OPENDNN_SDPA_BWD_V2_TWO_PASS / _V3 / _V4) set to 1 or unset, and
+    """OPENDNN_SDPA_BWD_V2 set to 1 or 0 (and OPENDNN_SDPA_BWD_V2_TWO_PASS / _V3 / _V4 to 1 or unset), and
     OPENDNN_SDPA_BWD_V4_TURNS to 0 or unset, while a plan is made; the old values return."""
     want = {"OPENDNN_SDPA_BWD_V2": on, "OPENDNN_SDPA_BWD_V2_TWO_PASS": on and two_pass,
             "OPENDNN_SDPA_BWD_V3": on and v3, "OPENDNN_SDPA_BWD_V4": on and v4,
@@ -84,6 +84,8 @@ def bwd_v2_env(on, two_pass=False, v3=False, v4=False, v4_turns=True):
     for k, v in want.items():
         if v:
             os.environ[k] = "0" if k == "OPENDNN_SDPA_BWD_V4_TURNS" else "1"
+    if not on:  # v2 is the default plan for BHSD layouts: the first kernel needs it withheld
+        os.environ["OPENDNN_SDPA_BWD_V2"] = "0"
     try:
         yield
     finally:
