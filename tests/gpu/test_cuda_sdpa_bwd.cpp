@@ -741,6 +741,13 @@ TEST(CudaSdpaBwd, V4WindowBottomRightD128Fp16) {
   c.left = 200;
   run_case(v4(c));
 }
+// Top-left causal with more keys than queries: key tiles 1 and 2 see no query (v4's CTAs with no
+// item: no loads, zeros out, the turn barriers still balanced).
+TEST(CudaSdpaBwd, V4CausalKeyTilesWithoutQueries) {
+  Case c = shape(1, 2, 1, 64, 300, 128, 128);
+  c.causal = true;
+  run_case(v4(c));
+}
 TEST(CudaSdpaBwd, V4NoTurnsCausalGqaD128) {
   Case c = shape(1, 4, 2, 700, 700, 128, 128);
   c.causal = c.v4_no_turns = true;

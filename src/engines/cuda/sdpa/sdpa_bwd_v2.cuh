@@ -240,6 +240,26 @@ __device__ __forceinline__ void named_sync(int id, int threads) {
 __device__ __forceinline__ void named_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+// v4's ring waits: true once the barrier's phase of this parity has completed, false after ~1 s (every
+// legitimate wait is microseconds). A broken ring then yields NaN results instead of a hung GPU: the
+// caller poisons what it produces and stops waiting.
+__device__ __forceinline__ bool ring_wait(const void* bar, uint32_t parity) {
+  const uint32_t addr = cute::cast_smem_ptr_to_uint(bar);
+  auto done = [&] {
+    uint32_t ok;
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(ok)
+        : "r"(addr), "r"(parity)
+        : "memory");
+    return ok != 0;
+  };
+  if (done()) return true;
+  const uint64_t t0 = global_ns();
+  while (global_ns() - t0 < 1000000000ull)
+    if (done()) return true;
+  return false;
+}
 
 // Bulk dQ: the workspace holds each (b, h, query tile, warpgroup) block of 64 rows x n fp32 columns
 // contiguously, 16-byte groups of a row rotated by XOR with row % 8, so that shared memory (which a bulk
@@ -351,8 +371,9 @@ __global__ void __launch_bounds__(kV4 ? kV4Threads : kThreads, 1)
       const float* d0 = delta + (b * p.hq + h0) * p.sq;
       int st = 0, tile_i = 0, head_i = 0;
       uint32_t phase = 0;
+      bool broken = false;  // an empty wait timed out: LSE becomes NaN, so every result does
       for (int idx = 0; idx < int(total); ++idx) {
-        if (idx >= kStages) sm.empty[st].wait(phase ^ 1);
+        if (idx >= kStages && !broken) broken = !ring_wait(&sm.empty[st], phase ^ 1);
         const int s0 = int(first) + tile_i * kStep;
         if (lane == 0) {
           sm.full[st].expect_transaction(uint32_t(2 * kStep * kD * sizeof(T)));
@@ -364,7 +385,7 @@ __global__ void __launch_bounds__(kV4 ? kV4Threads : kThreads, 1)
         CUTE_UNROLL
         for (int k = 0; k < kStep / 32; ++k) {
           const int r = lane + 32 * k, i = s0 + r;
-          sm.lse[st][r] = i < sq ? lb[i * p.lse_stride[2]] * kLog2e : 0.f;
+          sm.lse[st][r] = broken ? __int_as_float(0x7fffffff) : i < sq ? lb[i * p.lse_stride[2]] * kLog2e : 0.f;
           sm.delta[st][r] = i < sq ? db[i] : 0.f;
         }
         sm.full[st].arrive();  // releases this lane's LSE/D stores to the consumers' wait
@@ -545,9 +566,10 @@ __global__ void __launch_bounds__(kV4 ? kV4Threads : kThreads, 1)
   // v4 turns: warpgroup 0 issues first, so warpgroup 1 opens with one arrival on 0's barrier (0 takes
   // it back after the loop, leaving both barriers empty).
   const bool turns = kV4 && a.v4_turns;
+  bool broken = false;  // v4: a ring wait timed out; dK/dV become NaN
   if constexpr (kV4) {
     if (turns && wg == 1) named_arrive(kTurnBar + 0, 256);
-    if (total > 0) sm.res_full.wait(0);
+    if (total > 0) broken = !ring_wait(&sm.res_full, 0);
   } else {
     stage_item(0, 0);
     stage_item(1, 1);
@@ -555,7 +577,7 @@ __global__ void __launch_bounds__(kV4 ? kV4Threads : kThreads, 1)
   for (int64_t idx = 0; idx < total; ++idx) {
     const int buf = int(idx % kStages);
     if constexpr (kV4) {
-      sm.full[buf].wait(uint32_t((idx / kStages) & 1));  // TMA bytes landed, LSE/D stored
+      if (!broken) broken = !ring_wait(&sm.full[buf], uint32_t((idx / kStages) & 1));  // TMA bytes landed, LSE/D stored
     } else {
       asm volatile("cp.async.wait_group 1;\n" ::);  // item idx (and the resident tile) landed
       // cp.async and zero-fill stores are generic-proxy writes; wgmma reads through the async proxy.
@@ -695,6 +717,8 @@ __global__ void __launch_bounds__(kV4 ? kV4Threads : kThreads, 1)
   }
   if constexpr (kV4) {
     if (turns && wg == 0) named_sync(kTurnBar + 0, 256);  // takes back warpgroup 1's last arrival
+    if (broken)
+      for (int e = 0; e < size(acc1); ++e) acc1(e) = acc2(e) = __int_as_float(0x7fffffff);
   } else {
     asm volatile("cp.async.wait_group 0;\n" ::);  // no loads left in flight at exit (total == 0)
   }
