@@ -1,9 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-// opendnn demo: builds a transformer block (RMSNorm -> QKV projections -> causal GQA SDPA -> output
-// projection + residual -> RMSNorm -> SwiGLU MLP + residual) and a gated-delta-net layer in C++,
-// runs each graph on the best plan the router offers, checks the result (against the reference
-// engine, or against an fp64 computation when the best plan is the reference engine's) and prints
-// timings. Graphs are joined on the host where a reshape would be needed.
+// opendnn demo: builds a transformer block (RMSNorm -> Q/K/V projections -> causal GQA SDPA -> output
+// projection + residual -> RMSNorm -> SwiGLU MLP + residual) and a gated-delta-net layer (RMSNorm ->
+// projections -> gates -> GDN recurrence -> output projection + residual) in C++, runs each graph on
+// the best plan the router offers, checks the result (against the reference engine, or against an
+// fp64 computation when the best plan is the reference engine's) and prints timings.
+// The graphs are cut where a reshape would be needed and joined through memory: the next graph's
+// inputs are views of the previous graph's outputs (attention reads [S, H*DH] projections as
+// [1, H, S, DH] with BSHD strides and writes its output the same way). Shapes and types are ones the
+// GPU engines take: bf16 activations and weights (nn.Linear layout), plain 2-D GEMMs, head dim 64,
+// bf16 q/k/v and fp32 gates for the GDN.
 // With a CUDA device (and a CUDA runtime to load: the tool never links one), the buffers live on the
 // device and graphs are planned for it. A graph no GPU engine takes whole runs node by node (the cuda
 // engine takes single ops), and a node no GPU engine takes runs on the CPU; each line says where it
@@ -72,8 +77,9 @@ class Buffers {
   bool on_device() const { return device_; }
   // Where plans read and write t.
   void* ptr(const TensorPtr& t) { return device_ ? entry(t).dev->p : host(t); }
-  // `part`, a tensor of a graph split from another, shares the memory of `whole`, its tensor there
-  // (sized by `part`: a tensor the whole graph kept virtual may have another type in the part).
+  // `part` shares the memory of `whole`: its tensor in the graph `part`'s graph was split from, or
+  // the output of an earlier graph that `part` reads (sized by `part` when `whole` has no memory yet:
+  // a tensor the whole graph kept virtual may have another type in the part).
   void share(const TensorPtr& part, const TensorPtr& whole) {
     auto& w = bufs_[whole.get()];
     if (!w) {
@@ -339,8 +345,9 @@ Ran plan_and_run(Graph& g, Buffers& b, const std::vector<HeurMode>& modes, const
     std::printf("  %-22s %s: %s\n", what, r.skipped ? "skipped" : "FAILED", s.to_string().c_str());
     return r;
   }
-  std::string name;
+  std::string name, plan;
   (void)g.get_engine_name_at_index(g.selected_plan(), name);
+  (void)g.get_plan_name_at_index(g.selected_plan(), plan);
   r.engine = name;
   std::vector<void*> slots;
   for (int64_t uid : g.variant_uids()) slots.push_back(on_host ? b.host(g.find_tensor(uid)) : b.ptr(g.find_tensor(uid)));
@@ -368,8 +375,10 @@ Ran plan_and_run(Graph& g, Buffers& b, const std::vector<HeurMode>& modes, const
   r.exec_ms = times[times.size() / 2];
   r.ok = true;
   const char* where = !b.on_device() ? "" : on_host ? "  (cpu)" : "  (gpu)";
-  std::printf("  %-22s engine %-10s build %8.2f ms   execute %9.3f ms%s\n", what, r.engine.c_str(), r.build_ms, r.exec_ms,
-              where);
+  // The plan's name too, where it says more than the engine's.
+  if (r.engine == "reference") plan.clear();
+  std::printf("  %-22s engine %-10s build %8.2f ms   execute %9.3f ms%s%s%s\n", what, r.engine.c_str(), r.build_ms,
+              r.exec_ms, where, plan.empty() ? "" : "  ", plan.c_str());
   return r;
 }
 
@@ -432,10 +441,22 @@ bool report_check(const char* what, bool all_reference, const std::vector<double
   return ok;
 }
 
+// A linear layer's weight [K, N] as nn.Linear stores it, [N, K] row-major (K contiguous): the layout of
+// the cuda GEMM's pingpong and fp32-output kernels. Values still go in as [K, N] (Buffers::set).
+TensorAttr weight(const std::string& name, int64_t k, int64_t n) {
+  return TensorAttr().set_name(name).set_dim({1, 1, k, n}).set_stride({k * n, k * n, 1, k});
+}
+
+// [1, heads, seq, dh] over the memory of a row-major [seq, heads * dh] matrix (BSHD): how attention
+// reads the projections' outputs and writes its own without a reshape.
+TensorAttr heads_view(const std::string& name, int64_t heads, int64_t seq, int64_t dh) {
+  return TensorAttr().set_name(name).set_dim({1, heads, seq, dh}).set_stride({seq * heads * dh, dh, heads * dh, 1});
+}
+
 // ------------------------------------------------------------------ transformer block
 
 int transformer_block(std::mt19937_64& rng, bool& any_skipped) {
-  const int64_t S = 128, D = 256, H = 8, HK = 2, DH = 32, F = 512;
+  const int64_t S = 128, D = 256, H = 8, HK = 2, DH = 64, F = 512;
   const double eps = 1e-5;
   const DataType bf = DataType::BFLOAT16;
   std::printf("transformer block: seq %lld, model %lld, %lld query heads / %lld kv heads of %lld, MLP %lld (bf16 I/O)\n",
@@ -446,52 +467,65 @@ int transformer_block(std::mt19937_64& rng, bool& any_skipped) {
   for (auto& v : n1) v = round_to(bf, 1.0 + v);
   auto n2 = random_values(rng, size_t(D), 0.5, bf);
   for (auto& v : n2) v = round_to(bf, 1.0 + v);
-  auto wq = random_values(rng, size_t(H * D * DH), std::sqrt(3.0 / double(D)), bf);   // [H, D, DH]
-  auto wk = random_values(rng, size_t(HK * D * DH), std::sqrt(3.0 / double(D)), bf);  // [HK, D, DH]
-  auto wv = random_values(rng, size_t(HK * D * DH), std::sqrt(3.0 / double(D)), bf);
+  auto wq = random_values(rng, size_t(D * H * DH), std::sqrt(3.0 / double(D)), bf);   // [D, H*DH]
+  auto wk = random_values(rng, size_t(D * HK * DH), std::sqrt(3.0 / double(D)), bf);  // [D, HK*DH]
+  auto wv = random_values(rng, size_t(D * HK * DH), std::sqrt(3.0 / double(D)), bf);
   auto wo = random_values(rng, size_t(H * DH * D), std::sqrt(3.0 / double(H * DH)), bf);  // [H*DH, D]
   auto w1 = random_values(rng, size_t(D * F), std::sqrt(3.0 / double(D)), bf);
   auto w3 = random_values(rng, size_t(D * F), std::sqrt(3.0 / double(D)), bf);
   auto w2 = random_values(rng, size_t(F * D), std::sqrt(3.0 / double(F)), bf);
 
-  // Graph 1: RMSNorm -> per-head Q/K/V projections (batched matmul over heads) -> causal GQA SDPA.
-  auto make_attention = [&](Graph& g, std::map<std::string, TensorPtr>& t) {
-    g.set_name("attention").set_io_data_type(bf).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+  using Tensors = std::map<std::string, TensorPtr>;
+  auto context = [&](Graph& g, const char* name) {
+    g.set_name(name).set_io_data_type(bf).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+  };
+  auto eps_of = [&](Graph& g) {
+    return g.tensor(TensorAttr().set_name("eps").set_dim({1, 1, 1, 1}).set_stride({1, 1, 1, 1}).set_value(Scalar::of_float(float(eps))));
+  };
+  // Graph 1: RMSNorm -> Q/K/V projections, one plain GEMM each: [S, D] x [D, heads*DH].
+  auto make_qkv = [&](Graph& g, Tensors& t) {
+    context(g, "qkv");
     t["x"] = g.tensor(TensorAttr().set_name("x").set_dim({1, 1, S, D}));
     t["n1"] = g.tensor(TensorAttr().set_name("norm1.scale").set_dim({1, 1, 1, D}));
-    auto e = g.tensor(TensorAttr().set_name("eps").set_dim({1, 1, 1, 1}).set_stride({1, 1, 1, 1}).set_value(Scalar::of_float(float(eps))));
-    auto [xn, inv] = g.rmsnorm(t["x"], t["n1"], e, NodeAttrs().set_name("norm1").set("forward_phase", "INFERENCE"));
+    auto [xn, inv] = g.rmsnorm(t["x"], t["n1"], eps_of(g), NodeAttrs().set_name("norm1").set("forward_phase", "INFERENCE"));
     (void)inv;
-    t["wq"] = g.tensor(TensorAttr().set_name("wq").set_dim({1, H, D, DH}));
-    t["wk"] = g.tensor(TensorAttr().set_name("wk").set_dim({1, HK, D, DH}));
-    t["wv"] = g.tensor(TensorAttr().set_name("wv").set_dim({1, HK, D, DH}));
-    auto q = g.matmul(xn, t["wq"], NodeAttrs().set_name("q_proj"));
-    auto k = g.matmul(xn, t["wk"], NodeAttrs().set_name("k_proj"));
-    auto v = g.matmul(xn, t["wv"], NodeAttrs().set_name("v_proj"));
-    for (auto& p : {q, k, v}) p->set_data_type(bf);
-    auto outs = g.sdpa(q, k, v,
+    t["wq"] = g.tensor(weight("wq", D, H * DH));
+    t["wk"] = g.tensor(weight("wk", D, HK * DH));
+    t["wv"] = g.tensor(weight("wv", D, HK * DH));
+    for (const char* p : {"q", "k", "v"}) {
+      t[p] = g.matmul(xn, t[std::string("w") + p], NodeAttrs().set_name(std::string(p) + "_proj"));
+      t[p]->set_output(true).set_name(p).set_data_type(bf);
+    }
+  };
+  // Graph 2: causal GQA SDPA on heads views of graph 1's outputs; O is written as [S, H*DH] (BSHD),
+  // which the output projection reads as it is.
+  auto make_attention = [&](Graph& g, Tensors& t) {
+    context(g, "attention");
+    t["q"] = g.tensor(heads_view("q", H, S, DH));
+    t["k"] = g.tensor(heads_view("k", HK, S, DH));
+    t["v"] = g.tensor(heads_view("v", HK, S, DH));
+    auto outs = g.sdpa(t["q"], t["k"], t["v"],
                        NodeAttrs()
                            .set_name("attn")
                            .set("attn_scale_value", 1.0 / std::sqrt(double(DH)))
                            .set("diagonal_alignment", "TOP_LEFT")
                            .set("right_bound", int64_t(0)));
     t["o"] = outs[0];
-    t["o"]->set_output(true).set_name("o").set_data_type(bf);
+    t["o"]->set_output(true).set_name("o").set_data_type(bf).set_stride(heads_view("o", H, S, DH).get_stride());
   };
-  // Graph 2: output projection + residual -> RMSNorm -> SwiGLU MLP + residual.
-  auto make_mlp = [&](Graph& g, std::map<std::string, TensorPtr>& t) {
-    g.set_name("mlp").set_io_data_type(bf).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+  // Graph 3: output projection + residual -> RMSNorm -> SwiGLU MLP + residual.
+  auto make_mlp = [&](Graph& g, Tensors& t) {
+    context(g, "mlp");
     t["a"] = g.tensor(TensorAttr().set_name("attn").set_dim({1, 1, S, H * DH}));
-    t["wo"] = g.tensor(TensorAttr().set_name("wo").set_dim({1, 1, H * DH, D}));
+    t["wo"] = g.tensor(weight("wo", H * DH, D));
     t["x"] = g.tensor(TensorAttr().set_name("x").set_dim({1, 1, S, D}));
     t["n2"] = g.tensor(TensorAttr().set_name("norm2.scale").set_dim({1, 1, 1, D}));
-    t["w1"] = g.tensor(TensorAttr().set_name("w_gate").set_dim({1, 1, D, F}));
-    t["w3"] = g.tensor(TensorAttr().set_name("w_up").set_dim({1, 1, D, F}));
-    t["w2"] = g.tensor(TensorAttr().set_name("w_down").set_dim({1, 1, F, D}));
-    auto e = g.tensor(TensorAttr().set_name("eps").set_dim({1, 1, 1, 1}).set_stride({1, 1, 1, 1}).set_value(Scalar::of_float(float(eps))));
+    t["w1"] = g.tensor(weight("w_gate", D, F));
+    t["w3"] = g.tensor(weight("w_up", D, F));
+    t["w2"] = g.tensor(weight("w_down", F, D));
     auto proj = g.matmul(t["a"], t["wo"], NodeAttrs().set_name("o_proj"));
     auto h = g.add(proj, t["x"], NodeAttrs().set_name("residual1"));
-    auto [hn, inv] = g.rmsnorm(h, t["n2"], e, NodeAttrs().set_name("norm2").set("forward_phase", "INFERENCE"));
+    auto [hn, inv] = g.rmsnorm(h, t["n2"], eps_of(g), NodeAttrs().set_name("norm2").set("forward_phase", "INFERENCE"));
     (void)inv;
     auto gate = g.matmul(hn, t["w1"], NodeAttrs().set_name("gate_proj"));
     auto up = g.matmul(hn, t["w3"], NodeAttrs().set_name("up_proj"));
@@ -504,28 +538,18 @@ int transformer_block(std::mt19937_64& rng, bool& any_skipped) {
 
   // fp64 forward, rounding where the graphs materialise bf16 tensors (q, k, v, o, y).
   auto xn = rms(x, n1, S, D, eps);
-  std::vector<double> q(size_t(H * S * DH)), k(size_t(HK * S * DH)), v(size_t(HK * S * DH));
-  for (int64_t h = 0; h < H; ++h) {
-    auto r = mm(xn, std::vector<double>(wq.begin() + h * D * DH, wq.begin() + (h + 1) * D * DH), S, D, DH);
-    std::copy(r.begin(), r.end(), q.begin() + h * S * DH);
-  }
-  for (int64_t h = 0; h < HK; ++h) {
-    auto rk = mm(xn, std::vector<double>(wk.begin() + h * D * DH, wk.begin() + (h + 1) * D * DH), S, D, DH);
-    auto rv = mm(xn, std::vector<double>(wv.begin() + h * D * DH, wv.begin() + (h + 1) * D * DH), S, D, DH);
-    std::copy(rk.begin(), rk.end(), k.begin() + h * S * DH);
-    std::copy(rv.begin(), rv.end(), v.begin() + h * S * DH);
-  }
+  auto q = mm(xn, wq, S, D, H * DH), k = mm(xn, wk, S, D, HK * DH), v = mm(xn, wv, S, D, HK * DH);
   round_all(q, bf), round_all(k, bf), round_all(v, bf);
   std::vector<double> attn(size_t(S * H * DH));  // [S, H*DH]
   const double scale = 1.0 / std::sqrt(double(DH));
   for (int64_t h = 0; h < H; ++h) {
-    int64_t kh = h / (H / HK);
+    const int64_t kh = h / (H / HK);
     for (int64_t i = 0; i < S; ++i) {
       std::vector<double> p(size_t(i + 1));
       double mx = -INFINITY;
       for (int64_t j = 0; j <= i; ++j) {
         double s = 0;
-        for (int64_t e = 0; e < DH; ++e) s += q[size_t((h * S + i) * DH + e)] * k[size_t((kh * S + j) * DH + e)];
+        for (int64_t e = 0; e < DH; ++e) s += q[size_t((i * H + h) * DH + e)] * k[size_t((j * HK + kh) * DH + e)];
         p[size_t(j)] = s * scale;
         mx = std::max(mx, p[size_t(j)]);
       }
@@ -533,8 +557,8 @@ int transformer_block(std::mt19937_64& rng, bool& any_skipped) {
       for (auto& pj : p) den += (pj = std::exp(pj - mx));
       for (int64_t e = 0; e < DH; ++e) {
         double acc = 0;
-        for (int64_t j = 0; j <= i; ++j) acc += p[size_t(j)] * v[size_t((kh * S + j) * DH + e)];
-        attn[size_t(i * H * DH + h * DH + e)] = round_to(bf, acc / den);
+        for (int64_t j = 0; j <= i; ++j) acc += p[size_t(j)] * v[size_t((j * HK + kh) * DH + e)];
+        attn[size_t((i * H + h) * DH + e)] = round_to(bf, acc / den);
       }
     }
   }
@@ -547,7 +571,7 @@ int transformer_block(std::mt19937_64& rng, bool& any_skipped) {
   auto y64 = mm(m, w2, S, F, D);
   for (size_t i = 0; i < y64.size(); ++i) y64[i] = round_to(bf, y64[i] + hres[i]);
 
-  // Runs both graphs with the given modes; returns the attention output merged to [S, H*DH] and y.
+  // Runs the three graphs with the given modes; returns the attention output ([S, H*DH]) and y.
   struct Result {
     bool ok = false, reference_only = true;
     std::vector<double> attn, y;
@@ -555,34 +579,30 @@ int transformer_block(std::mt19937_64& rng, bool& any_skipped) {
   auto run_block = [&](const std::vector<HeurMode>& modes, const char* tag, bool gpu) {
     Result res;
     auto cpu = host_plans_unless(gpu);
-    Graph g1, g2;
-    std::map<std::string, TensorPtr> t1, t2;
-    make_attention(g1, t1);
-    make_mlp(g2, t2);
-    if (!validated(g1, "attention graph") || !validated(g2, "mlp graph")) return res;
-    Buffers b1(gpu), b2(gpu);
-    b1.set(t1["x"], x), b1.set(t1["n1"], n1), b1.set(t1["wq"], wq), b1.set(t1["wk"], wk), b1.set(t1["wv"], wv);
+    Graph g1, g2, g3;
+    Tensors t1, t2, t3;
+    make_qkv(g1, t1);
+    make_attention(g2, t2);
+    make_mlp(g3, t3);
+    if (!validated(g1, "qkv graph") || !validated(g2, "attention graph") || !validated(g3, "mlp graph")) return res;
+    // One set of buffers: each graph reads the memory the previous one wrote.
+    Buffers b(gpu);
+    for (const char* p : {"q", "k", "v"}) b.share(t2[p], t1[p]);
+    b.share(t3["a"], t2["o"]), b.share(t3["x"], t1["x"]);
+    b.set(t1["x"], x), b.set(t1["n1"], n1), b.set(t1["wq"], wq), b.set(t1["wk"], wk), b.set(t1["wv"], wv);
+    b.set(t3["wo"], wo), b.set(t3["n2"], n2), b.set(t3["w1"], w1), b.set(t3["w3"], w3), b.set(t3["w2"], w2);
     std::printf(" %s\n", tag);
-    Ran r1 = plan_and_run(g1, b1, modes, "attention graph");
-    if (!r1.ok) {
-      any_skipped = any_skipped || r1.skipped;
-      return res;
+    const std::pair<Graph*, const char*> graphs[] = {{&g1, "qkv graph"}, {&g2, "attention graph"}, {&g3, "mlp graph"}};
+    for (const auto& [g, what] : graphs) {
+      Ran r = plan_and_run(*g, b, modes, what);
+      if (!r.ok) {
+        any_skipped = any_skipped || r.skipped;
+        return res;
+      }
+      res.reference_only = res.reference_only && r.engine == "reference";
     }
-    // Host glue: O [1, H, S, DH] (any strides) -> attn [S, H*DH], what a reshape node would do.
-    auto o = b1.get(t1["o"]);
-    res.attn.resize(size_t(S * H * DH));
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t i = 0; i < S; ++i)
-        for (int64_t e = 0; e < DH; ++e) res.attn[size_t(i * H * DH + h * DH + e)] = o[size_t((h * S + i) * DH + e)];
-    b2.set(t2["a"], res.attn), b2.set(t2["wo"], wo), b2.set(t2["x"], x), b2.set(t2["n2"], n2);
-    b2.set(t2["w1"], w1), b2.set(t2["w3"], w3), b2.set(t2["w2"], w2);
-    Ran r2 = plan_and_run(g2, b2, modes, "mlp graph");
-    if (!r2.ok) {
-      any_skipped = any_skipped || r2.skipped;
-      return res;
-    }
-    res.y = b2.get(t2["y"]);
-    res.reference_only = r1.engine == "reference" && r2.engine == "reference";
+    res.attn = b.get(t3["a"]);
+    res.y = b.get(t3["y"]);
     res.ok = true;
     return res;
   };
@@ -599,35 +619,39 @@ int transformer_block(std::mt19937_64& rng, bool& any_skipped) {
   return ok ? 0 : 1;
 }
 
+
 // ------------------------------------------------------------------ gated delta net layer
 
 int gdn_layer(std::mt19937_64& rng, bool& any_skipped) {
-  const int64_t D = 256, H = 4, K = 64, V = 64;
+  const int64_t D = 256, H = 8, K = 64, V = 64;
   const std::vector<int64_t> lens{100, 156};
   const int64_t T = lens[0] + lens[1];
   const double eps = 1e-5;
-  const DataType f32 = DataType::FLOAT;
-  std::printf("gated delta net layer: %lld tokens in %zu sequences, model %lld, %lld heads, K=V=%lld (fp32)\n",
+  const DataType bf = DataType::BFLOAT16, f32 = DataType::FLOAT;
+  std::printf("gated delta net layer: %lld tokens in %zu sequences, model %lld, %lld heads, K=V=%lld (bf16 I/O, fp32 gates)\n",
               (long long)T, lens.size(), (long long)D, (long long)H, (long long)K);
 
-  auto x = random_values(rng, size_t(T * D), 1.0, f32);
-  auto nw = random_values(rng, size_t(D), 0.5, f32);
-  for (auto& v : nw) v += 1.0;
+  auto x = random_values(rng, size_t(T * D), 1.0, bf);
+  auto nw = random_values(rng, size_t(D), 0.5, bf);
+  for (auto& v : nw) v = round_to(bf, 1.0 + v);
   double a = std::sqrt(3.0 / double(D));
-  auto wq = random_values(rng, size_t(D * H * K), a, f32), wk = random_values(rng, size_t(D * H * K), a, f32);
-  auto wv = random_values(rng, size_t(D * H * V), a, f32);
-  auto wg = random_values(rng, size_t(D * H), a, f32), wb = random_values(rng, size_t(D * H), a, f32);
-  auto wo = random_values(rng, size_t(H * V * D), std::sqrt(3.0 / double(H * V)), f32);
+  auto wq = random_values(rng, size_t(D * H * K), a, bf), wk = random_values(rng, size_t(D * H * K), a, bf);
+  auto wv = random_values(rng, size_t(D * H * V), a, bf);
+  auto wg = random_values(rng, size_t(D * H), a, bf), wb = random_values(rng, size_t(D * H), a, bf);
+  auto wo = random_values(rng, size_t(H * V * D), std::sqrt(3.0 / double(H * V)), bf);
   std::vector<double> cu{0, double(lens[0]), double(T)};
 
-  // fp64: projections, gates, the recurrence, output projection + residual.
+  // fp64: projections, gates, the recurrence, output projection + residual, rounding where the graphs
+  // materialise tensors (q, k, v, o, y in bf16; the gate logits and gates in fp32).
   auto xn = rms(x, nw, T, D, eps);
   auto q = mm(xn, wq, T, D, H * K), k = mm(xn, wk, T, D, H * K), v = mm(xn, wv, T, D, H * V);
+  round_all(q, bf), round_all(k, bf), round_all(v, bf);
   auto gl = mm(xn, wg, T, D, H), bl = mm(xn, wb, T, D, H);
+  round_all(gl, f32), round_all(bl, f32);
   std::vector<double> g(gl.size()), beta(bl.size());
   for (size_t i = 0; i < g.size(); ++i) {
-    g[i] = -std::log1p(std::exp(gl[i]));
-    beta[i] = 1.0 / (1.0 + std::exp(-bl[i]));
+    g[i] = round_to(f32, -std::log1p(std::exp(gl[i])));
+    beta[i] = round_to(f32, 1.0 / (1.0 + std::exp(-bl[i])));
   }
   std::vector<double> o(size_t(T * H * V), 0.0);
   {
@@ -660,89 +684,106 @@ int gdn_layer(std::mt19937_64& rng, bool& any_skipped) {
           for (int64_t j = 0; j < V; ++j) {
             double acc = 0;
             for (int64_t i = 0; i < K; ++i) acc += S[size_t(i * V + j)] * qt[i] * s;
-            o[size_t((t * H + h) * V + j)] = acc;
+            o[size_t((t * H + h) * V + j)] = round_to(bf, acc);
           }
         }
       }
   }
   auto y64 = mm(o, wo, T, H * V, D);
-  for (size_t i = 0; i < y64.size(); ++i) y64[i] += x[i];
+  for (size_t i = 0; i < y64.size(); ++i) y64[i] = round_to(bf, y64[i] + x[i]);
 
   struct Result {
     bool ok = false, reference_only = true;
     std::vector<double> o, y;
   };
+  using Tensors = std::map<std::string, TensorPtr>;
+  auto context = [&](Graph& gr, const char* name, DataType io) {
+    gr.set_name(name).set_io_data_type(io).set_intermediate_data_type(f32).set_compute_data_type(f32);
+  };
+  // Graph 1: RMSNorm -> q/k/v projections (bf16) and gate logit projections (fp32 out).
+  auto make_proj = [&](Graph& gr, Tensors& t) {
+    context(gr, "gdn_proj", bf);
+    t["x"] = gr.tensor(TensorAttr().set_name("x").set_dim({1, 1, T, D}));
+    t["n"] = gr.tensor(TensorAttr().set_name("norm.scale").set_dim({1, 1, 1, D}));
+    auto te = gr.tensor(TensorAttr().set_name("eps").set_dim({1, 1, 1, 1}).set_stride({1, 1, 1, 1}).set_value(Scalar::of_float(float(eps))));
+    auto [xn_t, inv] = gr.rmsnorm(t["x"], t["n"], te, NodeAttrs().set_name("norm").set("forward_phase", "INFERENCE"));
+    (void)inv;
+    const std::pair<const char*, int64_t> projs[] = {{"q", H * K}, {"k", H * K}, {"v", H * V}, {"g", H}, {"b", H}};
+    for (const auto& [p, n] : projs) {
+      t[std::string("w") + p] = gr.tensor(weight(std::string("w_") + p, D, n));
+      t[p] = gr.matmul(xn_t, t[std::string("w") + p], NodeAttrs().set_name(std::string(p) + "_proj"));
+      // The gate logits stay fp32: the gates' precision sets the state's decay.
+      const bool gate = *p == 'g' || *p == 'b';
+      t[p]->set_output(true).set_name(gate ? std::string(p) + "_logits" : p).set_data_type(gate ? f32 : bf);
+    }
+  };
+  // Graph 2: the gates, in fp32: g = -softplus(g_logits) (log decay), beta = sigmoid(b_logits).
+  auto make_gates = [&](Graph& gr, Tensors& t) {
+    context(gr, "gdn_gates", f32);
+    t["gl"] = gr.tensor(TensorAttr().set_name("g_logits").set_dim({1, 1, T, H}));
+    t["bl"] = gr.tensor(TensorAttr().set_name("b_logits").set_dim({1, 1, T, H}));
+    t["g"] = gr.neg(gr.softplus(t["gl"], NodeAttrs().set_name("g_softplus")), NodeAttrs().set_name("g_log"));
+    t["beta"] = gr.sigmoid(t["bl"], NodeAttrs().set_name("beta"));
+    t["g"]->set_output(true).set_name("g");
+    t["beta"]->set_output(true).set_name("beta");
+  };
+  // Graph 3: the recurrence on the same memory, viewed as [T, H, K] and [T, H].
+  auto make_gdn = [&](Graph& gr, Tensors& t) {
+    context(gr, "gdn", bf);
+    t["q"] = gr.tensor(TensorAttr().set_name("q").set_dim({T, H, K}));
+    t["k"] = gr.tensor(TensorAttr().set_name("k").set_dim({T, H, K}));
+    t["v"] = gr.tensor(TensorAttr().set_name("v").set_dim({T, H, V}));
+    t["g"] = gr.tensor(TensorAttr().set_name("g").set_dim({T, H}).set_data_type(f32));
+    t["beta"] = gr.tensor(TensorAttr().set_name("beta").set_dim({T, H}).set_data_type(f32));
+    t["cu"] = gr.tensor(TensorAttr().set_name("cu_seqlens").set_dim({3}).set_data_type(DataType::INT32));
+    auto outs = gr.gdn(t["q"], t["k"], t["v"], t["g"], t["beta"], t["cu"],
+                       NodeAttrs().set_name("gated_delta_net").set("use_qk_l2norm", true));
+    t["o"] = outs[0];
+    t["o"]->set_output(true).set_name("o").set_data_type(bf);
+  };
+  // Graph 4: output projection + residual (one GEMM with a residual epilogue).
+  auto make_out = [&](Graph& gr, Tensors& t) {
+    context(gr, "gdn_out", bf);
+    t["o"] = gr.tensor(TensorAttr().set_name("o").set_dim({1, 1, T, H * V}));
+    t["wo"] = gr.tensor(weight("w_o", H * V, D));
+    t["x"] = gr.tensor(TensorAttr().set_name("x").set_dim({1, 1, T, D}));
+    t["y"] = gr.add(gr.matmul(t["o"], t["wo"], NodeAttrs().set_name("o_proj")), t["x"], NodeAttrs().set_name("residual"));
+    t["y"]->set_output(true).set_name("y");
+  };
+
   auto run_layer = [&](const std::vector<HeurMode>& modes, const char* tag, bool gpu) {
     Result res;
     auto cpu = host_plans_unless(gpu);
+    Graph g1, g2, g3, g4;
+    Tensors t1, t2, t3, t4;
+    make_proj(g1, t1);
+    make_gates(g2, t2);
+    make_gdn(g3, t3);
+    make_out(g4, t4);
+    if (!validated(g1, "projection graph") || !validated(g2, "gate graph") || !validated(g3, "gdn graph") ||
+        !validated(g4, "output graph"))
+      return res;
+    // One set of buffers: each graph reads the memory the previous ones wrote.
+    Buffers b(gpu);
+    b.share(t2["gl"], t1["g"]), b.share(t2["bl"], t1["b"]);
+    for (const char* p : {"q", "k", "v"}) b.share(t3[p], t1[p]);
+    b.share(t3["g"], t2["g"]), b.share(t3["beta"], t2["beta"]);
+    b.share(t4["o"], t3["o"]), b.share(t4["x"], t1["x"]);
+    b.set(t1["x"], x), b.set(t1["n"], nw), b.set(t1["wq"], wq), b.set(t1["wk"], wk), b.set(t1["wv"], wv);
+    b.set(t1["wg"], wg), b.set(t1["wb"], wb), b.set(t3["cu"], cu), b.set(t4["wo"], wo);
     std::printf(" %s\n", tag);
-    // Graph 1: RMSNorm -> q/k/v/gate/beta projections -> gate activations.
-    Graph g1;
-    g1.set_name("gdn_proj").set_io_data_type(f32).set_intermediate_data_type(f32).set_compute_data_type(f32);
-    auto tx = g1.tensor(TensorAttr().set_name("x").set_dim({1, 1, T, D}));
-    auto tn = g1.tensor(TensorAttr().set_name("norm.scale").set_dim({1, 1, 1, D}));
-    auto te = g1.tensor(TensorAttr().set_name("eps").set_dim({1, 1, 1, 1}).set_stride({1, 1, 1, 1}).set_value(Scalar::of_float(float(eps))));
-    auto [xn_t, inv] = g1.rmsnorm(tx, tn, te, NodeAttrs().set_name("norm").set("forward_phase", "INFERENCE"));
-    (void)inv;
-    std::map<std::string, TensorPtr> w;
-    auto proj = [&](const char* name, const std::vector<double>&, int64_t n) {
-      w[name] = g1.tensor(TensorAttr().set_name(std::string("w_") + name).set_dim({1, 1, D, n}));
-      return g1.matmul(xn_t, w[name], NodeAttrs().set_name(std::string(name) + "_proj"));
-    };
-    auto tq = proj("q", wq, H * K), tk = proj("k", wk, H * K), tv = proj("v", wv, H * V);
-    auto tg = g1.neg(g1.softplus(proj("g", wg, H), NodeAttrs().set_name("g_softplus")), NodeAttrs().set_name("g_log"));
-    auto tb = g1.sigmoid(proj("b", wb, H), NodeAttrs().set_name("beta"));
-    for (auto& [t, n] : std::vector<std::pair<TensorPtr, const char*>>{{tq, "q"}, {tk, "k"}, {tv, "v"}, {tg, "g"}, {tb, "beta"}})
-      t->set_output(true).set_name(n);
-    if (!validated(g1, "projection graph")) return res;
-    Buffers b1(gpu);
-    b1.set(tx, x), b1.set(tn, nw), b1.set(w["q"], wq), b1.set(w["k"], wk), b1.set(w["v"], wv), b1.set(w["g"], wg),
-        b1.set(w["b"], wb);
-    Ran r1 = plan_and_run(g1, b1, modes, "projection graph");
-    if (!r1.ok) {
-      any_skipped = any_skipped || r1.skipped;
-      return res;
+    const std::pair<Graph*, const char*> graphs[] = {
+        {&g1, "projection graph"}, {&g2, "gate graph"}, {&g3, "gdn graph"}, {&g4, "output graph"}};
+    for (const auto& [gr, what] : graphs) {
+      Ran r = plan_and_run(*gr, b, modes, what);
+      if (!r.ok) {
+        any_skipped = any_skipped || r.skipped;
+        return res;
+      }
+      res.reference_only = res.reference_only && r.engine == "reference";
     }
-    // Graph 2: the recurrence on the projections (the same memory, viewed as [T, H, K]).
-    Graph g2;
-    g2.set_name("gdn").set_io_data_type(f32).set_intermediate_data_type(f32).set_compute_data_type(f32);
-    auto q2 = g2.tensor(TensorAttr().set_name("q").set_dim({T, H, K}));
-    auto k2 = g2.tensor(TensorAttr().set_name("k").set_dim({T, H, K}));
-    auto v2 = g2.tensor(TensorAttr().set_name("v").set_dim({T, H, V}));
-    auto gg = g2.tensor(TensorAttr().set_name("g").set_dim({T, H}));
-    auto bb = g2.tensor(TensorAttr().set_name("beta").set_dim({T, H}));
-    auto cs = g2.tensor(TensorAttr().set_name("cu_seqlens").set_dim({3}).set_data_type(DataType::INT32));
-    auto outs = g2.gdn(q2, k2, v2, gg, bb, cs, NodeAttrs().set_name("gated_delta_net").set("use_qk_l2norm", true));
-    auto to = outs[0];
-    to->set_output(true).set_name("o");
-    if (!validated(g2, "gdn graph")) return res;
-    Buffers b2(gpu);
-    b2.set(q2, b1.get(tq)), b2.set(k2, b1.get(tk)), b2.set(v2, b1.get(tv)), b2.set(gg, b1.get(tg)), b2.set(bb, b1.get(tb));
-    b2.set(cs, cu);
-    Ran r2 = plan_and_run(g2, b2, modes, "gdn graph");
-    if (!r2.ok) {
-      any_skipped = any_skipped || r2.skipped;
-      return res;
-    }
-    res.o = b2.get(to);
-    // Graph 3: output projection + residual.
-    Graph g3;
-    g3.set_name("gdn_out").set_io_data_type(f32).set_intermediate_data_type(f32).set_compute_data_type(f32);
-    auto o3 = g3.tensor(TensorAttr().set_name("o").set_dim({1, 1, T, H * V}));
-    auto w3 = g3.tensor(TensorAttr().set_name("w_o").set_dim({1, 1, H * V, D}));
-    auto x3 = g3.tensor(TensorAttr().set_name("x").set_dim({1, 1, T, D}));
-    auto y3 = g3.add(g3.matmul(o3, w3, NodeAttrs().set_name("o_proj")), x3, NodeAttrs().set_name("residual"));
-    y3->set_output(true).set_name("y");
-    if (!validated(g3, "output graph")) return res;
-    Buffers b3(gpu);
-    b3.set(o3, res.o), b3.set(w3, wo), b3.set(x3, x);
-    Ran r3 = plan_and_run(g3, b3, modes, "output graph");
-    if (!r3.ok) {
-      any_skipped = any_skipped || r3.skipped;
-      return res;
-    }
-    res.y = b3.get(y3);
-    res.reference_only = r1.engine == "reference" && r2.engine == "reference" && r3.engine == "reference";
+    res.o = b.get(t3["o"]);
+    res.y = b.get(t4["y"]);
     res.ok = true;
     return res;
   };
@@ -754,10 +795,12 @@ int gdn_layer(std::mt19937_64& rng, bool& any_skipped) {
     refr = run_layer({HeurMode::FALLBACK}, "reference engine:", false);
     if (!refr.ok) return 1;
   }
-  bool ok = report_check("gdn output", best.reference_only, best.o, refr.o, o, 1e-3);
-  ok = report_check("layer output", best.reference_only, best.y, refr.y, y64, 1e-3) && ok;
+  // bf16 q/k/v and output: |o| is ~0.1 here, so 1e-2 is ~10% of it (a wrong kernel is off by ~100%).
+  bool ok = report_check("gdn output", best.reference_only, best.o, refr.o, o, 1e-2);
+  ok = report_check("layer output", best.reference_only, best.y, refr.y, y64, 3e-2) && ok;
   return ok ? 0 : 1;
 }
+
 
 int run_demo(uint64_t seed) {
   auto t0 = Clock::now();
