@@ -16,7 +16,8 @@ two-pass schedule (OPENDNN_SDPA_BWD_V2_TWO_PASS=1: a separate dQ kernel instead 
 until this runs; its result is kept out of the row's `correct`, in v3_ok).
 `--v4` adds v4_* for v4, the fused schedule with a TMA producer warp and warpgroup turns
 (OPENDNN_SDPA_BWD_V4=1), and v4nt_* for v4 with the turns off (OPENDNN_SDPA_BWD_V4_TURNS=0); with
---v3 too, also v4b_* (v4 with v3's bulk dQ adds). Unverified until this runs: kept out of `correct`,
+--v3 too, also v4b_* (v4 with V3: dQ writer warps doing v3's bulk dQ adds off the consumers' path).
+Unverified until this runs: kept out of `correct`,
 in v4_ok / v4nt_ok / v4b_ok.
 
 `run_bwd(case, row)` fills one row and is what bench/sdpa.py's `--mode bwd` can call.

@@ -666,8 +666,8 @@ TEST(CudaSdpaBwd, V3PaddingD128NoMask) {
 // v4, the fused schedule with a TMA producer warp and warpgroup turns (OPENDNN_SDPA_BWD_V4=1): the v2
 // cases it runs itself (full lengths; odd ones leave partial resident and streamed tiles that TMA
 // zero-fills), the turn orders of the fused dQ, both head dims, GQA/MQA, BSHD strides, bitwise
-// reproducibility; then turns off, v3's bulk adds under v4, and the problems that fall back to the
-// fused kernel (per-batch lengths, THD).
+// reproducibility; then turns off, v4 with V3 (dQ writer warps doing v3's bulk adds), and the
+// problems that fall back to the fused kernel (per-batch lengths, THD).
 Case v4(Case c) {
   c.v2 = c.v4 = true;
   return c;
@@ -758,15 +758,41 @@ TEST(CudaSdpaBwd, V4NoTurnsD64Bshd) {
   c.bshd = c.v4_no_turns = true;
   run_case(v4(c), true);
 }
-TEST(CudaSdpaBwd, V4BulkCausalGqaD128) {
-  Case c = shape(1, 4, 2, 700, 700, 128, 128);
-  c.causal = c.v3 = true;
-  run_case(v4(c), true);
-}
-TEST(CudaSdpaBwd, V4BulkD64) {
-  Case c = shape(2, 2, 1, 333, 900, 64, 64);
+Case v4_writer(Case c) {
   c.v3 = true;
-  run_case(v4(c), true);
+  return v4(c);
+}
+TEST(CudaSdpaBwd, V4WriterCausalGqaD128) {
+  Case c = shape(1, 4, 2, 700, 700, 128, 128);
+  c.causal = true;
+  run_case(v4_writer(c), true);
+}
+TEST(CudaSdpaBwd, V4WriterD64) { run_case(v4_writer(shape(2, 2, 1, 333, 900, 64, 64)), true); }
+TEST(CudaSdpaBwd, V4WriterLeftBoundOnly) {
+  Case c = shape(1, 2, 2, 500, 520, 64, 64);
+  c.left = 100;
+  run_case(v4_writer(c));
+}
+TEST(CudaSdpaBwd, V4WriterWindowBottomRightD128Fp16) {
+  Case c = shape(1, 2, 1, 300, 600, 128, 128, DataType::HALF);
+  c.causal = c.bottom_right = true;
+  c.left = 200;
+  run_case(v4_writer(c));
+}
+TEST(CudaSdpaBwd, V4WriterBitwiseReproducible) {
+  Case c = shape(2, 8, 2, 257, 257, 128, 128);
+  c.causal = true;
+  run_case(v4_writer(c), true);
+}
+TEST(CudaSdpaBwd, V4WriterKeyTilesWithoutQueries) {
+  Case c = shape(1, 2, 1, 64, 300, 64, 64);
+  c.causal = true;
+  run_case(v4_writer(c));
+}
+TEST(CudaSdpaBwd, V4WriterNoTurnsBshdFp16) {
+  Case c = shape(2, 4, 2, 333, 300, 128, 128, DataType::HALF);
+  c.bshd = c.v4_no_turns = true;
+  run_case(v4_writer(c), true);
 }
 // Per-batch lengths and THD: v4's 4-D TMA views cannot zero a batch's padded rows, so these run the
 // fused kernel (same plan, same workspace).

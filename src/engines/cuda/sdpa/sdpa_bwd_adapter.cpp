@@ -7,9 +7,10 @@
 // and building; see v2_declined). Its default schedule fuses dQ into the dK/dV kernel (workspace
 // grows by fp32 dQ); OPENDNN_SDPA_BWD_V2_TWO_PASS=1 keeps the earlier two kernels;
 // OPENDNN_SDPA_BWD_V3=1 (with V2=1) runs the fused schedule as v3: bulk dQ reductions (unverified).
-// OPENDNN_SDPA_BWD_V4=1 (with V2=1, alone or with V3) adds v4's TMA producer warp and warpgroup turns
-// (OPENDNN_SDPA_BWD_V4_TURNS=0: no turns) to the fused schedule (unverified); problems TMA cannot
-// describe (per-batch lengths, THD) run the fused kernel without it.
+// OPENDNN_SDPA_BWD_V4=1 (with V2=1) adds v4's TMA producer warp and warpgroup turns
+// (OPENDNN_SDPA_BWD_V4_TURNS=0: no turns) to the fused schedule, and with V3=1 too dQ writer warps
+// that do v3's bulk dQ adds (unverified); problems TMA cannot describe (per-batch lengths, THD) run
+// the fused kernel without it.
 #include <cstdlib>
 #include <cstring>
 #include <string>

@@ -30,7 +30,8 @@ struct BwdProblem {
   // step, loads issued behind the first wgmma; OPENDNN_SDPA_BWD_V3=1, read when building; UNVERIFIED).
   bool v3 = false;
   // v2 fused schedule only: v4 (sdpa_bwd_v2.cuh: a TMA producer warp fills the Q/dO/LSE/D ring,
-  // OPENDNN_SDPA_BWD_V4=1, read when building; UNVERIFIED), combinable with v3's bulk dQ adds.
+  // OPENDNN_SDPA_BWD_V4=1, read when building; UNVERIFIED); with v3 too, dQ writer warps do v3's bulk
+  // dQ adds off the consumers' path.
   // Problems TMA cannot take (per-batch lengths, THD, unaligned pointers) run the fused kernel.
   bool v4 = false;
   // v4 only: the two consumer warpgroups take turns issuing their first GEMMs (OPENDNN_SDPA_BWD_V4_TURNS=0

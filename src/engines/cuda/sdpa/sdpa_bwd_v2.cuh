@@ -41,6 +41,11 @@
 //   buffered, which makes that barrier also the proof that the other buffer is free. With turns on
 //   (the default; a.v4_turns) the two warpgroups issue their T1/T2 wgmma alternately (two named
 //   barriers, as in sdpa_fwd_v2.cuh), so one warpgroup's P/dS runs under the other's GEMMs.
+//   v4 with V3: v3's bulk dQ adds move to two dQ writer warps of the producer warpgroup (one per
+//   consumer warpgroup): a consumer parks its block (v3's layout) and arrives on an mbarrier, the
+//   writer waits for the block's turn, adds it with one bulk reduction and frees the area, so the turn
+//   wait and the reduction's latency leave the consumers' critical path (they wait only if the writer
+//   has not finished step idx - 1's block when step idx's is ready to park). Same order of the sums.
 //   The 4-D TMA view reads rows past Sq/Skv as zeros (v2 zero-fills them), but cannot zero padded rows
 //   of per-batch lengths: those problems (and THD, and pointers TMA rejects) run the fused kernel.
 //   Turn order and deadlock freedom: a CTA only ever waits for CTAs of lower block index of its own
@@ -130,6 +135,7 @@ struct Config {
     float lse[kStages][kStep], delta[kStages][kStep];  // the streamed (query) rows' log2-scaled LSE and D
     cutlass::arch::ClusterTransactionBarrier res_full, full[kStages];
     cutlass::arch::ClusterBarrier empty[kStages];
+    cutlass::arch::ClusterBarrier dq_full[2], dq_empty[2];  // v4 with v3: a consumer warpgroup's parked dQ
   };
   static constexpr int kSmemBytesV4 = int(sizeof(SmemV4)) + 1024;
   static_assert(kSmemBytesV4 <= 227 * 1024, "v4's shared memory exceeds the H200's 227 KiB");
@@ -343,11 +349,47 @@ __global__ void __launch_bounds__(kV4 ? kV4Threads : kThreads, 1)
         sm.full[s].init(32);  // the producer warp's lanes, once their LSE/D rows are stored
         sm.empty[s].init(8);  // one arrival per consumer warp
       }
+      for (int w = 0; w < 2; ++w) {
+        sm.dq_full[w].init(128);  // every thread of the consumer warpgroup, once its values are parked
+        sm.dq_empty[w].init(1);   // the dQ writer, once the bulk reduction has read them
+      }
       cutlass::arch::fence_barrier_init();
     }
     __syncthreads();  // the only CTA-wide barrier
     if (threadIdx.x < 128) {
       cutlass::arch::warpgroup_reg_dealloc<24>();
+      if constexpr (kV3) {
+        // dQ writers (v4 with v3): lane 0 of warp 1 (2) adds consumer warpgroup 0's (1's) parked dQ of
+        // every step to the workspace in its turn, as add_dq_bulk does in v3, so the turn wait, the
+        // bulk reduction's latency and the fences leave the consumers' critical path: a consumer only
+        // waits when the writer has not finished the previous step's block by the end of this step.
+        if (threadIdx.x == 32 || threadIdx.x == 64) {
+          const int w = threadIdx.x == 32 ? 0 : 1;
+          const uint32_t park = cute::cast_smem_ptr_to_uint(&sm.dq_parked[0][0]) + uint32_t(w * kStep * Cfg::kDqN * 4);
+          // Block (head, query tile) of item idx: slot (head_i * mt + first / 64 + tile_i) * 2 + w.
+          const int64_t slot0 = ((b * p.hq + hk * group) * acc.mt + first / kStep) * 2 + w;
+          int tile_i = 0, head_i = 0;
+          uint32_t phase = 0;
+          bool broken = false;  // a parked block that never came: keep the turns going (others wait on them)
+          for (int idx = 0; idx < int(total); ++idx) {
+            if (!broken) broken = !ring_wait(&sm.dq_full[w], phase);
+            const int64_t slot = slot0 + (head_i * acc.mt + tile_i) * 2;
+            int* counter = acc.counters + slot;
+            float* dst = acc.dq + slot * (kStep * Cfg::kDqN);
+            const KeyTiles kt = contributors(m, first + tile_i * kStep);
+            const int turn = int(descending ? kt.hi - int64_t(tile) : int64_t(tile) - kt.lo);
+            wait_until_equal(counter, turn, dst);
+            fence_proxy_async_global();  // the bulk add comes after the previous contributor's
+            bulk_dq_put(dst, park, kStep * Cfg::kDqN * int(sizeof(float)), turn != 0);
+            fence_proxy_async_global();  // ... and is performed before the release
+            release_increment(counter);
+            sm.dq_empty[w].arrive();
+            if (++tile_i == int(ntiles)) tile_i = 0, ++head_i;
+            phase ^= 1;
+          }
+          return;
+        }
+      }
       if (threadIdx.x >= 32) return;
       // Producer warp. TMA views (sdpa_bwd_tma.cu): 0 Q, 1 dO, 2 K, 3 V; a tile is column blocks of
       // `cols` (one swizzle span) stacked down its rows, as the shared-memory layouts are.
@@ -536,11 +578,20 @@ __global__ void __launch_bounds__(kV4 ? kV4Threads : kThreads, 1)
 
   // Bulk variant of park_dq / add_dq: this warpgroup's block of the parked area in the workspace layout.
   float* const bulk_park = reinterpret_cast<float*>(&sm.dq_parked[0][0]) + wg * (kStep * Cfg::kDqN);
+  // Addresses without a register per store (ptxas kept ~16 of them live across the loop): this
+  // thread's pairs are (r0 + dr, c0 + 8j), dr in {0, 8}, with r0 % 8 == x, c0 % 8 in {0, 2, 4, 6}, so
+  // bulk_dq_offset = base + 8 ((j % 4) ^ (x / 2)) + dr n + 8 (j - j % 4): four bases (checked on the
+  // host against bulk_dq_offset for every lane, warp and pair at n = 32 and 64).
   auto park_dq_bulk = [&](const auto& dq) {
+    constexpr int n = Cfg::kDqN;
+    const int r0 = get<0>(cDq(0)), c0 = get<1>(cDq(0)), x = r0 & 7;
+    float* const base = bulk_park + r0 * n + 4 * (((c0 >> 2) & 1) ^ (x & 1)) + (c0 & 3);
+    float* const b4[4] = {base + 8 * (0 ^ (x >> 1)), base + 8 * (1 ^ (x >> 1)), base + 8 * (2 ^ (x >> 1)),
+                          base + 8 * (3 ^ (x >> 1))};
     CUTE_UNROLL
     for (int e = 0; e < size(dq); e += 2) {  // values e, e + 1: columns c, c + 1 of one row
-      const int r = get<0>(cDq(e)), c = get<1>(cDq(e));
-      *reinterpret_cast<float2*>(bulk_park + bulk_dq_offset(r, c, Cfg::kDqN)) = make_float2(dq(e), dq(e + 1));
+      const int dr = get<0>(cDq(e)) - r0, j = (get<1>(cDq(e)) - c0) >> 3;
+      *reinterpret_cast<float2*>(b4[j & 3] + dr * n + 8 * (j & ~3)) = make_float2(dq(e), dq(e + 1));
     }
     cutlass::arch::fence_view_async_shared();  // generic writes, read by the bulk copy (async proxy)
   };
@@ -689,8 +740,8 @@ __global__ void __launch_bounds__(kV4 ? kV4Threads : kThreads, 1)
       }
       warpgroup_commit_batch();
       if (idx > 0) {  // while this step's dV, dK and dQ wgmma run
-        if constexpr (kV3) add_dq_bulk(idx - 1, parked_s0);
-        else add_dq(idx - 1, parked_s0);
+        if constexpr (kV3 && !kV4) add_dq_bulk(idx - 1, parked_s0);
+        else if constexpr (!kV3) add_dq(idx - 1, parked_s0);
       }
     }
     warpgroup_wait<0>();
@@ -703,14 +754,23 @@ __global__ void __launch_bounds__(kV4 ? kV4Threads : kThreads, 1)
       if (tid % 32 == 0) sm.empty[buf].arrive();
     if constexpr (kFuse) {
       warpgroup_fence_operand(dq);
-      if constexpr (kV3) park_dq_bulk(dq);
-      else park_dq(dq);
+      if constexpr (kV3 && kV4) {
+        // The writer has read step idx - 1's block (its dq_empty phase idx - 1), so the area is free.
+        // A plain wait: the writer's own waits are bounded, so it always gets here.
+        if (idx > 0) sm.dq_empty[wg].wait(uint32_t((idx - 1) & 1));
+        park_dq_bulk(dq);
+        sm.dq_full[wg].arrive();
+      } else if constexpr (kV3) {
+        park_dq_bulk(dq);
+      } else {
+        park_dq(dq);
+      }
       parked_s0 = s0;
     }
   }
   if constexpr (kFuse) {
     if constexpr (kV3) {
-      if (total > 0) add_dq_bulk(total - 1, parked_s0);
+      if (!kV4 && total > 0) add_dq_bulk(total - 1, parked_s0);  // v4: the writer adds the last one
     } else {
       if (total > 0) add_dq(total - 1, parked_s0);
     }
