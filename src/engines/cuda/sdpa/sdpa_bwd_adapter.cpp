@@ -182,7 +182,7 @@ Status build(const Graph& g, const Target&, const PlanCandidate& c, std::unique_
     a.v2 = true;
     a.v2_two_pass = v2_two_pass();
     a.v3 = !a.v2_two_pass && v3_enabled();
-    a.v4 = !a.v2_two_pass && v4_enabled();
+    a.v4 = !a.v2_two_pass && v4_enabled() && sdpa::bwd_v4_available();  // the encoder's lookup happens here
     a.v4_turns = v4_turns();
   }
   if (!why.empty()) return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cuda sdpa backward: " + why};

@@ -45,6 +45,9 @@ struct alignas(64) BwdV4Descs {
 };
 // Encodes `d` for v4 (host only, no device call); nullptr, or why v4 cannot take the problem.
 const char* bwd_v4_encode(const BwdProblem& a, BwdV4Descs& d);
+// Whether the driver offers the encoder; looks it up once (call when building a plan, so that
+// execute finds it cached).
+bool bwd_v4_available();
 
 // Head-dim pairs (d_qk, d_v) the kernels are instantiated for.
 bool bwd_dims_supported(int64_t d_qk, int64_t d_v);

@@ -48,6 +48,8 @@ const char* encode(CUtensorMap* m, const TokenTensor& t, int64_t b, int64_t head
 
 static_assert(sizeof(CUtensorMap) == sizeof(BwdV4Descs::bytes[0]), "CUtensorMap is 128 bytes");
 
+bool bwd_v4_available() { return encode_tiled() != nullptr; }
+
 const char* bwd_v4_encode(const BwdProblem& a, BwdV4Descs& d) {
   const Problem& p = a.p;
   // One descriptor covers every batch only when all have the full lengths and plain strides: padded
