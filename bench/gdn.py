@@ -215,6 +215,14 @@ def opt_in(c, row, p, env, o, fs, fla_out):
         ref, n = c.reference_head()
         row[f"{p}_rel_err_vs_fp64_head"] = rel(mo[:n], ref)
         row[f"{p}_finite"] = bool(torch.isfinite(mo).all().item() and torch.isfinite(mfs).all().item())
+        if not row[f"{p}_finite"]:  # where, and whether a second run on the same workspace repeats it
+            bad = (~torch.isfinite(mo.float())).reshape(c.T, c.HV, -1).any(-1)
+            if bad.any():
+                t, j = (int(x) for x in bad.nonzero()[0])
+                row[f"{p}_nonfinite"] = f"{int(bad.sum())} (token, head) rows of O, first token {t} head {j}"
+            mfn()
+            torch.cuda.synchronize()
+            row[f"{p}_finite_run2"] = bool(torch.isfinite(mo).all().item() and torch.isfinite(mfs).all().item())
         if o is not None:  # against the default plan, over every token
             row[f"{p}_rel_err_vs_default_o"] = rel(mo, o)
             row[f"{p}_rel_err_vs_default_state"] = rel(mfs, fs)

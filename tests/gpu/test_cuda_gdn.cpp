@@ -45,6 +45,25 @@ std::vector<double> uniform(size_t n, std::mt19937& rng, double lo, double hi) {
   return v;
 }
 
+// bench/gdn.py's inputs: normal rows (unnormalised: the kernel's l2norm sees |x| ~ sqrt(K)), log gates
+// log(sigmoid(x + 3)) with x normal (alpha mostly 0.9..1), beta = sigmoid(U(0, 1)).
+std::vector<double> normal(size_t n, std::mt19937& rng, double sd) {
+  std::normal_distribution<double> d(0.0, sd);
+  std::vector<double> v(n);
+  for (auto& e : v) e = d(rng);
+  return v;
+}
+std::vector<double> log_sigmoid_gates(size_t n, std::mt19937& rng) {
+  std::vector<double> v = normal(n, rng, 1.0);
+  for (auto& e : v) e = -std::log1p(std::exp(-(e + 3.0)));
+  return v;
+}
+std::vector<double> sigmoid_uniform(size_t n, std::mt19937& rng) {
+  std::vector<double> v = uniform(n, rng, 0.0, 1.0);
+  for (auto& e : v) e = 1.0 / (1.0 + std::exp(-e));
+  return v;
+}
+
 // Rows of q or k, normalised here when the kernel does not (unnormalised keys make the delta rule
 // diverge, as with any implementation).
 std::vector<double> unit_rows(size_t rows, int64_t K, bool normalise, std::mt19937& rng) {
@@ -78,6 +97,10 @@ struct Case {
   DataType state_type = DataType::FLOAT;
   bool torch_state_layout = false;  // states as transposed views of [N, HO, K, V], as torch passes them
   double scale = 0;                 // 0: default 1/sqrt(K)
+  bool bench_data = false;          // bench/gdn.py's distributions (normal q/k/v, log-sigmoid gates, 0.1 N(0,1) h0)
+  bool beta_f32 = false;            // beta in FLOAT, as bench/gdn.py passes it (else the io type)
+  bool poison_workspace = false;    // the workspace all NaN before the first run, and both runs checked
+  std::vector<int64_t> heads;       // the output heads the reference covers and the check compares (empty: all)
 };
 
 // The random inputs of a case, rounded to their device types, on host and device.
@@ -88,13 +111,16 @@ struct Problem {
   std::vector<int64_t> st_stride;  // state (n, j, vv, kk); torch's layout is the transposed [N, HO, K, V]
   Problem(const Case& c, uint32_t seed)
       : T(c.cu.back()), N(int64_t(c.cu.size()) - 1), HO(std::max(c.h, c.hv)), K(c.k), V(c.v), rng(seed),
-        q(c.io, unit_rows(size_t(T * c.h), K, !c.l2, rng)),
-        k(c.io, unit_rows(size_t(T * c.h), K, !c.l2, rng)),
-        v(c.io, uniform(size_t(T * c.hv * V), rng, -1, 1)),
-        g(DataType::FLOAT, uniform(size_t(T * HO), rng, c.g_lo, c.g_hi)),
-        beta(c.io, uniform(size_t(T * HO), rng, 0.05, 1.0)),
+        q(c.io, c.bench_data ? normal(size_t(T * c.h * K), rng, 1.0) : unit_rows(size_t(T * c.h), K, !c.l2, rng)),
+        k(c.io, c.bench_data ? normal(size_t(T * c.h * K), rng, 1.0) : unit_rows(size_t(T * c.h), K, !c.l2, rng)),
+        v(c.io, c.bench_data ? normal(size_t(T * c.hv * V), rng, 1.0) : uniform(size_t(T * c.hv * V), rng, -1, 1)),
+        g(DataType::FLOAT, c.bench_data ? log_sigmoid_gates(size_t(T * HO), rng)
+                                        : uniform(size_t(T * HO), rng, c.g_lo, c.g_hi)),
+        beta(c.beta_f32 ? DataType::FLOAT : c.io,
+             c.bench_data ? sigmoid_uniform(size_t(T * HO), rng) : uniform(size_t(T * HO), rng, 0.05, 1.0)),
         cu(DataType::INT32, std::vector<double>(c.cu.begin(), c.cu.end())),
-        h0(c.state_type, uniform(size_t(N * HO * V * K), rng, -0.5, 0.5)),
+        h0(c.state_type, c.bench_data ? normal(size_t(N * HO * V * K), rng, 0.1)
+                                      : uniform(size_t(N * HO * V * K), rng, -0.5, 0.5)),
         st_stride(c.torch_state_layout ? std::vector<int64_t>{HO * V * K, V * K, 1, V}
                                        : std::vector<int64_t>{HO * V * K, V * K, K, 1}) {}
 };
@@ -102,17 +128,18 @@ struct Problem {
 // mma_pass: the register-state sequential pass (OPENDNN_GDN_FWD_V2, default on); prep2: the tensor-core
 // chunk_prep (OPENDNN_GDN_PREP_V2, default on); split: that pass with sequences cut into segments
 // (OPENDNN_GDN_SPLIT; unset, the adapter decides); v3: session 5's opt-in chunk_prep_mma v3 and three-stage
-// pass (OPENDNN_GDN_PREP_V3 and OPENDNN_GDN_PASS_V3 together). Each set explicitly to 1 or 0; read when
-// the plan is built.
-void check_once(const Case& c, bool mma_pass, bool prep2, bool split = false, bool v3 = false) {
+// pass (OPENDNN_GDN_PREP_V3, and OPENDNN_GDN_PASS_V3 unless pass3 is false: prep3 alone). Each set
+// explicitly to 1 or 0; read when the plan is built.
+void check_once(const Case& c, bool mma_pass, bool prep2, bool split = false, bool v3 = false, bool pass3 = true) {
+  pass3 = pass3 && v3;
   SCOPED_TRACE(c.name + (mma_pass ? " (mma pass)" : "") + (prep2 ? " (prep2)" : "") + (split ? " (split)" : "") +
-               (v3 ? " (v3)" : ""));
+               (v3 ? (pass3 ? " (v3)" : " (prep3)") : ""));
   auto env = [](const char* name, bool on) { setenv(name, on ? "1" : "0", 1); };
   env("OPENDNN_GDN_FWD_V2", mma_pass);
   env("OPENDNN_GDN_PREP_V2", prep2);
   env("OPENDNN_GDN_SPLIT", split);
   env("OPENDNN_GDN_PREP_V3", v3);
-  env("OPENDNN_GDN_PASS_V3", v3);
+  env("OPENDNN_GDN_PASS_V3", pass3);
   Problem pb(c, uint32_t(c.cu.back() * 7 + std::max(c.h, c.hv) * 131 + c.k));
   const int64_t T = pb.T, N = pb.N, HO = pb.HO, K = pb.K, V = pb.V;
   Input &q = pb.q, &k = pb.k, &v = pb.v, &g = pb.g, &beta = pb.beta, &cu = pb.cu, &h0 = pb.h0;
@@ -122,10 +149,14 @@ void check_once(const Case& c, bool mma_pass, bool prep2, bool split = false, bo
   };
   const double scale = c.scale > 0 ? c.scale : 1.0 / std::sqrt(double(K));
 
+  std::vector<int64_t> heads = c.heads;
+  if (heads.empty())
+    for (int64_t j = 0; j < HO; ++j) heads.push_back(j);
+
   // Host recurrence in double, state M = S^T (V x K).
   std::vector<double> ro(size_t(T * HO * V), 0.0), rfin(size_t(N * HO * V * K), 0.0);
   for (int64_t n = 0; n < N; ++n)
-    for (int64_t j = 0; j < HO; ++j) {
+    for (int64_t j : heads) {
       const int64_t hq = j / (HO / c.h), hv = j / (HO / c.hv);
       std::vector<double> M(size_t(V * K), 0.0), qn(static_cast<size_t>(K)), kn(static_cast<size_t>(K));
       if (c.init)
@@ -161,7 +192,7 @@ void check_once(const Case& c, bool mma_pass, bool prep2, bool split = false, bo
   auto tk = gr.tensor(TensorAttr().set_name("k").set_dim({T, c.h, K}).set_data_type(c.io));
   auto tv = gr.tensor(TensorAttr().set_name("v").set_dim({T, c.hv, V}).set_data_type(c.io));
   auto tg = gr.tensor(TensorAttr().set_name("g").set_dim({T, HO}).set_data_type(DataType::FLOAT));
-  auto tb = gr.tensor(TensorAttr().set_name("beta").set_dim({T, HO}).set_data_type(c.io));
+  auto tb = gr.tensor(TensorAttr().set_name("beta").set_dim({T, HO}).set_data_type(beta.type));
   auto tcu = gr.tensor(TensorAttr().set_name("cu_seqlens").set_dim({N + 1}).set_data_type(DataType::INT32));
   NodeAttrs attrs = NodeAttrs().set_name("gdn").set("use_qk_l2norm", c.l2).set("output_final_state", true);
   if (c.scale > 0) attrs.set("scale", c.scale);
@@ -192,7 +223,7 @@ void check_once(const Case& c, bool mma_pass, bool prep2, bool split = false, bo
   const bool prep2_applies = prep2 && (K == 64 || K == 128) && (V == 64 || V == 128);
   EXPECT_EQ(plan.find("_prep2") != std::string::npos, prep2_applies) << plan;
   EXPECT_EQ(plan.find("_prep3") != std::string::npos, v3 && prep2_applies && (mma_applies || split_applies)) << plan;
-  EXPECT_EQ(plan.find("_pass3") != std::string::npos, v3 && (mma_applies || split_applies)) << plan;
+  EXPECT_EQ(plan.find("_pass3") != std::string::npos, pass3 && (mma_applies || split_applies)) << plan;
 
   int64_t ws = 0;
   ASSERT_TRUE(gr.get_workspace_size(ws).is_good());
@@ -202,27 +233,55 @@ void check_once(const Case& c, bool mma_pass, bool prep2, bool split = false, bo
   std::unordered_map<TensorPtr, void*> pack = {{tq, q.dev.p},   {tk, k.dev.p},      {tv, v.dev.p},    {tg, g.dev.p},
                                                {tb, beta.dev.p}, {tcu, cu.dev.p},   {to, dout.p},     {tfin, dfin.p}};
   if (th0) pack[th0] = h0.dev.p;
-  // Twice: the second run must not depend on workspace left over by the first.
+  // The compared part of O and of the final state (gathered into packed [N, HO, V, K] order through the
+  // strides the graph settled on), over `heads`.
+  const std::vector<int64_t> fs = tfin->get_stride();
+  ASSERT_EQ(fs.size(), 4u);
+  auto errors = [&](double& eo, double& ef) {
+    auto o_all = dout.values(c.io, size_t(T * HO * V));
+    auto fin_raw = dfin.values(DataType::FLOAT, size_t(N * HO * V * K));
+    std::vector<double> o, want_o, fin, want_fin;
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t j : heads)
+        for (int64_t a = 0; a < V; ++a) {
+          o.push_back(o_all[size_t((t * HO + j) * V + a)]);
+          want_o.push_back(ro[size_t((t * HO + j) * V + a)]);
+        }
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t j : heads)
+        for (int64_t a = 0; a < V; ++a)
+          for (int64_t b = 0; b < K; ++b) {
+            fin.push_back(fin_raw[size_t(n * fs[0] + j * fs[1] + a * fs[2] + b * fs[3])]);
+            want_fin.push_back(rfin[size_t(((n * HO + j) * V + a) * K + b)]);
+          }
+    eo = rel_err(o, want_o), ef = rel_err(fin, want_fin);
+    if (std::isfinite(eo) && std::isfinite(ef)) return;
+    // Where it went wrong, over every head: the first non-finite O element in (token, head) order.
+    size_t bad = 0, first = o_all.size();
+    for (size_t i = 0; i < o_all.size(); ++i)
+      if (!std::isfinite(o_all[i])) bad++, first = std::min(first, i);
+    size_t bad_fin = 0;
+    for (double x : fin_raw) bad_fin += !std::isfinite(x);
+    if (bad)
+      ADD_FAILURE() << bad << " non-finite O elements, the first at token " << first / size_t(HO * V) << " head "
+                    << (first / size_t(V)) % size_t(HO) << " column " << first % size_t(V) << "; " << bad_fin
+                    << " non-finite final-state elements";
+  };
+  // Twice: the second run must not depend on workspace left over by the first. With poison_workspace
+  // the first run starts from an all-NaN workspace (what a caching allocator may hand out) and is
+  // checked too: an element read before this run wrote it shows as NaN.
+  if (c.poison_workspace) work.poison();
+  double eo = 0, ef = 0;
   for (int rep = 0; rep < 2; ++rep) {
     if (Status s = gr.execute(pack, work.p); s.is_bad()) FAIL() << s.to_string();
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    if (rep == 0 && !c.poison_workspace) continue;
+    errors(eo, ef);
+    EXPECT_LT(eo, 2e-2) << "O, run " << rep + 1;
+    EXPECT_LT(ef, 2e-2) << "final_state, run " << rep + 1;
   }
-  auto o = dout.values(c.io, size_t(T * HO * V));
-  // Gathered into packed [N, HO, V, K] order through the strides the graph settled on.
-  auto fin_raw = dfin.values(DataType::FLOAT, size_t(N * HO * V * K));
-  std::vector<double> fin(fin_raw.size());
-  const std::vector<int64_t> fs = tfin->get_stride();
-  ASSERT_EQ(fs.size(), 4u);
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t j = 0; j < HO; ++j)
-      for (int64_t a = 0; a < V; ++a)
-        for (int64_t b = 0; b < K; ++b)
-          fin[size_t(((n * HO + j) * V + a) * K + b)] = fin_raw[size_t(n * fs[0] + j * fs[1] + a * fs[2] + b * fs[3])];
-  const double eo = rel_err(o, ro), ef = rel_err(fin, rfin);
-  EXPECT_LT(eo, 2e-2) << "O";
-  EXPECT_LT(ef, 2e-2) << "final_state";
   std::printf("[ gdn fwd%s%s%s%s ] %-28s rms err O %.2e, final state %.2e\n", mma_pass ? " mma" : "",
-              prep2 ? " prep2" : "", split ? " split" : "", v3 ? " v3" : "", c.name.c_str(), eo, ef);
+              prep2 ? " prep2" : "", split ? " split" : "", v3 ? (pass3 ? " v3" : " prep3") : "", c.name.c_str(), eo, ef);
 }
 
 // Both sequential passes with both chunk_preps on the same case (the opt-in kernels decline to the
@@ -486,6 +545,53 @@ TEST_F(CudaGdn, V3MixedDims) {
   Case d{"v3 K=64 V=128 scale 0.5", {0, 64, 65, 200}, 3, 3, 64, 128};
   d.scale = 0.5;
   check_v3(d);
+}
+
+// bench/gdn.py's h16_hv64 case (H = 16, HV = 64, K = V = 128, one sequence, its input distributions, FLOAT
+// beta, an fp32 initial state in torch's layout) at 1600 tokens: 26 x 16 chunk_prep_mma CTAs, three an SM.
+// prep3 alone and v3, each first run on an all-NaN workspace; the reference covers four heads (every q/k
+// head group position). GTEST_FILTER=CudaGdn.V3Bench*
+Case bench_case(const char* name) {
+  Case c{name, {0, 1600}, 16, 64, 128, 128};
+  c.bench_data = true;
+  c.beta_f32 = true;
+  c.torch_state_layout = true;
+  c.poison_workspace = true;
+  c.heads = {0, 21, 42, 63};
+  return c;
+}
+void unset_v3_env() {
+  for (const char* e : {"OPENDNN_GDN_FWD_V2", "OPENDNN_GDN_PREP_V2", "OPENDNN_GDN_SPLIT", "OPENDNN_GDN_PREP_V3",
+                        "OPENDNN_GDN_PASS_V3"})
+    unsetenv(e);
+}
+
+TEST_F(CudaGdn, V3BenchGates) {
+  const Case c = bench_case("v3 bench H16 HV64 1600 tok");
+  check_once(c, true, true, false, true, false);  // prep3 alone (two stages)
+  check_once(c, true, true, false, true);         // v3
+  check_once(c, false, true, true, true);         // v3, split
+  unset_v3_env();
+}
+
+TEST_F(CudaGdn, V3BenchGatesVariants) {
+  // One change to bench_case at a time (which input makes the difference if V3BenchGates fails).
+  Case c = bench_case("v3 bench, bf16 beta");
+  c.beta_f32 = false;
+  check_once(c, true, true, false, true, false);
+  c = bench_case("v3 bench, h0 [N,HO,V,K]");
+  c.torch_state_layout = false;
+  check_once(c, true, true, false, true, false);
+  c = bench_case("v3 bench, 60 tokens");  // one chunk: no state from an earlier one
+  c.cu = {0, 60};
+  check_once(c, true, true, false, true, false);
+  c = bench_case("v3 bench, H2 HV8");  // 52 prep CTAs: one an SM
+  c.h = 2, c.hv = 8, c.heads = {0, 3, 5, 7};
+  check_once(c, true, true, false, true, false);
+  c = bench_case("v3 bench, no poison");
+  c.poison_workspace = false;
+  check_once(c, true, true, false, true, false);
+  unset_v3_env();
 }
 
 TEST_F(CudaGdn, V3HeadDim256FallsBack) {
