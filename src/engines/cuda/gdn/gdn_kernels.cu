@@ -1199,7 +1199,11 @@ __global__ void __launch_bounds__(kThreads, MinCtas) chunk_prep_mma(PrepParams p
     cp16(ks + r * ldk + col, kg + row, r < L);
     cp16(qs + r * ldk + col, qg + row, r < L);
   }
-  if constexpr (!V3) issue_v(hq * G);  // V3 leaves v to the pass
+  // cp.async.wait_group only waits for committed groups: v2 commits these q/k copies with its v rows
+  // (issue_v); v3 reads no v and must commit them itself, else cp_wait_all() below returns at once and
+  // the l2 norms and K K^T read rows still in flight (non-finite output under load: bench/gdn.py).
+  if constexpr (V3) cp_commit();
+  else issue_v(hq * G);
   // Gates of output head j for rows 2 lane, 2 lane + 1 (warp 0).
   float gv[2] = {0.f, 0.f}, bv[2] = {0.f, 0.f};
   auto load_gates = [&](int j) {
