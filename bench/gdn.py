@@ -199,7 +199,6 @@ SPLIT_VARIANTS = [  # speed not yet measured: only with --split, after the other
 V3_VARIANTS = [  # session 5, unverified until a GPU run: only with --v3
     ("v3", {"OPENDNN_GDN_PREP_V3": "1", "OPENDNN_GDN_PASS_V3": "1"}),
     ("prep3", {"OPENDNN_GDN_PREP_V3": "1"}),
-    ("prep3c2", {"OPENDNN_GDN_PREP_V3": "1", "OPENDNN_GDN_PREP_V3_CTAS": "2"}),  # built for 2 CTAs an SM, not 3
     ("pass3", {"OPENDNN_GDN_PASS_V3": "1"}),
 ]
 
@@ -305,7 +304,7 @@ def main():
     ap.add_argument("--v3", action="store_true",
                     help="also session 5's opt-in forward kernels (v3_*, prep3_*, pass3_*)")
     args = ap.parse_args()
-    for name in ("OPENDNN_GDN_PREP_V3", "OPENDNN_GDN_PASS_V3", "OPENDNN_GDN_PREP_V3_CTAS"):  # only v3 columns set them
+    for name in ("OPENDNN_GDN_PREP_V3", "OPENDNN_GDN_PASS_V3"):  # only the v3 columns set them
         os.environ.pop(name, None)
     # Taken out of the environment so that the default and the other columns keep their plans.
     split = os.environ.pop("OPENDNN_GDN_SPLIT", None) == "1" or args.split

@@ -91,7 +91,6 @@ std::string match_forward(const Node& n, const Target& target, gdn::FwdArgs& a) 
   // (Tu instead of W and U, fused l2norm, gate prefetch; needs the register-state pass, which then forms
   // v' itself) and three chunk stages in the register-state pass.
   a.prep_v3 = env_flag("OPENDNN_GDN_PREP_V3", false) && a.mma_prep && (a.mma_pass || a.split);
-  if (const char* e = std::getenv("OPENDNN_GDN_PREP_V3_CTAS"); e && std::strcmp(e, "2") == 0) a.prep_ctas = 2;
   if (env_flag("OPENDNN_GDN_PASS_V3", false) && (a.mma_pass || a.split)) a.stages = 3;
   if (a.bv == 0) return "no state slice width fits shared memory for V = " + std::to_string(a.v);
   return "";
@@ -241,8 +240,7 @@ void propose(const Graph& g, const Target& t, Proposal& out) {
   PlanCandidate c;
   c.name = backward ? "gdn_bwd_token_exact"
                     : std::string("gdn_fwd_chunk64") + (f.split ? "_split" : f.mma_pass ? "_mma" : "") +
-                          (f.mma_prep ? "_prep2" : "") + (f.prep_v3 ? (f.prep_ctas == 3 ? "_prep3" : "_prep3c2") : "") +
-                          (f.stages > 2 ? "_pass3" : "");
+                          (f.mma_prep ? "_prep2" : "") + (f.prep_v3 ? "_prep3" : "") + (f.stages > 2 ? "_pass3" : "");
   c.local_index = kBase + (backward ? 1 : 0);
   c.estimated_us = backward ? estimate_bwd_us(b) : estimate_us(f);
   c.workspace_bytes = backward ? bwd_workspace(b) : gdn::forward_workspace_bytes(f);

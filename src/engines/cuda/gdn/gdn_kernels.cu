@@ -1153,8 +1153,8 @@ __device__ __forceinline__ void offdiag(float* M, int r0, int c0, int ms, int la
 // and their fp32 inverse norms go into those scales, for the pass's raw q and k. Warp 0 loads the next
 // head's gates while the current head computes, so no head waits a global round trip with the CTA
 // parked at a barrier.
-template <class T, int K, int V, bool V3, int MinCtas = 2>
-__global__ void __launch_bounds__(kThreads, MinCtas) chunk_prep_mma(PrepParams p) {
+template <class T, int K, int V, bool V3>
+__global__ void __launch_bounds__(kThreads, V3 ? 3 : 2) chunk_prep_mma(PrepParams p) {
   using namespace mma;
   using namespace prep2;
   using Lay = Layout<K, V, V3>;
@@ -1424,15 +1424,13 @@ __global__ void __launch_bounds__(kThreads, MinCtas) chunk_prep_mma(PrepParams p
 
 template <class T, int K, int V>
 void launch_prep_kv(const PrepParams& pp, int64_t bound, cudaStream_t st) {
-  const bool v3 = prep3(pp.a), three = v3 && pp.a.prep_ctas == 3;
+  const bool v3 = prep3(pp.a);
   const size_t bytes = v3 ? prep2::Layout<K, V, true>::bytes : prep2::Layout<K, V>::bytes;
-  auto kernel = three ? chunk_prep_mma<T, K, V, true, 3>
-                : v3  ? chunk_prep_mma<T, K, V, true>
-                      : chunk_prep_mma<T, K, V, false>;
+  auto kernel = v3 ? chunk_prep_mma<T, K, V, true> : chunk_prep_mma<T, K, V, false>;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
   // Three lean CTAs an SM need the largest shared-memory carve-out: ask for it rather than rely on
   // the driver's choice.
-  if (three) cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+  if (v3) cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
   kernel<<<dim3(unsigned(bound), unsigned(pp.a.h)), kThreads, bytes, st>>>(pp);
 }
 template <class T>

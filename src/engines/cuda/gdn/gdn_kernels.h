@@ -40,9 +40,6 @@ struct FwdArgs {
   // loads the next output head's gates while the current head computes. Ignored with keep (the backward
   // reads W, U and the normalised copies).
   bool prep_v3 = false;
-  // The CTAs an SM chunk_prep_mma v3 is compiled for (launch bounds; 3 also asks for the largest shared-memory
-  // carve-out). OPENDNN_GDN_PREP_V3_CTAS=2: two, as the v2 kernel, for an A/B of the three-CTA build.
-  int prep_ctas = 3;
   // OPENDNN_GDN_PASS_V3=1 (unverified on a GPU): the register-state pass keeps this many chunks in
   // flight (cp.async stages) where shared memory allows, else 2.
   int stages = 2;
