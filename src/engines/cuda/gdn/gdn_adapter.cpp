@@ -87,11 +87,13 @@ std::string match_forward(const Node& n, const Target& target, gdn::FwdArgs& a) 
   const bool underfilled = a.n * a.ho * (a.v / 16) * 2 <= sms;
   a.split = env_flag("OPENDNN_GDN_SPLIT", underfilled) && gdn::mma_pass_supported(a.k, a.v) && gdn::choose_split(a, sms);
   if (!a.split) a.bv = a.mma_pass ? gdn::choose_bv_mma(a, sms) : gdn::choose_bv(a, sms);
-  // Session 5's forward changes, opt-in until a GPU run verifies them (see FwdArgs): chunk_prep_mma v3
-  // (Tu instead of W and U, fused l2norm, gate prefetch; needs the register-state pass, which then forms
-  // v' itself) and three chunk stages in the register-state pass.
-  a.prep_v3 = env_flag("OPENDNN_GDN_PREP_V3", false) && a.mma_prep && (a.mma_pass || a.split);
-  if (env_flag("OPENDNN_GDN_PASS_V3", false) && (a.mma_pass || a.split)) a.stages = 3;
+  // Session 5's forward (see FwdArgs): chunk_prep_mma v3 (Tu instead of W and U, fused l2norm, gate
+  // prefetch; needs the register-state pass, which then forms v' itself) and three chunk stages in the
+  // register-state pass. Default since the H200 run of session 5: CudaGdn.V3* 9/9 (first runs on a NaN
+  // workspace checked) and bench/gdn.py 2.23 ms vs 2.89 (H16 HV64 32k) and 0.52 vs 0.63 ms (H4 HV8, where
+  // the prep2 split plan's first run missed the fp64 check); =0 selects the previous kernels.
+  a.prep_v3 = env_flag("OPENDNN_GDN_PREP_V3", true) && a.mma_prep && (a.mma_pass || a.split);
+  if (env_flag("OPENDNN_GDN_PASS_V3", true) && (a.mma_pass || a.split)) a.stages = 3;
   if (a.bv == 0) return "no state slice width fits shared memory for V = " + std::to_string(a.v);
   return "";
 }
