@@ -167,6 +167,22 @@ struct Weights {
   __device__ __forceinline__ float operator()(int i, int j) const { return to_f(reinterpret_cast<const W*>(w[i])[j]); }
 };
 
+// dx of one 16-byte vector of N elements from x, dy, the weight of column j (weight(j)) and the row's
+// statistics: rstd * (dy*w - mean_g - xhat * mean_gx), mean_g = 0 for RMSNorm. Shared by the backward
+// kernels so that they round alike.
+template <class T, int N, class Weight>
+__device__ __forceinline__ uint4 dx_vector(uint4 xv, uint4 dv, const Weight& weight, float rstd, float mean,
+                                           float mean_g, float mean_gx) {
+  const T* xe = reinterpret_cast<const T*>(&xv);
+  const T* de = reinterpret_cast<const T*>(&dv);
+  uint4 out;
+  T* o = reinterpret_cast<T*>(&out);
+#pragma unroll
+  for (int j = 0; j < N; ++j)
+    o[j] = from_f<T>(rstd * (to_f(de[j]) * weight(j) - mean_g - (to_f(xe[j]) - mean) * rstd * mean_gx));
+  return out;
+}
+
 // N weights of type W at column c (a multiple of N), as floats: one or two 16-byte loads, or one
 // 8-byte load (fp16 weights of fp32 rows). Weights are small and stay in L1/L2.
 template <class W, int N>
@@ -483,14 +499,8 @@ __global__ void __launch_bounds__(VPT <= 2 ? 1024 : 512) bwd_rows_kernel(BwdArgs
       load_weights<W, N>(scale, col(i), w);
       uint4 xv = b.x[i], dv = b.d[i];
       asm("" : "+r"(xv.x), "+r"(xv.y), "+r"(xv.z), "+r"(xv.w), "+r"(dv.x), "+r"(dv.y), "+r"(dv.z), "+r"(dv.w));
-      const T* xe = reinterpret_cast<const T*>(&xv);
-      const T* de = reinterpret_cast<const T*>(&dv);
-      uint4 out;
-      T* o = reinterpret_cast<T*>(&out);
-#pragma unroll
-      for (int j = 0; j < N; ++j)
-        o[j] = from_f<T>(rstd * (to_f(de[j]) * w[j] - mean_g - (to_f(xe[j]) - mean) * rstd * mean_gx));
-      *reinterpret_cast<uint4*>(dx + col(i)) = out;
+      *reinterpret_cast<uint4*>(dx + col(i)) =
+          dx_vector<T, N>(xv, dv, [&](int j) { return w[j]; }, rstd, mean, mean_g, mean_gx);
     }
   };
 
@@ -672,14 +682,8 @@ __global__ void __launch_bounds__(1024) bwd_tma_kernel(BwdArgs a, float* partial
     const float mean_gx = sums.x * inv_n, mean_g = LAYER ? sums.y * inv_n : 0.f;
     if (ok) {
       const uint4 xv = *xs, dv = *gs;
-      const T* xe = reinterpret_cast<const T*>(&xv);
-      const T* de = reinterpret_cast<const T*>(&dv);
-      uint4 out;
-      T* o = reinterpret_cast<T*>(&out);
-#pragma unroll
-      for (int j = 0; j < N; ++j)
-        o[j] = from_f<T>(rstd * (to_f(de[j]) * scale(0, j) - mean_g - (to_f(xe[j]) - mean) * rstd * mean_gx));
-      *reinterpret_cast<uint4*>(dx) = out;
+      *reinterpret_cast<uint4*>(dx) =
+          dx_vector<T, N>(xv, dv, [&](int j) { return scale(0, j); }, rstd, mean, mean_g, mean_gx);
     }
     if (++s == stages) s = 0, phase ^= 1u;
   }
