@@ -7,18 +7,13 @@ gradients in the same run. Writes bench/results/sdpa_bwd.json (+ sdpa_bwd.png).
 
     PYTHONPATH=build-py-gpu/python:bench python bench/sdpa_bwd.py [--quick] [--v2]
 
-`--v2` (or OPENDNN_SDPA_BWD_V2=1 in the environment) also times the wgmma backward (sdpa_bwd_v2,
-d64/d128) in the same row: v2_ms, v2_speedup_vs_<peer>, v2_vs_v1, its own errors and
-reproducibility. The first plan is always made with the variable set to 0 (it is read when a plan is
-made), so opendnn_ms is the first kernel (v2 is the default for BHSD layouts). With --v2 the row also has v2tp_* for v2's earlier
-two-pass schedule (OPENDNN_SDPA_BWD_V2_TWO_PASS=1: a separate dQ kernel instead of the fused dQ).
-`--v3` adds v3_* for v3, the fused schedule with bulk dQ reductions (OPENDNN_SDPA_BWD_V3=1, unverified
-until this runs; its result is kept out of the row's `correct`, in v3_ok).
-`--v4` adds v4_* for v4, the fused schedule with a TMA producer warp and warpgroup turns
-(OPENDNN_SDPA_BWD_V4=1), and v4nt_* for v4 with the turns off (OPENDNN_SDPA_BWD_V4_TURNS=0); with
---v3 too, also v4b_* (v4 with V3: dQ writer warps doing v3's bulk dQ adds off the consumers' path).
-Unverified until this runs: kept out of `correct`,
-in v4_ok / v4nt_ok / v4b_ok.
+opendnn_* is the plan our library picks with no OPENDNN_SDPA_BWD_* variable set (d64/d128: the wgmma
+kernel with the TMA producer warp, turns and dQ writer warps, i.e. v4 + v3; d256: the mma.sync kernel).
+`--variants` (alias --v2/--v3/--v4) also times, in the same row, each earlier schedule with the
+variables that select it (read when a plan is made): v1_* the mma.sync kernel (V2=0), v2_* the plain
+fused wgmma kernel (V3=0 V4=0), v2tp_* its two-pass schedule (V2_TWO_PASS=1), v3_* bulk dQ adds in the
+consumers (V4=0), v4_* producer warp without writers (V3=0), v4nt_* the same without turns; each with
+its errors, reproducibility (<key>_ok) and <key>_vs_default = opendnn_ms / <key>_ms.
 
 `run_bwd(case, row)` fills one row and is what bench/sdpa.py's `--mode bwd` can call.
 Times are of the backward pass alone (torch: autograd.grad on a retained graph).
@@ -74,19 +69,26 @@ def peer_backward(c, backend, do):
     return fn, fn()
 
 
+VARS = ("OPENDNN_SDPA_BWD_V2", "OPENDNN_SDPA_BWD_V2_TWO_PASS", "OPENDNN_SDPA_BWD_V3", "OPENDNN_SDPA_BWD_V4",
+        "OPENDNN_SDPA_BWD_V4_TURNS")
+# key -> the variables (suffix after OPENDNN_SDPA_BWD_) that select that schedule; the rest are unset.
+VARIANTS = {
+    "v1": {"V2": "0"},
+    "v2": {"V3": "0", "V4": "0"},
+    "v2tp": {"V2_TWO_PASS": "1", "V3": "0", "V4": "0"},
+    "v3": {"V4": "0"},
+    "v4": {"V3": "0"},
+    "v4nt": {"V3": "0", "V4_TURNS": "0"},
+}
+
+
 @contextlib.contextmanager
-def bwd_v2_env(on, two_pass=False, v3=False, v4=False, v4_turns=True):
-    """OPENDNN_SDPA_BWD_V2 set to 1 or 0 (and OPENDNN_SDPA_BWD_V2_TWO_PASS / _V3 / _V4 to 1 or unset), and
-    OPENDNN_SDPA_BWD_V4_TURNS to 0 or unset, while a plan is made; the old values return."""
-    want = {"OPENDNN_SDPA_BWD_V2": on, "OPENDNN_SDPA_BWD_V2_TWO_PASS": on and two_pass,
-            "OPENDNN_SDPA_BWD_V3": on and v3, "OPENDNN_SDPA_BWD_V4": on and v4,
-            "OPENDNN_SDPA_BWD_V4_TURNS": on and v4 and not v4_turns}
-    old = {k: os.environ.pop(k, None) for k in want}
-    for k, v in want.items():
-        if v:
-            os.environ[k] = "0" if k == "OPENDNN_SDPA_BWD_V4_TURNS" else "1"
-    if not on:  # v2 is the default plan for BHSD layouts: the first kernel needs it withheld
-        os.environ["OPENDNN_SDPA_BWD_V2"] = "0"
+def bwd_env(settings):
+    """Exactly `settings` ({"V2": "0", ...}) among the OPENDNN_SDPA_BWD_* variables while a plan is made;
+    the old values return."""
+    old = {k: os.environ.pop(k, None) for k in VARS}
+    for k, v in settings.items():
+        os.environ["OPENDNN_SDPA_BWD_" + k] = v
     try:
         yield
     finally:
@@ -119,7 +121,7 @@ def time_ours(c, row, do, ref, fl, reps, key):
     return ok and row[f"{prefix}bitwise_reproducible"]
 
 
-def run_bwd(c, row, v2=False, v3=False, v4=False):
+def run_bwd(c, row, variants=False):
     fl = BWD_FLOPS * flops(c.B, c.H, c.S, c.D, c.causal)
     reps = 10 if c.S >= 8192 else 30
     torch.manual_seed(1)
@@ -134,54 +136,26 @@ def run_bwd(c, row, v2=False, v3=False, v4=False):
             row[f"{peer}_tflops"] = fl / (row[f"{peer}_ms"] * 1e-3) / 1e12
         except Exception as e:  # a backend that cannot run this shape: recorded, never fatal
             row[f"{peer}_error"] = failure(e, 200)
-    with bwd_v2_env(False):
+    with bwd_env({}):
         row["correct"] = time_ours(c, row, do, ref, fl, reps, "opendnn")
     add_speedups(row, PEERS)
-    if v2 and c.D in (64, 128):  # the head dims sdpa_bwd_v2 has kernels for
-        with bwd_v2_env(True):
-            ok = time_ours(c, row, do, ref, fl, reps, "v2")
-        row["correct"] = row["correct"] and ok and "sdpa_bwd_v2" in str(row.get("v2_plan", ""))
-        if "v2_ms" in row:
-            for p in PEERS:
-                if f"{p}_ms" in row:
-                    row[f"v2_speedup_vs_{p}"] = row[f"{p}_ms"] / row["v2_ms"]
-            if "opendnn_ms" in row:
-                row["v2_vs_v1"] = row["opendnn_ms"] / row["v2_ms"]
-        with bwd_v2_env(True, two_pass=True):
-            ok = time_ours(c, row, do, ref, fl, reps, "v2tp")
-        row["correct"] = row["correct"] and ok and "sdpa_bwd_v2" in str(row.get("v2tp_plan", ""))
-        if "v2_ms" in row and "v2tp_ms" in row:
-            row["v2_vs_two_pass"] = row["v2tp_ms"] / row["v2_ms"]
-        if v3:
-            with bwd_v2_env(True, v3=True):
-                row["v3_ok"] = time_ours(c, row, do, ref, fl, reps, "v3")
-            if "v2_ms" in row and "v3_ms" in row:
-                row["v3_vs_v2"] = row["v2_ms"] / row["v3_ms"]
-                for p in PEERS:
-                    if f"{p}_ms" in row:
-                        row[f"v3_speedup_vs_{p}"] = row[f"{p}_ms"] / row["v3_ms"]
-        if v4:
-            variants = [("v4", {}), ("v4nt", {"v4_turns": False})] + ([("v4b", {"v3": True})] if v3 else [])
-            for key, kw in variants:
-                with bwd_v2_env(True, v4=True, **kw):
-                    row[f"{key}_ok"] = time_ours(c, row, do, ref, fl, reps, key)
-                if "v2_ms" in row and f"{key}_ms" in row:
-                    row[f"{key}_vs_v2"] = row["v2_ms"] / row[f"{key}_ms"]
-                    for p in PEERS:
-                        if f"{p}_ms" in row:
-                            row[f"{key}_speedup_vs_{p}"] = row[f"{p}_ms"] / row[f"{key}_ms"]
+    if not variants:
+        return
+    for key, settings in VARIANTS.items():
+        if key != "v1" and c.D not in (64, 128):  # the head dims the wgmma kernels exist for
+            continue
+        with bwd_env(settings):
+            row[f"{key}_ok"] = time_ours(c, row, do, ref, fl, reps, key)
+        if f"{key}_ms" in row and "opendnn_ms" in row:
+            row[f"{key}_vs_default"] = row["opendnn_ms"] / row[f"{key}_ms"]
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="d64/128/256 at S=2048, causal and not")
-    ap.add_argument("--v2", action="store_true", help="also time the wgmma backward (OPENDNN_SDPA_BWD_V2=1)")
-    ap.add_argument("--v3", action="store_true",
-                    help="with --v2: also v3, the fused schedule with bulk dQ reductions (OPENDNN_SDPA_BWD_V3=1)")
-    ap.add_argument("--v4", action="store_true",
-                    help="with --v2: also v4 (TMA producer warp, OPENDNN_SDPA_BWD_V4=1), with and without turns")
+    ap.add_argument("--variants", "--v2", "--v3", "--v4", action="store_true", dest="variants",
+                    help="also time the earlier schedules (v1, v2, v2tp, v3, v4, v4nt) in each row")
     args = ap.parse_args()
-    v2 = args.v2 or args.v3 or args.v4 or os.environ.get("OPENDNN_SDPA_BWD_V2") == "1"
     seqs = (2048,) if args.quick else (512, 1024, 2048, 4096, 8192, 16384)
     rows = []
     for D in (64, 128, 256):
@@ -190,7 +164,7 @@ def main():
                 c = Case(S, D, causal)
                 row = {"case": f"bwd_{c.name()}", "pass": "bwd", "batch": c.B, "heads": c.H, "seq": S, "head_dim": D,
                        "causal": causal, "dtype": "bf16"}
-                run_bwd(c, row, v2, args.v3, args.v4)
+                run_bwd(c, row, args.variants)
                 rows.append(row)
                 show(row)
                 write_results("sdpa_bwd", rows)  # after every case: a fault later keeps what was measured
