@@ -5,7 +5,7 @@ with the cuDNN backend and with the flash backend, in one process on the same in
 log-sum-exp come from torch's flash forward). Every result is checked against the flash backend's
 gradients in the same run. Writes bench/results/sdpa_bwd.json (+ sdpa_bwd.png).
 
-    PYTHONPATH=build-py-gpu/python:bench python bench/sdpa_bwd.py [--quick] [--v2]
+    PYTHONPATH=build-py-gpu/python:bench python bench/sdpa_bwd.py [--quick] [--variants]
 
 opendnn_* is the plan our library picks with no OPENDNN_SDPA_BWD_* variable set (d64/d128: the wgmma
 kernel with the TMA producer warp, turns and dQ writer warps, i.e. v4 + v3; d256: the mma.sync kernel).

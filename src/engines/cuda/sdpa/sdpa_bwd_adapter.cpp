@@ -3,8 +3,9 @@
 // head dims 64/128/256 and 192/128, GQA/MQA with Hk == Hv, causal and sliding windows (either
 // diagonal alignment), per-batch lengths, token-packed and THD layouts. Deterministic.
 // d64/d128 also get the wgmma plan (sdpa_bwd_v2.cuh), ranked ahead of the first one, unless
-// OPENDNN_SDPA_BWD_V2=0 (read when proposing and building; see v2_declined). Its default schedule fuses dQ into the dK/dV kernel (workspace
-// grows by fp32 dQ); OPENDNN_SDPA_BWD_V2_TWO_PASS=1 keeps the earlier two kernels;
+// OPENDNN_SDPA_BWD_V2=0 (read when proposing and building; see v2_declined). Its default schedule
+// fuses dQ into the dK/dV kernel (workspace grows by fp32 dQ); OPENDNN_SDPA_BWD_V2_TWO_PASS=1 keeps
+// the earlier two kernels.
 // The fused schedule runs as v4 + v3 by default: a TMA producer warp fills the Q/dO/LSE/D ring, the
 // consumer warpgroups take turns issuing their first GEMMs, and dQ writer warps add each step's dQ
 // with one bulk reduction (H200, S=2048 bf16: 1.9-2.2x the plain fused kernel, all tests pass,
@@ -94,21 +95,19 @@ bool env_is_1(const char* name) {
   const char* e = std::getenv(name);
   return e && std::strcmp(e, "1") == 0;
 }
-// The wgmma backward (v2) is offered by default wherever it is instantiated, packed layouts included
-// (THD d128 "faults" of sessions 4-5 were the test's reference reading past its buffer);
-// OPENDNN_SDPA_BWD_V2=0 withholds it.
-std::string v2_declined(const sdpa::BwdProblem& a) {
-  const char* e = std::getenv("OPENDNN_SDPA_BWD_V2");
-  const std::string mode = e ? e : "";
-  if (mode == "0") return "sdpa_bwd_v2 is withheld by OPENDNN_SDPA_BWD_V2=0";
-  if (!sdpa::bwd_v2_supported(a.p.d_qk, a.p.d_v)) return "sdpa_bwd_v2 runs d_qk == d_v in {64, 128} only";
-  return "";
-}
-bool v2_two_pass() { return env_is_1("OPENDNN_SDPA_BWD_V2_TWO_PASS"); }
 bool env_is_0(const char* name) {
   const char* e = std::getenv(name);
   return e && std::strcmp(e, "0") == 0;
 }
+// The wgmma backward (v2) is offered by default wherever it is instantiated, packed layouts included
+// (THD d128 "faults" of sessions 4-5 were the test's reference reading past its buffer);
+// OPENDNN_SDPA_BWD_V2=0 withholds it.
+std::string v2_declined(const sdpa::BwdProblem& a) {
+  if (env_is_0("OPENDNN_SDPA_BWD_V2")) return "sdpa_bwd_v2 is withheld by OPENDNN_SDPA_BWD_V2=0";
+  if (!sdpa::bwd_v2_supported(a.p.d_qk, a.p.d_v)) return "sdpa_bwd_v2 runs d_qk == d_v in {64, 128} only";
+  return "";
+}
+bool v2_two_pass() { return env_is_1("OPENDNN_SDPA_BWD_V2_TWO_PASS"); }
 bool v3_enabled() { return !env_is_0("OPENDNN_SDPA_BWD_V3"); }
 bool v4_enabled() { return !env_is_0("OPENDNN_SDPA_BWD_V4"); }
 bool v4_turns() { return !env_is_0("OPENDNN_SDPA_BWD_V4_TURNS"); }
