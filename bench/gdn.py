@@ -18,9 +18,10 @@ v' formed in the pass, fused l2norm, gate prefetch) and pass3_* (three chunk sta
 pass alone); --quick --v3 also runs h4_hv8_1x32k, where the default plan is the split pass and the v3
 columns are the split pass with the v3 kernels. OPENDNN_BENCH_KERNELS=1 prints each kernel's time.
 
-With --bwd also the backward, into gdn_bwd.json: the default plan (bwd_opendnn_*: chunked) and fla's
-(bwd_fla_ms, bwd_speedup_vs_fla; fla's Triton version guard lifted where it refuses, see
-fla_bwd_unguarded); with --exact also the token-exact plan (bwd_exact_*) and the errors against it.
+With --bwd also the backward, one bwd_<case> row per case in gdn_bwd.json: our default plan (opendnn_*:
+chunked) and fla's (fla_ms, speedup_vs_fla; fla's Triton version guard lifted where it refuses, see
+fla_bwd_unguarded); with --exact also the token-exact plan (exact_*) and the errors against it.
+--no-variants times only the default plan and the peer (the older kernels' columns take minutes).
 
 TFLOP/s use the customary minimal count 4*K*V FLOP per token and value head. Every case is also
 checked against a float64 token recurrence over the first 256 tokens of its first sequence, and
@@ -255,16 +256,17 @@ def fla_bwd_unguarded(c):
 
 
 def backward(c, row, exact):
-    """Times our default backward plan (the chunked one) and fla's in the same run; with `exact` also the
-    token-exact plan (OPENDNN_GDN_BWD_CHUNKED=0, ~1.2 s a call) and the chunked plan's error against it."""
+    """Fills row (a bwd_* case of gdn_bwd.json) with our default backward plan (the chunked one) and fla's,
+    timed in the same run; with `exact` also the token-exact plan (OPENDNN_GDN_BWD_CHUNKED=0, ~1.2 s a call)
+    and the chunked plan's error against it."""
     fn, grads = c.ours_bwd()
     if fn is None:
-        row["bwd_opendnn_declined"] = grads
+        row["opendnn_declined"] = grads
     else:
         fn()
         torch.cuda.synchronize()
-        row["bwd_finite"] = all(bool(torch.isfinite(x).all().item()) for x in grads)
-        row["bwd_opendnn_ms"] = time_cuda(fn, warmup=2, reps=10)
+        row["finite"] = all(bool(torch.isfinite(x).all().item()) for x in grads)
+        row["opendnn_ms"] = time_cuda(fn, warmup=2, reps=10)
     if fla_gdn is not None:
         try:
             try:
@@ -273,26 +275,26 @@ def backward(c, row, exact):
                 if "Triton" not in str(e):
                     raise
                 run, ref = fla_bwd_unguarded(c)
-                row["bwd_fla_guard_lifted"] = True
-            row["bwd_fla_ms"] = time_cuda(run, warmup=2, reps=10)
+                row["fla_guard_lifted"] = True
+            row["fla_ms"] = time_cuda(run, warmup=2, reps=10)
             if fn is not None:
-                add_speedups(row, ("fla",), ours="bwd_opendnn_ms", prefix="bwd_")
+                add_speedups(row, ("fla",))
                 for name, a, b in zip(GRAD_NAMES, grads, ref):
-                    row[f"bwd_rel_err_vs_fla_{name}"] = rel(a, b)
+                    row[f"rel_err_vs_fla_{name}"] = rel(a, b)
         except Exception as e:
-            row["bwd_fla_error"] = failure(e, 200)
+            row["fla_error"] = failure(e, 200)
     if not exact or fn is None:
         return
     try:
         efn, egrads = c.ours_env({"OPENDNN_GDN_BWD_CHUNKED": "0"}, c.ours_bwd)
         if efn is None:
-            row["bwd_exact_declined"] = egrads
+            row["exact_declined"] = egrads
             return
-        row["bwd_exact_ms"] = time_cuda(efn, warmup=1, reps=3)
+        row["exact_ms"] = time_cuda(efn, warmup=1, reps=3)
         for name, a, b in zip(GRAD_NAMES, grads, egrads):
-            row[f"bwd_rel_err_vs_exact_{name}"] = rel(a, b)
+            row[f"rel_err_vs_exact_{name}"] = rel(a, b)
     except Exception as e:
-        row["bwd_exact_error"] = failure(e, 200)
+        row["exact_error"] = failure(e, 200)
 
 
 def main():
@@ -301,6 +303,8 @@ def main():
     ap.add_argument("--bwd", action="store_true", help="also the backward (ours and fla's)")
     ap.add_argument("--exact", action="store_true", help="with --bwd: also the token-exact backward (slow)")
     ap.add_argument("--split", action="store_true", help="also the sequence-split pass (OPENDNN_GDN_SPLIT=1)")
+    ap.add_argument("--no-variants", action="store_true",
+                    help="only the default plan and the peer (skip the v1/mma/prep2 columns of earlier kernels)")
     ap.add_argument("--v3", action="store_true",
                     help="also session 5's opt-in forward kernels (v3_*, prep3_*, pass3_*)")
     args = ap.parse_args()
@@ -310,10 +314,10 @@ def main():
     split = os.environ.pop("OPENDNN_GDN_SPLIT", None) == "1" or args.split
     os.environ.pop("OPENDNN_GDN_BWD_CHUNKED", None)  # bwd_opendnn_* is the default plan, bwd_exact_* forced
     quick = QUICK + (QUICK_SPLIT if split or args.v3 else ())
-    variants = VARIANTS + (SPLIT_VARIANTS if split else []) + (V3_VARIANTS if args.v3 else [])
+    variants = ([] if args.no_variants else VARIANTS) + (SPLIT_VARIANTS if split else []) + (V3_VARIANTS if args.v3 else [])
     if fla_gdn is None:
         print(f"flash-linear-attention not available, peer skipped: {FLA_ERROR}")
-    rows = []
+    rows, brows = [], []
     for name, H, HV, lens in CASES:
         if args.quick and name not in quick:
             continue
@@ -349,11 +353,16 @@ def main():
         # The opt-in kernels last, so that a fault in one cannot lose the numbers above.
         for p, env in variants:
             opt_in(c, row, p, env, o if fn is not None else None, fs, fla_out)
-        if args.bwd:
-            backward(c, row, args.exact)
         rows.append(row)
         show(row)
-        write_results("gdn_bwd" if args.bwd else "gdn", rows)
+        write_results("gdn", rows)
+        if args.bwd:
+            brow = {k: row[k] for k in ("H", "HV", "K", "V", "tokens", "sequences", "dtype")}
+            brow.update({"case": f"bwd_{name}", "op": "gdn_bwd", "pass": "bwd"})
+            backward(c, brow, args.exact)
+            brows.append(brow)
+            show(brow)
+            write_results("gdn_bwd", brows)
         del c
     return 0
 

@@ -6,8 +6,8 @@ same inputs, every result checked. Writes bench/results/sdpa.json (+ sdpa.png).
 
     python bench/sdpa.py [--quick] [--mode fwd|bwd|all] [--v2]
 
-Modes: `fwd` times the forward pass (O and Stats). `bwd` is the backward pass (its columns come
-from run_bwd below, which the backward kernel's owner fills in; until then it records why not).
+Modes: `fwd` times the forward pass (O and Stats); `bwd` the backward pass, exactly as bench/sdpa_bwd.py
+(which also writes sdpa_bwd.json on its own); `all` both, into one sdpa.json.
 Q/K/V are [B,H,S,D] views of BSHD storage, the layout models use.
 Our plan is the cuda engine's first choice: the v2 forward (TMA producer warp, pingpong consumer
 warpgroups) where it applies (head dims 64/128/256, no mask other than causal), else the first kernel.
@@ -154,9 +154,9 @@ def run_router(c, row, v2=False):
 
 
 def run_bwd(c, row):
-    """Backward columns (forward+backward against the same peers) on the same Case: the backward
-    kernel's owner adds them here (bench/sdpa_bwd.py benchmarks the backward pass on its own)."""
-    row["bwd_note"] = "not measured here yet: see bench/sdpa_bwd.py"
+    """Backward columns on the same Case: bench/sdpa_bwd.py's row (imported here, it imports this file)."""
+    import sdpa_bwd
+    sdpa_bwd.run_bwd(c, row)
 
 
 def main():
