@@ -245,14 +245,22 @@ def fla_bwd_unguarded(c):
     """fla's backward with its Triton version guard lifted: fla 0.6 refuses gated chunk_bwd_dqkwg on Hopper
     under Triton 3.4-3.7.0 (fla issue #640: wrong results there) and the GPU image has no newer Triton or
     tilelang. Its time is still the peer's cost for the same work; its gradients are recorded but are not
-    an oracle (bwd_fla_guard_lifted marks such rows)."""
-    import fla.ops.common.chunk_o as chunk_o
-    old = chunk_o.TRITON_ABOVE_3_7_1
-    chunk_o.TRITON_ABOVE_3_7_1 = True
-    try:
-        return c.fla_bwd()
-    finally:
-        chunk_o.TRITON_ABOVE_3_7_1 = old
+    an oracle (fla_guard_lifted marks such rows). The guard is checked on every call, so the returned
+    callable lifts it around each one."""
+    import importlib
+    chunk_o = importlib.import_module("fla.ops.common.chunk_o")
+
+    def lifted(fn):
+        def call():
+            old, chunk_o.TRITON_ABOVE_3_7_1 = chunk_o.TRITON_ABOVE_3_7_1, True
+            try:
+                return fn()
+            finally:
+                chunk_o.TRITON_ABOVE_3_7_1 = old
+        return call
+
+    run, ref = lifted(c.fla_bwd)()
+    return lifted(run), ref
 
 
 def backward(c, row, exact):

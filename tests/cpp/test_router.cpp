@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "opendnn/opendnn.h"
+#include "plan/attention_cost.h"
 #include "plan/plan_cache.h"
 
 using namespace opendnn;
@@ -485,4 +486,21 @@ TEST_F(Router, DefaultTargetHonoursEnvironment) {
   EXPECT_EQ(default_target().kind, DeviceKind::CPU);
   ::unsetenv("OPENDNN_TARGET");
   EXPECT_EQ(default_target().kind, DeviceKind::CPU);  // no engine reports a device here
+}
+
+// The attention tile model the engines' SDPA estimates share, on hand-counted tilings.
+TEST(AttentionCost, CountsTilesBlocksAndDiagonals) {
+  using opendnn::cost::AttentionShape;
+  using opendnn::cost::attention_us;
+  // Dense: 2 query tiles x 3 key blocks per head, 12 tiles on 4 SMs.
+  EXPECT_DOUBLE_EQ(attention_us(AttentionShape{2, 3, 256, 384, false, false, false}, {1, 2, 0}, 4, 5), 5 + 6 * 14 / 4.0);
+  // Causal top-left, 300 rows: tiles see 1, 2, 3 blocks, each with a diagonal; 3 tiles on 3 of 132 SMs.
+  EXPECT_DOUBLE_EQ(attention_us(AttentionShape{1, 1, 300, 300, true, false, false}, {1, 2, 4}, 132, 5), 5 + 27 / 3.0);
+  // Bottom-right with Skv > Sq: the one query tile sees all 4 key blocks; top-left only the first.
+  EXPECT_DOUBLE_EQ(attention_us(AttentionShape{1, 1, 128, 512, true, true, false}, {0, 1, 0}, 132, 5), 9);
+  EXPECT_DOUBLE_EQ(attention_us(AttentionShape{1, 1, 128, 512, true, false, false}, {0, 1, 0}, 132, 5), 6);
+  // Bottom-right with Sq > Skv: only the last query tile sees a key.
+  EXPECT_DOUBLE_EQ(attention_us(AttentionShape{1, 1, 512, 128, true, true, false}, {0, 1, 1}, 132, 5), 5 + 2 / 4.0);
+  // Backward: the tiles are the 4 key tiles.
+  EXPECT_DOUBLE_EQ(attention_us(AttentionShape{1, 1, 128, 512, false, false, true}, {1, 0, 0}, 132, 5), 6);
 }

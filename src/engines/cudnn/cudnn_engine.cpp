@@ -362,6 +362,24 @@ class EventTimer final : public Timer {
   bool ok_ = false;
 };
 
+// cuDNN 9.19's SDPA kernels on sm_90 in the terms of plan/attention_cost.h (H200, bf16, FA3-paper shapes:
+// bench/results/sdpa.json cudnn_engine_ms for the forward, sdpa_bwd.json cudnn_ms for the backward),
+// per head dim 64 / 128 / 256; within 15 % of the measured times from 1k to 16k tokens.
+constexpr cost::TileCost kSdpaFwdSm90[3] = {{0.372, 1.188, 0.825}, {0.0, 1.73, 1.634}, {2.247, 3.003, 6.449}};
+constexpr cost::TileCost kSdpaBwdSm90[3] = {{10.783, 3.048, 2.996}, {17.621, 5.072, 2.434}, {14.232, 15.5, 0.0}};
+
+// The lead config's time: the tile model for plain attention on sm_90, else a roofline guess (FLOPs at
+// 700 TFLOP/s for 16-bit I/O or 50 for fp32, bytes at 3.5 TB/s).
+double estimate_us(const LoweredGraph& lg, bool is16, const Target& t) {
+  const int64_t d = lg.attention_head_dim;
+  if (lg.plain_attention && is16 && t.sm_version == 90 && (d == 64 || d == 128 || d == 256)) {
+    const int i = d == 64 ? 0 : d == 128 ? 1 : 2;
+    return cost::attention_us(lg.attention, lg.attention.keys_resident ? kSdpaBwdSm90[i] : kSdpaFwdSm90[i],
+                              t.sm_count > 0 ? t.sm_count : 132, lg.attention.keys_resident ? 10.0 : 5.0);
+  }
+  return (lg.flops / (is16 ? 700e12 : 50e12) + lg.bytes / 3.5e12) * 1e6 + 5.0;
+}
+
 class CudnnEngine final : public Engine {
  public:
   std::unique_ptr<Timer> make_timer(const Target&) const override {
@@ -433,8 +451,7 @@ class CudnnEngine final : public Engine {
       c.name = name;
       c.local_index = knobs::local_index(k, unified, taken);
       taken.insert(c.local_index);
-      double peak = is16 ? 700e12 : 50e12;
-      c.estimated_us = (lg->flops / peak + lg->bytes / 3.5e12) * 1e6 * (1.0 + 0.02 * double(rank)) + 5.0;
+      c.estimated_us = estimate_us(*lg, is16, target) * (1.0 + 0.02 * double(rank));
       c.workspace_bytes = align256(entry->ws) + lg->ws_bytes;
       c.knobs.push_back({"engine", k.engine});
       c.knobs.push_back({"unified", unified ? 1 : 0});

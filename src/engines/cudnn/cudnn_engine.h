@@ -8,8 +8,9 @@
 //                unified SDPA; stable across runs and machines for the same cuDNN engine config
 //   knobs        ("engine", id), ("unified", 0|1), then ("knob<type>", value) for each knob choice
 //   workspace    the execution plan's workspace + the engine's own workspace tensors (256-aligned)
-//   estimate     a roofline guess: FLOPs at 700 TFLOP/s (16-bit) or 50 (fp32) + bytes at 3.5 TB/s,
-//                2% more per heuristic rank
+//   estimate     plain SDPA (fwd/bwd, d 64/128/256) on sm_90: the tile model of plan/attention_cost.h
+//                fitted to cuDNN's kernels on the H200; else a roofline guess: FLOPs at 700 TFLOP/s
+//                (16-bit) or 50 (fp32) + bytes at 3.5 TB/s; 2% more per heuristic rank
 // Knob search (opt-in, src/engines/cudnn/knob_search.h): with OPENDNN_CUDNN_KNOB_SEARCH=1, up to
 // OPENDNN_CUDNN_KNOB_SEARCH_MAX (64) more candidates per graph, each a heuristic config with one
 // performance knob moved within the range the engine reports, that finalizes. Same naming and indices

@@ -19,6 +19,7 @@
 
 #include "engines/cudnn/backend.h"
 #include "opendnn/graph.h"
+#include "plan/attention_cost.h"
 
 namespace opendnn::cudnn {
 
@@ -43,6 +44,12 @@ struct LoweredGraph {
 
   double flops = 0;  // for the cost estimate
   double bytes = 0;
+  // Set for a graph whose one SDPA node is plain attention (no bias, dropout, padding, ragged layout,
+  // left bound or alibi; causal or not; d_qk == d_v): the shape of the tile model in plan/attention_cost.h.
+  bool plain_attention = false;
+  int sdpa_nodes = 0;
+  cost::AttentionShape attention;
+  int64_t attention_head_dim = 0;
 };
 
 // Lowers the graph; on failure returns false and appends the reasons (naming node and tensor).

@@ -295,6 +295,20 @@ double attn_flops(const Node& n) {
 bool has_dropout_mask(const Node& n) { return has_in(n, "dropout_mask"); }
 bool has_philox(const Node& n) { return has_in(n, "seed"); }
 
+// Records the node's shape for the tile cost model when it is plain attention (see LoweredGraph).
+void note_attention(LowerCtx& c, const Node& n, bool backward) {
+  const auto& q = n.in("Q")->get_dim();
+  const auto& k = n.in("K")->get_dim();
+  const auto& v = n.in("V")->get_dim();
+  const bool causal = n.has("right_bound") && n.attr_int("right_bound") == 0;
+  const bool plain = !has_in(n, "bias") && !has_dropout_mask(n) && !has_philox(n) && !padded(n) && !paged(n) &&
+                     !is_ragged(n) && !n.has("left_bound") && (causal || !n.has("right_bound")) && q[3] == v[3];
+  c.out.plain_attention = c.out.sdpa_nodes++ == 0 && plain;  // the model describes one node
+  if (!c.out.plain_attention) return;
+  c.out.attention = {q[0], q[1], q[2], k[2], causal, n.attr_str("diagonal_alignment") == "BOTTOM_RIGHT", backward};
+  c.out.attention_head_dim = q[3];
+}
+
 bool unified_ok(LowerCtx& c, const Node& n, std::string& why) {
   if (c.version < 91301) { why = "not supported: the unified SDPA op needs cuDNN 9.13.1+"; return false; }
   if (is_ragged(n)) { why = "not supported: ragged (THD) offsets are lowered only to the composite graph"; return false; }
@@ -409,6 +423,7 @@ bool lower_sdpa_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string& why
   const bool dumped = dump && !dump->get_is_virtual();
   if (stats && St->get_is_virtual()) { why = "generate_stats is set but Stats is virtual"; return false; }
   c.out.flops += attn_flops(n);
+  note_attention(c, n, false);
   DescPtr scale = scale_tensor(c, n);
   if (impl == SdpaImpl::UNIFIED) {
     if (!unified_ok(c, n, why)) return false;
@@ -468,6 +483,7 @@ bool lower_sdpa_backward_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::st
   for (const char* p : {"dBias", "dSink_token"})
     if (n.out(p) && !n.out(p)->get_is_virtual()) { why = std::string("output ") + p + " is not lowered yet"; return false; }
   c.out.flops += 2.5 * attn_flops(n);
+  note_attention(c, n, true);
   const TensorPtr& Q = n.in("Q");
   const TensorPtr& K = n.in("K");
   const TensorPtr& V = n.in("V");

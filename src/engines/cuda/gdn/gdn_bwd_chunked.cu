@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Gated delta net backward, chunked (WY/UT form, chunk size 64; shared/reference/gated_delta_net.md 1.3).
-// Opt-in (OPENDNN_GDN_BWD_CHUNKED=1): UNVERIFIED until a GPU run passes test_cuda_gdn's Chunked cases.
+// The default GDN backward for K, V in {64, 128} (OPENDNN_GDN_BWD_CHUNKED=0 withholds it), checked on the
+// H200 by test_cuda_gdn's Chunked cases.
 //
 // Per chunk (rows r < L, S the state entering it, K x V in the math; stored V x K):
 //   Vn = U - W S,  O = Qg S + P Vn,  S' = e^gL S + Kd^T Vn,
@@ -38,6 +39,10 @@ constexpr int kPad32 = 4;
 
 size_t align_up(size_t x) { return (x + 255) & ~size_t(255); }
 
+// Each value head is one output head (HV >= H): chunk_bwd writes dv itself, with no fp32 round trip
+// through the scratch (at H16 HV64 32k tokens that trip was 1 GB of writes and 1 GB of reads).
+__host__ __device__ bool dv_direct(const BwdArgs& a) { return a.hv == a.ho; }
+
 FwdArgs forward_args(const BwdArgs& b) {
   FwdArgs f;
   f.io = b.io, f.g_type = b.g_type, f.beta_type = b.beta_type, f.cu_int64 = b.cu_int64, f.init_type = b.init_type;
@@ -50,11 +55,13 @@ FwdArgs forward_args(const BwdArgs& b) {
 }
 
 // After the forward's workspace: dS' per chunk (io type, the layout of FwdSaved::states), dVn [T, HO, V]
-// (io type), and the per-output-head gradients for post (fp32).
+// (io type), and the per-output-head gradients for post: dq~, dk~ in the io type (as fla keeps them; half
+// the traffic of fp32), dv fp32 and only when value heads are summed (HV < HO).
 struct Scratch {
   void* dstates;
   void* dvn;
-  float *dqs, *dks, *des;
+  void *dqs, *dks;
+  float* des;
   size_t bytes;
 };
 Scratch carve(const BwdArgs& a, char* base) {
@@ -68,9 +75,9 @@ Scratch carve(const BwdArgs& a, char* base) {
   const size_t rows = size_t(a.t) * size_t(a.ho), bound = size_t(a.t / C + a.n);
   w.dstates = take(bound * size_t(a.ho) * size_t(a.v) * size_t(a.k) * 2);
   w.dvn = take(rows * size_t(a.v) * 2);
-  w.dqs = reinterpret_cast<float*>(take(rows * size_t(a.k) * 4));
-  w.dks = reinterpret_cast<float*>(take(rows * size_t(a.k) * 4));
-  w.des = reinterpret_cast<float*>(take(rows * size_t(a.v) * 4));
+  w.dqs = take(rows * size_t(a.k) * 2);
+  w.dks = take(rows * size_t(a.k) * 2);
+  w.des = reinterpret_cast<float*>(take(dv_direct(a) ? 0 : rows * size_t(a.v) * 4));
   w.bytes = off;
   return w;
 }
@@ -452,6 +459,18 @@ __global__ void __launch_bounds__(256, 1) chunk_bwd(Params p) {
               make_float2(acc[n][2 * h], acc[n][2 * h + 1]);
       }
   };
+  auto store_io = [&](void* dst, int width, int n0, auto& acc) {  // the io type, rows r < L
+    constexpr int N = sizeof(acc) / sizeof(acc[0]);
+#pragma unroll
+    for (int n = 0; n < N; ++n)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = m0 + g + 8 * h;
+        if (r < L)
+          *reinterpret_cast<uint32_t*>(static_cast<T*>(dst) + ((t0 + r) * a.ho + j) * width + n0 + 8 * n + 2 * c) =
+              pack2<T>(acc[n][2 * h], acc[n][2 * h + 1]);
+      }
+  };
   const int nk0 = hf * K / 2, nv0 = hf * V / 2, nc0 = hf * 32;
 
   // Phase A: the products with the state tiles.
@@ -526,7 +545,7 @@ __global__ void __launch_bounds__(256, 1) chunk_bwd(Params p) {
   }
   __syncthreads();
   warp_mma<T, NK, false, false>(dq, dss, ldc, ks, ldk, m0, nk0, 0, m0 + 16);  // Dq K (Dq lower)
-  store_f32(p.w.dqs, K, nk0, dq);
+  store_io(p.w.dqs, K, nk0, dq);
   warp_mma<T, NK, true, false>(dk, dss, ldc, qs, ldk, m0, nk0, m0, C);  // Dq^T Q
   add_rows_minus_cols(hff, ldf, dgam);
   __syncthreads();  // Dq and H are consumed
@@ -578,7 +597,8 @@ __global__ void __launch_bounds__(256, 1) chunk_bwd(Params p) {
         bv[n][e] *= bet[r];
       }
     add_rows(dbet, x[0], x[1]);
-    store_f32(p.w.des, V, nv0, bv);
+    if (dv_direct(a)) store_io(a.dv, V, nv0, bv);
+    else store_f32(p.w.des, V, nv0, bv);
   }
   __syncthreads();  // G complete
   {
@@ -615,7 +635,7 @@ __global__ void __launch_bounds__(256, 1) chunk_bwd(Params p) {
   __syncthreads();
   warp_mma<T, NK, false, false>(dk, ess, ldc, ks, ldk, m0, nk0, 0, m0 + 16);  // E K
   warp_mma<T, NK, true, false>(dk, ess, ldc, ks, ldk, m0, nk0, m0, C);        // E^T K
-  store_f32(p.w.dks, K, nk0, dk);
+  store_io(p.w.dks, K, nk0, dk);
   add_rows_minus_cols(hff, ldf, dgam);
   __syncthreads();
 
@@ -666,7 +686,7 @@ const char* launch_typed(const BwdArgs& a, void* workspace, cudaStream_t st) {
   if (a.k == 64) launch_k<T, 64>(p, st);
   else launch_k<T, 128>(p, st);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return cudaGetErrorString(e);
-  return launch_backward_post(a, p.w.dqs, p.w.dks, p.w.des, st);
+  return launch_backward_post(a, p.w.dqs, p.w.dks, dv_direct(a) ? nullptr : p.w.des, true, st);
 }
 
 static_assert(BLayout<128, 128>::bytes <= kMaxSmem, "chunk_bwd at K = V = 128 must fit one SM");
@@ -684,6 +704,7 @@ const char* launch_backward_chunked(const BwdArgs& a, void* workspace, void* str
   const void* ptrs[] = {a.q, a.kk, a.vv, a.d_o, workspace};
   for (const void* ptr : ptrs)
     if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) return "q, k, v, dO and the workspace must be 16-byte aligned";
+  if (dv_direct(a) && reinterpret_cast<uintptr_t>(a.dv) % 4 != 0) return "dv must be 4-byte aligned";
   if (a.n <= 0 || a.ho <= 0) return nullptr;
   auto st = static_cast<cudaStream_t>(stream);
   return a.io == DataType::HALF ? launch_typed<__half>(a, workspace, st) : launch_typed<__nv_bfloat16>(a, workspace, st);

@@ -56,7 +56,9 @@ struct Params {
 };
 struct PostParams {
   BwdArgs a;
-  const float *dqs, *dks, *des;
+  const void *dqs, *dks;  // fp32, or the io type when qk_io
+  const float* des;
+  bool qk_io;
 };
 
 size_t sweep_smem(int k, int v) { return size_t(2 * v * k + 2 * k + 4 * v + 32) * sizeof(float); }
@@ -261,9 +263,34 @@ __global__ void __launch_bounds__(kThreads) sweep(Params p) {
   }
 }
 
-// One warp per (token, head) row of dq, dk (with the l2norm backward) and dv; tokens outside every
-// sequence get zero gradients (also dg and dbeta, which the sweep does not visit there).
+// Adds n <= 4 consecutive scratch values (one 16-byte fp32 or 8-byte 16-bit load when vec: n = 4 and
+// the row is 4-aligned).
+__device__ __forceinline__ void add4(float* acc, const float* p, bool vec, int n) {
+  if (vec) {
+    const float4 v = *reinterpret_cast<const float4*>(p);
+    acc[0] += v.x, acc[1] += v.y, acc[2] += v.z, acc[3] += v.w;
+  } else {
+    for (int e = 0; e < n; ++e) acc[e] += p[e];
+  }
+}
 template <class T>
+__device__ __forceinline__ void add4(float* acc, const T* p, bool vec, int n) {
+  if (vec) {
+    const uint2 u = *reinterpret_cast<const uint2*>(p);
+    const T* h = reinterpret_cast<const T*>(&u);
+    for (int e = 0; e < 4; ++e) acc[e] += to_f(h[e]);
+  } else {
+    for (int e = 0; e < n; ++e) acc[e] += to_f(p[e]);
+  }
+}
+
+// One warp per (token, head) row of dq, dk (with the l2norm backward) and dv; tokens outside every
+// sequence get zero gradients (also dg and dbeta, which the sweep does not visit there). des == nullptr:
+// the caller wrote dv of the tokens inside the sequences itself (no GVA head sum), only the rest is zeroed.
+// A lane owns 4 consecutive columns per 128 (one vector load when the row allows), and the head sum's
+// loads are unrolled, so that each lane keeps several loads in flight: the pass is bound by the scratch
+// it reads. S: the dq/dk scratch's type (float, or the io type T).
+template <class T, class S>
 __global__ void __launch_bounds__(kThreads) post(PostParams p) {
   const BwdArgs& a = p.a;
   const int64_t row = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
@@ -277,23 +304,37 @@ __global__ void __launch_bounds__(kThreads) post(PostParams p) {
   const int W = int(which == 2 ? a.v : a.k);
   const int64_t G = a.ho / heads;
   const bool inside = t >= cu_at(a.cu, a.cu_int64, 0) && t < cu_at(a.cu, a.cu_int64, a.n);
-  const float* src = which == 0 ? p.dqs : which == 1 ? p.dks : p.des;
+  const void* src = which == 0 ? p.dqs : which == 1 ? p.dks : p.des;
+  if (inside && !src) return;
   T* out = static_cast<T*>(which == 0 ? a.dq : which == 1 ? a.dk : a.dv) + r * W;
-  constexpr int kMaxPerLane = 8;  // head dims up to 256
-  float acc[kMaxPerLane], x[kMaxPerLane];
+  constexpr int kGroups = 2;  // 2 x 128 columns: head dims up to 256
+  float acc[kGroups][4], x[kGroups][4];
   float ss = 0.f, xdy = 0.f;
+  const bool vec = W % 4 == 0;
 #pragma unroll
-  for (int i = 0; i < kMaxPerLane; ++i) {
-    const int d = lane + 32 * i;
-    acc[i] = 0.f;
-    x[i] = 0.f;
-    if (d >= W || !inside) continue;
-    for (int64_t gi = 0; gi < G; ++gi) acc[i] += src[(t * a.ho + h * G + gi) * W + d];
-    if (which < 2 && a.l2norm) {
-      x[i] = to_f(static_cast<const T*>(which == 0 ? a.q : a.kk)[r * W + d]);
-      ss += x[i] * x[i];
-      xdy += x[i] * acc[i];
+  for (int i = 0; i < kGroups; ++i) {
+    const int d0 = 128 * i + 4 * lane;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[i][e] = x[i][e] = 0.f;
+    if (d0 >= W || !inside) continue;
+    const int64_t off = (t * a.ho + h * G) * W + d0;
+    const int n = W - d0 < 4 ? W - d0 : 4;
+    if (which == 2) {
+#pragma unroll 4
+      for (int64_t gi = 0; gi < G; ++gi) add4(acc[i], p.des + off + gi * W, vec, n);
+    } else {
+      const S* base = static_cast<const S*>(src) + off;
+#pragma unroll 4
+      for (int64_t gi = 0; gi < G; ++gi) add4(acc[i], base + gi * W, vec, n);
     }
+    if (which < 2 && a.l2norm)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (d0 + e < W) {
+          x[i][e] = to_f(static_cast<const T*>(which == 0 ? a.q : a.kk)[r * W + d0 + e]);
+          ss += x[i][e] * x[i][e];
+          xdy += x[i][e] * acc[i][e];
+        }
   }
   if (which < 2 && a.l2norm) {
     for (int o = 16; o > 0; o >>= 1) {
@@ -303,11 +344,15 @@ __global__ void __launch_bounds__(kThreads) post(PostParams p) {
     // y = x r with r = (x.x + eps)^-1/2: dx = r (dy - x r^2 (x . dy)).
     const float rr = rsqrtf(ss + 1e-6f);
 #pragma unroll
-    for (int i = 0; i < kMaxPerLane; ++i) acc[i] = rr * (acc[i] - x[i] * rr * rr * xdy);
+    for (int i = 0; i < kGroups; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][e] = rr * (acc[i][e] - x[i][e] * rr * rr * xdy);
   }
 #pragma unroll
-  for (int i = 0; i < kMaxPerLane; ++i)
-    if (lane + 32 * i < W) out[lane + 32 * i] = from_f<T>(acc[i]);
+  for (int i = 0; i < kGroups; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (128 * i + 4 * lane + e < W) out[128 * i + 4 * lane + e] = from_f<T>(acc[i][e]);
   if (which == 0 && !inside && lane < G)
     for (int64_t gi = lane; gi < G; gi += 32) {
       store_any(a.g_type, a.dg, t * a.ho + h * G + gi, 0.f);
@@ -323,7 +368,7 @@ const char* launch_typed(const BwdArgs& a, void* workspace, cudaStream_t st) {
   const int64_t items = a.n * a.ho;
   const unsigned grid = unsigned(std::max<int64_t>(1, std::min<int64_t>(a.grid, items)));
   sweep<T><<<grid, kThreads, smem, st>>>(p);
-  return launch_backward_post(a, p.w.dqs, p.w.dks, p.w.des, st);
+  return launch_backward_post(a, p.w.dqs, p.w.dks, p.w.des, false, st);
 }
 
 }  // namespace
@@ -332,13 +377,20 @@ bool backward_supported_dims(int64_t k, int64_t v) {
   return k >= 1 && v >= 1 && k <= 256 && v <= 256 && k * v <= kMaxState;
 }
 
-const char* launch_backward_post(const BwdArgs& a, const float* dqs, const float* dks, const float* des, void* stream) {
+const char* launch_backward_post(const BwdArgs& a, const void* dqs, const void* dks, const float* des, bool qk_io,
+                                 void* stream) {
   const int64_t rows = 2 * a.t * a.h + a.t * a.hv;
-  const PostParams p{a, dqs, dks, des};
+  const PostParams p{a, dqs, dks, des, qk_io};
   auto st = static_cast<cudaStream_t>(stream);
   if (rows > 0) {
-    if (a.io == DataType::HALF) post<__half><<<unsigned((rows + kWarps - 1) / kWarps), kThreads, 0, st>>>(p);
-    else post<__nv_bfloat16><<<unsigned((rows + kWarps - 1) / kWarps), kThreads, 0, st>>>(p);
+    const unsigned grid = unsigned((rows + kWarps - 1) / kWarps);
+    if (a.io == DataType::HALF) {
+      if (qk_io) post<__half, __half><<<grid, kThreads, 0, st>>>(p);
+      else post<__half, float><<<grid, kThreads, 0, st>>>(p);
+    } else {
+      if (qk_io) post<__nv_bfloat16, __nv_bfloat16><<<grid, kThreads, 0, st>>>(p);
+      else post<__nv_bfloat16, float><<<grid, kThreads, 0, st>>>(p);
+    }
   }
   cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? nullptr : cudaGetErrorString(e);

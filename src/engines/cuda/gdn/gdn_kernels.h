@@ -115,10 +115,12 @@ struct BwdArgs {
 bool backward_supported_dims(int64_t k, int64_t v);
 int64_t backward_workspace_bytes(const BwdArgs& a);
 const char* launch_backward(const BwdArgs& a, void* workspace, void* stream);
-// The per-output-head gradients of q~, k~ (after normalisation) and v, fp32 [T, HO, K|V], summed over
-// the heads that read each q/k/v head, through the l2norm backward, into a.dq, a.dk, a.dv; zero dg and
-// dbeta outside every sequence. Both backwards end with it.
-const char* launch_backward_post(const BwdArgs& a, const float* dqs, const float* dks, const float* des, void* stream);
+// The per-output-head gradients of q~, k~ (after normalisation) and v, [T, HO, K|V] (dq/dk fp32, or the
+// io type when qk_io; dv fp32), summed over the heads that read each q/k/v head, through the l2norm
+// backward, into a.dq, a.dk, a.dv; zero dg and dbeta outside every sequence. des == nullptr: dv of the
+// tokens inside the sequences is already in a.dv. Both backwards end with it.
+const char* launch_backward_post(const BwdArgs& a, const void* dqs, const void* dks, const float* des, bool qk_io,
+                                 void* stream);
 
 // The chunked backward: K and V in {64, 128}.
 bool chunked_backward_supported(int64_t k, int64_t v);

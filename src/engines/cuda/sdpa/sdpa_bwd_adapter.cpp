@@ -80,16 +80,19 @@ std::string match(const Graph& g, sdpa::BwdProblem& a, BwdSlots& s) {
   return "";
 }
 
-// Backward work ~2.5x the forward's 2*B*Hq*Sq*Skv*(d_qk+d_v) flops (halved under a causal mask),
-// at ~450 TFLOP/s, plus launches.
-double estimate_us(const sdpa::Problem& p) {
-  double fwd = 2.0 * double(p.b) * double(p.hq) * double(p.sq) * double(p.skv) * double(p.d_qk + p.d_v);
-  if (p.has_right) fwd *= 0.5;
-  return 10.0 + 2.5 * fwd / 450e12 * 1e6;
+// The router's tile model (plan/attention_cost.h) fitted to bench/results/sdpa_bwd.json (H200, session
+// 6): the default wgmma schedule at d64 / d128 and the mma.sync kernel at d256. The mma.sync kernel
+// took 3.1x (d64) and 3.6x (d128) the wgmma one's time at S=2048; at d192 it is costed like d256.
+constexpr cost::TileCost kV2Cost[2] = {{17.079, 4.036, 0.0}, {18.71, 5.793, 0.0}};
+constexpr cost::TileCost kV1CostD256 = {0.0, 129.94, 0.0};
+int sms(const Target& t) { return t.sm_count > 0 ? t.sm_count : 132; }
+double estimate_v2_us(const sdpa::Problem& p, const Target& t) {
+  return cost::attention_us(sdpa::attention_shape(p, true), kV2Cost[p.d_qk <= 64 ? 0 : 1], sms(t), 10.0);
 }
-
-// wgmma at ~2.5x the first kernels' rate [hypothesis, until measured]: what ranks it first.
-double estimate_v2_us(const sdpa::Problem& p) { return 10.0 + (estimate_us(p) - 10.0) * 0.4; }
+double estimate_us(const sdpa::Problem& p, const Target& t) {
+  if (p.d_qk > 128) return cost::attention_us(sdpa::attention_shape(p, true), kV1CostD256, sms(t), 10.0);
+  return 10.0 + 3.0 * (estimate_v2_us(p, t) - 10.0);
+}
 
 bool env_is_1(const char* name) {
   const char* e = std::getenv(name);
@@ -140,7 +143,7 @@ class SdpaBwdPlan : public Plan {
 constexpr int64_t kBase = 3000;
 constexpr int64_t kV2Index = kBase + 1;
 
-void propose(const Graph& g, const Target&, Proposal& out) {
+void propose(const Graph& g, const Target& target, Proposal& out) {
   sdpa::BwdProblem a;
   BwdSlots s;
   std::string why = match(g, a, s);
@@ -151,7 +154,7 @@ void propose(const Graph& g, const Target&, Proposal& out) {
   PlanCandidate c;
   c.name = "sdpa_bwd_d" + std::to_string(a.p.d_qk);
   c.local_index = kBase;
-  c.estimated_us = estimate_us(a.p);
+  c.estimated_us = estimate_us(a.p, target);
   c.workspace_bytes = sdpa::bwd_workspace_bytes(a.p, false);
   c.deterministic = true;
   // Problems v2 does not take keep the first plan alone.
@@ -159,7 +162,7 @@ void propose(const Graph& g, const Target&, Proposal& out) {
     PlanCandidate v2 = c;
     v2.name = "sdpa_bwd_v2_d" + std::to_string(a.p.d_qk);
     v2.local_index = kV2Index;
-    v2.estimated_us = estimate_v2_us(a.p);
+    v2.estimated_us = estimate_v2_us(a.p, target);
     v2.workspace_bytes = sdpa::bwd_workspace_bytes(a.p, !v2_two_pass());
     out.plans.push_back(v2);
   }

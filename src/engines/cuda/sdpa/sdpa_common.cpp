@@ -154,4 +154,8 @@ void bind(Problem& p, const Slots& s, void* const* slots) {
   p.scale_ptr = static_cast<const float*>(at(s.scale_device));
 }
 
+cost::AttentionShape attention_shape(const Problem& p, bool backward) {
+  return {p.b, p.hq, p.sq, p.skv, p.has_right && p.right == 0, p.bottom_right, backward};
+}
+
 }  // namespace opendnn::cuda::sdpa

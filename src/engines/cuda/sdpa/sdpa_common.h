@@ -24,6 +24,8 @@
 #include <cstdint>
 #include <string>
 
+#include "plan/attention_cost.h"
+
 #if defined(__CUDACC__)
 #define OPENDNN_SDPA_HD __host__ __device__ __forceinline__
 #else
@@ -116,5 +118,9 @@ std::string describe(const Graph& g, const Node& n, Problem& p, Slots& s);
 
 // Copies the variant-pack pointers named by `s` into `p` (execute time: no allocation, no sync).
 void bind(Problem& p, const Slots& s, void* const* slots);
+
+// The problem in the terms of the router's attention tile model (plan/attention_cost.h); a sliding
+// window or per-batch lengths only shorten the work, which the model then overestimates.
+cost::AttentionShape attention_shape(const Problem& p, bool backward);
 
 }  // namespace opendnn::cuda::sdpa

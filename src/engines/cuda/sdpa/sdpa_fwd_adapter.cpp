@@ -36,16 +36,15 @@ std::string match(const Graph& g, sdpa::Problem& p, sdpa::Slots& s, sdpa::FwdLau
   return "";
 }
 
-// 2*B*Hq*Sq*Skv*(d_qk+d_v) flops (about half under a causal mask) at the rate each kernel reached on the
-// H200 (bench/results/sdpa*.json: v1 210-250 TFLOP/s, v2 360-720 by head dim and mask, 0.88-1.0x of our
-// cudnn engine), plus a launch. The router compares these with the cudnn engine's (~700 TFLOP/s), which
-// was as fast or faster at every measured shape (sdpa_v2.json router_vs_best >= 0.99).
-double flops_of(const sdpa::Problem& p) {
-  double flops = 2.0 * double(p.b) * double(p.hq) * double(p.sq) * double(p.skv) * double(p.d_qk + p.d_v);
-  return p.has_right ? 0.5 * flops : flops;
+// The router's tile model (plan/attention_cost.h) fitted per head dim 64/128/256 to the default forward
+// (v2) in bench/results/sdpa.json (H200, session 7, opendnn_ms; cudnn's fit is cudnn_engine_ms there:
+// cuDNN wins up to ~4k tokens, v2 past ~8k). The first kernel ran at 2.3-2.7x v2's time (sdpa_v2.json).
+constexpr cost::TileCost kV2Cost[3] = {{3.33, 1.137, 0.0}, {2.447, 1.667, 0.0}, {7.111, 2.865, 2.756}};
+double estimate_v2_us(const sdpa::Problem& p, const Target& t) {
+  const int i = p.d_qk <= 64 ? 0 : p.d_qk <= 128 ? 1 : 2;
+  return cost::attention_us(sdpa::attention_shape(p, false), kV2Cost[i], t.sm_count > 0 ? t.sm_count : 132, 5.0);
 }
-double estimate_us(const sdpa::Problem& p) { return 5.0 + flops_of(p) / 240e12 * 1e6; }
-double estimate_v2_us(const sdpa::Problem& p) { return 5.0 + flops_of(p) / 600e12 * 1e6; }
+double estimate_us(const sdpa::Problem& p, const Target& t) { return 5.0 + 2.5 * (estimate_v2_us(p, t) - 5.0); }
 
 // `base` with this execution's pointers in `p`; an error naming the plan when Q, K, V or O has none.
 Status bind_checked(const sdpa::Problem& base, const sdpa::Slots& s, void* const* slots, const char* who,
@@ -115,7 +114,7 @@ bool v2_enabled() {
 constexpr int64_t kBase = 2000;
 constexpr int64_t kV2Index = kBase + 1;
 
-void propose(const Graph& g, const Target&, Proposal& out) {
+void propose(const Graph& g, const Target& target, Proposal& out) {
   sdpa::Problem p;
   sdpa::Slots s;
   sdpa::FwdLauncher launch = nullptr;
@@ -127,14 +126,14 @@ void propose(const Graph& g, const Target&, Proposal& out) {
   PlanCandidate c;
   c.name = "sdpa_fwd_d" + std::to_string(p.d_qk) + (p.d_v != p.d_qk ? "_" + std::to_string(p.d_v) : "");
   c.local_index = kBase;
-  c.estimated_us = estimate_us(p);
+  c.estimated_us = estimate_us(p, target);
   if (v2_enabled()) {
     // Cases v2 does not cover simply keep the v1 plan alone.
     if (sdpa::fwd_v2_supports(p, s).empty()) {
       PlanCandidate v2 = c;
       v2.name = "sdpa_fwd_v2_" + c.name.substr(std::strlen("sdpa_fwd_"));
       v2.local_index = kV2Index;
-      v2.estimated_us = estimate_v2_us(p);
+      v2.estimated_us = estimate_v2_us(p, target);
       out.plans.push_back(v2);
     }
   }
