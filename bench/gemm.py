@@ -4,7 +4,10 @@ torch.matmul (cuBLAS), torch doing GEMM + bias + GELU as separate kernels (and, 
 torch.compile of it) and torch._scaled_mm for fp8 e4m3 (per-tensor scales, bf16 out), all in one
 process on the same inputs. Writes bench/results/gemm.json (+ .png).
 
-    python bench/gemm.py [--quick | --sweep] [--compile]
+    python bench/gemm.py [--quick | --sweep | --targets] [--compile]
+
+The main bf16 rows also time our cudnn engine's plan (cudnn_engine_ms) and the router's own pick among
+every engine (router_plan, router_ms, router_vs_best = the faster engine's time / the pick's).
 
 Layouts: "nn" is torch.matmul(a, b) with b [K, N] contiguous; "nt" is F.linear(x, w), w [N, K]
 contiguous (B column-major, the layout of nn.Linear weights). Each result is checked against torch's
@@ -127,7 +130,27 @@ def bench_bf16(M, N, K, layout, epilogue, compile_peer):
     if "bias" in t:
         pack[t["bias"]] = bias
     run_and_check(g, pack, y, ref, row, peer_name, peer)
+    time_router(row, lambda: build(M, N, K, layout, epilogue),
+                lambda t: {t["a"]: a, t["b"]: b_view, t["y"]: y, **({t["bias"]: bias} if "bias" in t else {})})
     return row
+
+
+def time_router(row, make, bind):
+    """Our cudnn engine's heuristic plan (cudnn_engine_*) and the router's own pick among every engine
+    (router_*: what a user gets by default) on fresh graphs from make() -> (graph, tensors), bound by
+    bind(tensors) -> pack, timed like ours; router_vs_best = the faster of our two engines / the pick."""
+    for key, engine in (("cudnn_engine", "cudnn"), ("router", None)):
+        g, t = make()
+        try:
+            row[f"{key}_plan"], ws = plan_on(g, engine)
+        except Exception as e:  # a decline: recorded, never fatal
+            row[f"{key}_declined"] = failure(e, 200)
+            continue
+        pack = bind(t)
+        row[f"{key}_ms"] = time_cuda(lambda: g.execute(pack, ws))
+    timed = [row[k] for k in ("opendnn_ms", "cudnn_engine_ms") if k in row]
+    if "router_ms" in row and timed:
+        row["router_vs_best"] = min(timed) / row["router_ms"]
 
 
 # The opt-in plans every plans_ row switches on (the candidates among them are UNVERIFIED until this runs).
@@ -431,6 +454,9 @@ def main():
     ap.add_argument("--quick", action="store_true", help="a few shapes")
     ap.add_argument("--compile", action="store_true", help="also time torch.compile of GEMM + bias + GELU")
     ap.add_argument("--no-knobs", action="store_true", help="skip the swizzle x raster A/B grid")
+    ap.add_argument("--targets", action="store_true",
+                    help="only the rows the performance targets name (bf16 square and LLM shapes, bias + GELU, fp8; "
+                         "each with the cudnn engine's and the router's pick), no plan or knob sweeps")
     ap.add_argument("--sweep", action="store_true",
                     help="only the plan sweep (every plan, candidates included) at 8192^3 and the 11008 shapes")
     args = ap.parse_args()
@@ -457,8 +483,12 @@ def main():
         add(bench_bf16(M, N, K, layout, epi, args.compile))
     for M, N, K in ([(8192, 8192, 8192)] if args.quick else [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 14336, 4096)]):
         add(bench_fp8(M, N, K))
+        if args.targets:
+            continue
         add(bench_fp8_plans(M, N, K))
         add(bench_fp8_amax(M, N, K))
+    if args.targets:
+        return report_wrong(rows)
     # The opt-in variants (UNVERIFIED until this run): SwiGLU's gate projection and fp32 logits.
     for M, N, K in ([(8192, 14336, 4096)] if args.quick else [(8192, 11008, 4096), (8192, 14336, 4096)]):
         add(bench_swiglu(M, N, K))
