@@ -8,7 +8,7 @@ gradients in the same run. Writes bench/results/sdpa_bwd.json (+ sdpa_bwd.png).
     PYTHONPATH=build-py-gpu/python:bench python bench/sdpa_bwd.py [--quick] [--variants]
 
 opendnn_* is the plan our library picks with no OPENDNN_SDPA_BWD_* variable set (d64/d128: the wgmma
-kernel with the TMA producer warp, turns and dQ writer warps, i.e. v4 + v3; d256: the mma.sync kernel).
+kernel with the TMA producer warp, turns and dQ writer warps, i.e. v4 + v3; d256: the d256 wgmma kernel, sdpa_bwd_v2_d256).
 `--variants` (alias --v2/--v3/--v4) also times, in the same row, each earlier schedule with the
 variables that select it (read when a plan is made): v1_* the mma.sync kernel (V2=0), v2_* the plain
 fused wgmma kernel (V3=0 V4=0), v2tp_* its two-pass schedule (V2_TWO_PASS=1), v3_* bulk dQ adds in the
@@ -70,7 +70,7 @@ def peer_backward(c, backend, do):
 
 
 VARS = ("OPENDNN_SDPA_BWD_V2", "OPENDNN_SDPA_BWD_V2_TWO_PASS", "OPENDNN_SDPA_BWD_V3", "OPENDNN_SDPA_BWD_V4",
-        "OPENDNN_SDPA_BWD_V4_TURNS")
+        "OPENDNN_SDPA_BWD_V4_TURNS", "OPENDNN_SDPA_BWD_D256_V2")
 # key -> the variables (suffix after OPENDNN_SDPA_BWD_) that select that schedule; the rest are unset.
 VARIANTS = {
     "v1": {"V2": "0"},
@@ -79,7 +79,10 @@ VARIANTS = {
     "v3": {"V4": "0"},
     "v4": {"V3": "0"},
     "v4nt": {"V3": "0", "V4_TURNS": "0"},
+    "d256v2": {"D256_V2": "1"},  # the d256 wgmma backward (d256 rows only; the default there)
 }
+# Head dims each variant exists for (absent: every head dim).
+VARIANT_DIMS = {"d256v2": (256,), **{k: (64, 128) for k in ("v2", "v2tp", "v3", "v4", "v4nt")}}
 
 
 @contextlib.contextmanager
@@ -142,7 +145,7 @@ def run_bwd(c, row, variants=False):
     if not variants:
         return
     for key, settings in VARIANTS.items():
-        if key != "v1" and c.D not in (64, 128):  # the head dims the wgmma kernels exist for
+        if c.D not in VARIANT_DIMS.get(key, (c.D,)):  # the head dims the wgmma kernels exist for
             continue
         with bwd_env(settings):
             row[f"{key}_ok"] = time_ours(c, row, do, ref, fl, reps, key)
@@ -154,7 +157,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="d64/128/256 at S=2048, causal and not")
     ap.add_argument("--variants", "--v2", "--v3", "--v4", action="store_true", dest="variants",
-                    help="also time the earlier schedules (v1, v2, v2tp, v3, v4, v4nt) in each row")
+                    help="also time the earlier schedules (v1, v2, v2tp, v3, v4, v4nt; d256v2 at d256) in each row")
     args = ap.parse_args()
     seqs = (2048,) if args.quick else (512, 1024, 2048, 4096, 8192, 16384)
     rows = []

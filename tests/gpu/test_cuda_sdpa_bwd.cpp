@@ -40,6 +40,9 @@ struct Case {
   bool v3 = false;           // with v2: OPENDNN_SDPA_BWD_V3=1 too (bulk dQ reductions, loads behind T1/T2)
   bool v4 = false;           // with v2: OPENDNN_SDPA_BWD_V4=1 too (TMA producer warp, warpgroup turns)
   bool v4_no_turns = false;  // with v4: OPENDNN_SDPA_BWD_V4_TURNS=0
+  // OPENDNN_SDPA_BWD_D256_V2=1 while planning (unset otherwise); with v2 the d256 wgmma plan is required,
+  // without it (V2 then unset, not 0) the first kernel is, i.e. the d256 plan must decline the problem.
+  bool d256v2 = false;
   // Bytes allocated past the end of every input buffer, all 0xff (NaN) when tail_nan, else zeros: a
   // kernel reading past a tensor's last row then fails visibly (NaN) or deterministically passes.
   int64_t tail = 0;
@@ -283,7 +286,8 @@ void run_case(const Case& c, bool check_reproducible = false) {
     // Cases without v2 pin the first kernels (v2 is the default wherever it applies).
     bool built = false;
     {
-      ScopedEnv on("OPENDNN_SDPA_BWD_V2", c.v2 ? "1" : "0");
+      ScopedEnv on("OPENDNN_SDPA_BWD_V2", c.v2 ? "1" : c.d256v2 ? nullptr : "0");
+      ScopedEnv d256_env("OPENDNN_SDPA_BWD_D256_V2", c.d256v2 ? "1" : nullptr);
       ScopedEnv two_pass("OPENDNN_SDPA_BWD_V2_TWO_PASS", c.v2_two_pass ? "1" : nullptr);
       // v4 + v3 is the default schedule: cases that do not ask for them pin the plain fused kernel.
       ScopedEnv v3_env("OPENDNN_SDPA_BWD_V3", c.v3 ? "1" : "0");
@@ -828,6 +832,61 @@ TEST(CudaSdpaBwd, V4FallbackThdRaggedCausalGqa) {
   c.len_q = {50, 128, 7};
   c.len_kv = {64, 100, 130};
   run_case(v4(c));
+}
+
+// The d256 wgmma backward (sdpa_bwd_v2_d256.cuh, opt-in OPENDNN_SDPA_BWD_D256_V2=1): unmasked and
+// causal (both alignments), lengths that leave partial 64-row key and query tiles, GQA/MQA, BSHD
+// strides, bf16 and fp16, bitwise reproducibility; then problems it declines (they keep sdpa_bwd_d256).
+Case d256v2(Case c) {
+  c.v2 = c.d256v2 = true;
+  return c;
+}
+TEST(CudaSdpaBwd, D256V2DenseOdd) { run_case(d256v2(shape(1, 2, 2, 130, 201, 256, 256)), true); }
+TEST(CudaSdpaBwd, D256V2DenseFp16Gqa) { run_case(d256v2(shape(2, 4, 2, 77, 150, 256, 256, DataType::HALF))); }
+TEST(CudaSdpaBwd, D256V2CausalOdd) {
+  Case c = shape(1, 2, 2, 200, 200, 256, 256);
+  c.causal = true;
+  run_case(d256v2(c), true);
+}
+TEST(CudaSdpaBwd, D256V2Fp16CausalBottomRightMqa) {
+  Case c = shape(1, 4, 1, 100, 257, 256, 256, DataType::HALF);
+  c.causal = c.bottom_right = true;
+  run_case(d256v2(c));
+}
+TEST(CudaSdpaBwd, D256V2CausalMoreQueriesThanKeys) {
+  Case c = shape(1, 2, 2, 150, 90, 256, 256);
+  c.causal = true;
+  run_case(d256v2(c));
+}
+TEST(CudaSdpaBwd, D256V2CausalBottomRightMoreQueries) {
+  Case c = shape(1, 2, 1, 190, 70, 256, 256);
+  c.causal = c.bottom_right = true;
+  run_case(d256v2(c));
+}
+TEST(CudaSdpaBwd, D256V2BshdCausalGqaFp16) {
+  Case c = shape(2, 4, 2, 96, 160, 256, 256, DataType::HALF);
+  c.bshd = true;
+  c.causal = true;
+  run_case(d256v2(c));
+}
+TEST(CudaSdpaBwd, D256V2BitwiseReproducibleManyTiles) {
+  Case c = shape(1, 4, 2, 333, 301, 256, 256);
+  c.causal = true;
+  run_case(d256v2(c), true);
+}
+TEST(CudaSdpaBwd, D256V2DeclinesPadding) {
+  Case c = shape(2, 2, 2, 128, 128, 256, 256);
+  c.d256v2 = true;
+  c.len_q = {100, 37};
+  c.len_kv = {128, 65};
+  run_case(c);
+}
+TEST(CudaSdpaBwd, D256V2DeclinesSlidingWindow) {
+  Case c = shape(1, 2, 2, 150, 150, 256, 256);
+  c.d256v2 = true;
+  c.causal = true;
+  c.left = 37;
+  run_case(c);
 }
 
 TEST(CudaSdpaBwd, DeclinesDropout) {

@@ -89,11 +89,12 @@ std::string match_forward(const Node& n, const Target& target, gdn::FwdArgs& a) 
   if (!a.split) a.bv = a.mma_pass ? gdn::choose_bv_mma(a, sms) : gdn::choose_bv(a, sms);
   // Session 5's forward (see FwdArgs): chunk_prep_mma v3 (Tu instead of W and U, fused l2norm, gate
   // prefetch; needs the register-state pass, which then forms v' itself) and three chunk stages in the
-  // register-state pass. Default since the H200 run of session 5: CudaGdn.V3* 9/9 (first runs on a NaN
-  // workspace checked) and bench/gdn.py 2.23 ms vs 2.89 (H16 HV64 32k) and 0.52 vs 0.63 ms (H4 HV8, where
-  // the prep2 split plan's first run missed the fp64 check); =0 selects the previous kernels.
-  a.prep_v3 = env_flag("OPENDNN_GDN_PREP_V3", true) && a.mma_prep && (a.mma_pass || a.split);
-  if (env_flag("OPENDNN_GDN_PASS_V3", true) && (a.mma_pass || a.split)) a.stages = 3;
+  // register-state pass. Opt-in again (=1): on the H200 (session 7) the full test_cuda_gdn failed with
+  // them at several sequences per batch (CudaGdn.ManyHeadsWideSlices, MidHeadsSlices32,
+  // BenchHeadsK128Slices64: O errors 0.08 to 1e32 with three stages, with or without v3); the V3* cases
+  // (one sequence) and bench/gdn.py (2.23 vs 2.89 ms at H16 HV64 32k) had passed. Cause not found yet.
+  a.prep_v3 = env_flag("OPENDNN_GDN_PREP_V3", false) && a.mma_prep && (a.mma_pass || a.split);
+  if (env_flag("OPENDNN_GDN_PASS_V3", false) && (a.mma_pass || a.split)) a.stages = 3;
   if (a.bv == 0) return "no state slice width fits shared memory for V = " + std::to_string(a.v);
   return "";
 }

@@ -49,7 +49,6 @@ FwdArgs forward_args(const BwdArgs& b) {
   f.t = b.t, f.n = b.n, f.h = b.h, f.hv = b.hv, f.ho = b.ho, f.k = b.k, f.v = b.v;
   f.scale = b.scale, f.l2norm = b.l2norm, f.bv = b.bv;
   f.mma_pass = true, f.mma_prep = true, f.keep = true;
-  f.stages = 3;  // the register-state pass queues two chunks ahead where shared memory allows (as the forward)
   f.q = b.q, f.kk = b.kk, f.vv = b.vv, f.g = b.g, f.beta = b.beta, f.cu = b.cu, f.init = b.init;
   for (int i = 0; i < 4; ++i) f.init_stride[i] = b.init_stride[i];
   return f;

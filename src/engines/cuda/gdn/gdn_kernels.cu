@@ -1459,8 +1459,8 @@ void launch_mma_v(const PassParams& pp, int64_t ctas, cudaStream_t st) {
 }
 template <class T, int K, int Mode>
 void launch_mma_mode(const PassParams& pp, int64_t ctas, cudaStream_t st) {
-  if constexpr (Mode == kStates)  // the backward's recompute: W and U from chunk_prep_mma, never Tu (V3)
-    launch_mma_v<T, K, Mode, false>(pp, ctas, st);
+  if constexpr (Mode == kStates)  // the backward's recompute keeps the verified two-stage kernel
+    launch_mma_stages<T, K, Mode, 2, false>(pp, ctas, st);
   else if (prep3(pp.a))
     launch_mma_v<T, K, Mode, true>(pp, ctas, st);
   else

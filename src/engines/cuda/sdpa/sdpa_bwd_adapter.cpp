@@ -13,6 +13,10 @@
 // adds in the consumers), OPENDNN_SDPA_BWD_V3=0 keeps the adds in the consumers, both =0 give the
 // plain fused kernel; OPENDNN_SDPA_BWD_V4_TURNS=0 turns the turns off. Problems TMA cannot describe
 // (per-batch lengths, THD, unaligned pointers) run the fused kernel without the producer warp.
+// d256 gets a wgmma plan of its own (sdpa_bwd_v2_d256.cuh, same plan name scheme and index; H200: 3.0-3.2x
+// the first kernel at S=2048, every D256V2 test passed); OPENDNN_SDPA_BWD_D256_V2=0 withholds it (read when
+// proposing and building; see d256_declined); it takes BHSD at full lengths, unmasked or causal, GQA; the
+// rest keeps the first kernel.
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -83,11 +87,14 @@ std::string match(const Graph& g, sdpa::BwdProblem& a, BwdSlots& s) {
 // The router's tile model (plan/attention_cost.h) fitted to bench/results/sdpa_bwd.json (H200, session
 // 6): the default wgmma schedule at d64 / d128 and the mma.sync kernel at d256. The mma.sync kernel
 // took 3.1x (d64) and 3.6x (d128) the wgmma one's time at S=2048; at d192 it is costed like d256.
-constexpr cost::TileCost kV2Cost[2] = {{17.079, 4.036, 0.0}, {18.71, 5.793, 0.0}};
+// The d256 wgmma kernel: bench/sdpa_bwd.py --quick --variants, session 7 (5.33 ms dense, 2.77 causal at
+// B8 H8 S2048), within 3% of both.
+constexpr cost::TileCost kV2Cost[3] = {{17.079, 4.036, 0.0}, {18.71, 5.793, 0.0}, {0.0, 42.86, 0.0}};
 constexpr cost::TileCost kV1CostD256 = {0.0, 129.94, 0.0};
 int sms(const Target& t) { return t.sm_count > 0 ? t.sm_count : 132; }
 double estimate_v2_us(const sdpa::Problem& p, const Target& t) {
-  return cost::attention_us(sdpa::attention_shape(p, true), kV2Cost[p.d_qk <= 64 ? 0 : 1], sms(t), 10.0);
+  const int i = p.d_qk <= 64 ? 0 : p.d_qk <= 128 ? 1 : 2;
+  return cost::attention_us(sdpa::attention_shape(p, true), kV2Cost[i], sms(t), 10.0);
 }
 double estimate_us(const sdpa::Problem& p, const Target& t) {
   if (p.d_qk > 128) return cost::attention_us(sdpa::attention_shape(p, true), kV1CostD256, sms(t), 10.0);
@@ -102,15 +109,32 @@ bool env_is_0(const char* name) {
   const char* e = std::getenv(name);
   return e && std::strcmp(e, "0") == 0;
 }
+// The d256 wgmma backward (default; =0 withholds it): what it does not implement stays with the first kernel.
+std::string d256_declined(const sdpa::BwdProblem& a, const BwdSlots& s) {
+  const sdpa::Problem& p = a.p;
+  const sdpa::Slots& c = s.common;
+  if (env_is_0("OPENDNN_SDPA_BWD_D256_V2")) return "sdpa_bwd_v2_d256 is withheld by OPENDNN_SDPA_BWD_D256_V2=0";
+  if (c.seq_len_q >= 0 || c.seq_len_kv >= 0 || c.cu_q >= 0 || c.cu_kv >= 0)
+    return "sdpa_bwd_v2_d256 does not take per-batch sequence lengths (padding masks)";
+  if (c.rag_q >= 0 || c.rag_k >= 0 || c.rag_v >= 0 || c.rag_o >= 0 || c.rag_lse >= 0 || s.dout.ragged >= 0 ||
+      s.dq.ragged >= 0 || s.dk.ragged >= 0 || s.dv.ragged >= 0)
+    return "sdpa_bwd_v2_d256 does not take ragged (THD) layouts";
+  if (p.has_left) return "sdpa_bwd_v2_d256 does not take sliding windows (left bound)";
+  if (p.has_right && p.right != 0) return "sdpa_bwd_v2_d256 takes a right bound of 0 (causal) only";
+  return "";
+}
 // The wgmma backward (v2) is offered by default wherever it is instantiated, packed layouts included
 // (THD d128 "faults" of sessions 4-5 were the test's reference reading past its buffer);
-// OPENDNN_SDPA_BWD_V2=0 withholds it.
-std::string v2_declined(const sdpa::BwdProblem& a) {
+// OPENDNN_SDPA_BWD_V2=0 withholds it (the d256 one too).
+std::string v2_declined(const sdpa::BwdProblem& a, const BwdSlots& s) {
   if (env_is_0("OPENDNN_SDPA_BWD_V2")) return "sdpa_bwd_v2 is withheld by OPENDNN_SDPA_BWD_V2=0";
-  if (!sdpa::bwd_v2_supported(a.p.d_qk, a.p.d_v)) return "sdpa_bwd_v2 runs d_qk == d_v in {64, 128} only";
+  if (a.p.d_qk == 256 && a.p.d_v == 256) return d256_declined(a, s);
+  if (!sdpa::bwd_v2_supported(a.p.d_qk, a.p.d_v)) return "sdpa_bwd_v2 runs d_qk == d_v in {64, 128, 256} only";
   return "";
 }
 bool v2_two_pass() { return env_is_1("OPENDNN_SDPA_BWD_V2_TWO_PASS"); }
+// d256's kernel always fuses dQ.
+bool v2_fused_dq(const sdpa::Problem& p) { return p.d_qk == 256 || !v2_two_pass(); }
 bool v3_enabled() { return !env_is_0("OPENDNN_SDPA_BWD_V3"); }
 bool v4_enabled() { return !env_is_0("OPENDNN_SDPA_BWD_V4"); }
 bool v4_turns() { return !env_is_0("OPENDNN_SDPA_BWD_V4_TURNS"); }
@@ -158,12 +182,14 @@ void propose(const Graph& g, const Target& target, Proposal& out) {
   c.workspace_bytes = sdpa::bwd_workspace_bytes(a.p, false);
   c.deterministic = true;
   // Problems v2 does not take keep the first plan alone.
-  if (v2_declined(a).empty()) {
+  if (const std::string no = v2_declined(a, s); !no.empty()) {
+    if (a.p.d_qk == 256) out.declines.push_back(no);  // why the d256 wgmma plan is not offered
+  } else {
     PlanCandidate v2 = c;
     v2.name = "sdpa_bwd_v2_d" + std::to_string(a.p.d_qk);
     v2.local_index = kV2Index;
     v2.estimated_us = estimate_v2_us(a.p, target);
-    v2.workspace_bytes = sdpa::bwd_workspace_bytes(a.p, !v2_two_pass());
+    v2.workspace_bytes = sdpa::bwd_workspace_bytes(a.p, v2_fused_dq(a.p));
     out.plans.push_back(v2);
   }
   out.plans.push_back(c);
@@ -174,9 +200,9 @@ Status build(const Graph& g, const Target&, const PlanCandidate& c, std::unique_
   BwdSlots s;
   std::string why = match(g, a, s);
   if (why.empty() && c.local_index == kV2Index) {
-    why = v2_declined(a);
+    why = v2_declined(a, s);
     a.v2 = true;
-    a.v2_two_pass = v2_two_pass();
+    a.v2_two_pass = !v2_fused_dq(a.p);
     a.v3 = !a.v2_two_pass && v3_enabled();
     a.v4 = !a.v2_two_pass && v4_enabled() && sdpa::bwd_v4_available();  // the encoder's lookup happens here
     a.v4_turns = v4_turns();

@@ -22,7 +22,9 @@ namespace opendnn::cuda::sdpa {
 struct BwdProblem {
   Problem p;  // Q, K, V, O, Stats, masks, lengths, scale (O and Stats are inputs here)
   TokenTensor dout, dq, dk, dv;
-  bool v2 = false;  // the wgmma kernels (sdpa_bwd_v2.cuh); only where bwd_v2_supported
+  // The wgmma kernels (sdpa_bwd_v2.cuh); only where bwd_v2_supported, or at d256
+  // sdpa_bwd_v2_d256.cuh (always the fused schedule: v2_two_pass, v3 and v4 are ignored there).
+  bool v2 = false;
   // v2 only: the earlier two-pass schedule (a separate dQ kernel recomputing S and dP) instead of
   // dQ accumulated by the dK/dV kernel (OPENDNN_SDPA_BWD_V2_TWO_PASS=1, read when building).
   bool v2_two_pass = false;
@@ -79,5 +81,8 @@ const char* launch_bwd_main_d192(const BwdProblem& a, const float* delta, void* 
 // v2 (sdpa_bwd_v2_d<N>.cu); workspace: D, then (fused schedule) bwd_v2_layout.
 const char* launch_bwd_v2_d64(const BwdProblem& a, void* workspace, void* stream);
 const char* launch_bwd_v2_d128(const BwdProblem& a, void* workspace, void* stream);
+// v2 at d_qk = d_v = 256 (sdpa_bwd_v2_d256.cuh; OPENDNN_SDPA_BWD_D256_V2=0 withholds it): BHSD at full lengths,
+// no mask or causal; the workspace of the fused schedule (bwd_v2_layout).
+const char* launch_bwd_v2_d256(const BwdProblem& a, void* workspace, void* stream);
 
 }  // namespace opendnn::cuda::sdpa

@@ -75,6 +75,7 @@ const char* launch_backward(const BwdProblem& a, void* workspace, void* stream) 
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return cudaGetErrorString(e);
   }
   if (a.v2) {
+    if (p.d_qk == 256 && p.d_v == 256) return launch_bwd_v2_d256(a, workspace, stream);
     if (!bwd_v2_supported(p.d_qk, p.d_v)) return "head dims not instantiated for v2";
     return p.d_qk == 64 ? launch_bwd_v2_d64(a, workspace, stream) : launch_bwd_v2_d128(a, workspace, stream);
   }

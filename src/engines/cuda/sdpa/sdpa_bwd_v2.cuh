@@ -190,18 +190,20 @@ __device__ __forceinline__ void store_acc(T* base, int64_t rs, const Acc& acc, c
 // Key tiles [lo, hi] whose dK/dV loop (bounds in bwd_kernel) visits the query tile at row m0: the
 // contributors to that tile's dQ. hi(n) > m0 gives lo, first(n) <= m0 and n * kRes < skv give hi;
 // both bounds of the loop grow with n, so the set is an interval. Only called with skv >= 1.
+// kResRows: the key tile height (the d256 kernel, sdpa_bwd_v2_d256.cuh, keeps 64 resident rows).
 struct KeyTiles {
   int64_t lo, hi;
 };
+template <int kResRows = kRes>
 __device__ __forceinline__ KeyTiles contributors(const bwd::Mask& m, int64_t m0) {
-  KeyTiles t{0, (m.skv - 1) / kRes};
-  if (m.has_left) {  // m0 < n*kRes + kRes - 1 - off + left
-    const int64_t x = m0 - (kRes - 2) + m.off - m.left;
-    if (x > 0) t.lo = (x + kRes - 1) / kRes;
+  KeyTiles t{0, (m.skv - 1) / kResRows};
+  if (m.has_left) {  // m0 < n*kResRows + kResRows - 1 - off + left
+    const int64_t x = m0 - (kResRows - 2) + m.off - m.left;
+    if (x > 0) t.lo = (x + kResRows - 1) / kResRows;
   }
-  if (m.has_right) {  // floor(max(0, n*kRes - off - right) / kStep) * kStep <= m0
+  if (m.has_right) {  // floor(max(0, n*kResRows - off - right) / kStep) * kStep <= m0
     const int64_t y = m0 + kStep - 1 + m.off + m.right;
-    const int64_t h = y < 0 ? -1 : y / kRes;
+    const int64_t h = y < 0 ? -1 : y / kResRows;
     t.hi = h < t.hi ? h : t.hi;
   }
   return t;
