@@ -654,6 +654,13 @@ TEST_F(CudaGdn, ChunkedBackwardLongSequencesK128) {
   check_bwd(c, true);
 }
 
+TEST_F(CudaGdn, ChunkedBackwardWideSlices) {
+  // Enough heads for 64-column state slices (four warps a CTA in state_bwd and in the recompute's
+  // register-state pass), several sequences, an empty one and partial chunks: the conditions under which
+  // the forward's pass without v3 went wrong with wide slices (session 7).
+  check_bwd({"HV=4H K=V=128 wide slices", {0, 64, 64, 250}, 8, 32, 128, 128}, true);
+}
+
 TEST_F(CudaGdn, ChunkedBackwardMixedDims) {
   Case c{"K=64 V=128 scale 0.5", {0, 64, 65, 200}, 3, 3, 64, 128};
   c.scale = 0.5;

@@ -69,6 +69,12 @@ bool env_flag(const char* name, bool dflt) {
   return e && *e ? std::strcmp(e, "1") == 0 : dflt;
 }
 
+// A state-slice width forced from the environment: 16, 32 or 64 dividing v, else 0 (declined).
+int forced_slice(const char* e, int64_t v) {
+  const int bv = std::atoi(e);
+  return (bv == 16 || bv == 32 || bv == 64) && v % bv == 0 ? bv : 0;
+}
+
 std::string match_forward(const Node& n, const Target& target, gdn::FwdArgs& a) {
   if (std::string why = match_common(n, a); !why.empty()) return why;
   const TensorPtr& o = n.out("O");
@@ -89,13 +95,19 @@ std::string match_forward(const Node& n, const Target& target, gdn::FwdArgs& a) 
   if (!a.split) a.bv = a.mma_pass ? gdn::choose_bv_mma(a, sms) : gdn::choose_bv(a, sms);
   // Session 5's forward (see FwdArgs): chunk_prep_mma v3 (Tu instead of W and U, fused l2norm, gate
   // prefetch; needs the register-state pass, which then forms v' itself) and three chunk stages in the
-  // register-state pass. Opt-in again (=1): on the H200 (session 7) the full test_cuda_gdn failed with
-  // them at several sequences per batch (CudaGdn.ManyHeadsWideSlices, MidHeadsSlices32,
-  // BenchHeadsK128Slices64: O errors 0.08 to 1e32 with three stages, with or without v3); the V3* cases
-  // (one sequence) and bench/gdn.py (2.23 vs 2.89 ms at H16 HV64 32k) had passed. Cause not found yet.
-  a.prep_v3 = env_flag("OPENDNN_GDN_PREP_V3", false) && a.mma_prep && (a.mma_pass || a.split);
-  if (env_flag("OPENDNN_GDN_PASS_V3", false) && (a.mma_pass || a.split)) a.stages = 3;
-  if (a.bv == 0) return "no state slice width fits shared memory for V = " + std::to_string(a.v);
+  // register-state pass. Default since the H200 run of session 5: CudaGdn.V3* (first runs on a NaN
+  // workspace checked; several sequences, partial chunks and 64-column slices among them) and
+  // bench/gdn.py 2.23 ms vs 2.89 (H16 HV64 32k); =0 selects the previous kernels.
+  a.prep_v3 = env_flag("OPENDNN_GDN_PREP_V3", true) && a.mma_prep && (a.mma_pass || a.split);
+  if (env_flag("OPENDNN_GDN_PASS_V3", true) && a.prep_v3) a.stages = 3;
+  // The register-state pass without v3 (W and U from chunk_prep) gave wrong O and final states on the
+  // H200 with 32- and 64-column slices (2-4 warps a CTA) and several sequences with partial chunks
+  // (session 7: CudaGdn.ManyHeadsWideSlices, MidHeadsSlices32, BenchHeadsK128Slices64; cause not found;
+  // v3 on the same shapes passes, V3BenchHeadsK128): it keeps one-warp 16-column slices, which passed
+  // every case. OPENDNN_GDN_BV=16|32|64 forces the width (tests, A/B).
+  if (!a.split && a.mma_pass && !a.prep_v3) a.bv = 16;
+  if (const char* e = std::getenv("OPENDNN_GDN_BV"); e && !a.split) a.bv = forced_slice(e, a.v);
+  if (a.bv == 0) return "no state slice width fits shared memory for V = " + std::to_string(a.v) + " (or OPENDNN_GDN_BV is not 16, 32 or 64 dividing V)";
   return "";
 }
 
@@ -124,6 +136,10 @@ std::string match_backward(const Node& n, const Target& target, gdn::BwdArgs& a)
   }
   a.grid = int(target.sm_count > 0 ? target.sm_count : 132);
   a.bv = gdn::choose_bv_backward(a, a.grid);
+  // OPENDNN_GDN_BWD_BV=16|32|64 forces the state-slice width of the backward (and of its forward recompute,
+  // the register-state pass without v3, see match_forward).
+  if (const char* e = std::getenv("OPENDNN_GDN_BWD_BV")) a.bv = forced_slice(e, a.v);
+  if (a.bv == 0) return "OPENDNN_GDN_BWD_BV must be 16, 32 or 64 and divide V";
   return "";
 }
 
