@@ -31,8 +31,16 @@ def table(doc, name):
             f"`bench/results/{name}.json`)\n\n" + "\n".join(out))
 
 
+# A/B files whose opendnn_* columns are a plan that is no longer the default (the README's text quotes
+# their variant columns instead): sdpa_bwd_quick.json's d256 rows time the mma.sync kernel, d256v2_* the
+# wgmma kernel that became the default after that run.
+SKIP = {"sdpa_bwd_quick"}
+
+
 def main():
     for path in sorted(glob.glob(os.path.join(HERE, "results", "*.json"))):
+        if os.path.splitext(os.path.basename(path))[0] in SKIP:
+            continue
         doc = json.load(open(path))
         if "rows" in doc and doc["rows"] and "case" in doc["rows"][0]:
             print(table(doc, os.path.splitext(os.path.basename(path))[0]) + "\n")
