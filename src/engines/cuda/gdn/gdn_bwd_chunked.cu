@@ -26,6 +26,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "engines/cuda/gdn/gdn_device.cuh"
 #include "engines/cuda/gdn/gdn_kernels.h"
@@ -447,28 +448,19 @@ __global__ void __launch_bounds__(256, 1) chunk_bwd(Params p) {
     x0 = row_sum(x0), x1 = row_sum(x1);
     if (c == 0) atomicAdd(dst + m0 + g, x0), atomicAdd(dst + m0 + g + 8, x1);
   };
-  auto store_f32 = [&](float* dst, int width, int n0, auto& acc) {  // global fp32 rows r < L
+  // Global rows r < L of an accumulator tile, as fp32 or as the io type T (by dst's type).
+  auto store_rows = [&](auto* dst, int width, int n0, auto& acc) {
     constexpr int N = sizeof(acc) / sizeof(acc[0]);
+    constexpr bool kF32 = std::is_same_v<std::remove_pointer_t<decltype(dst)>, float>;
 #pragma unroll
     for (int n = 0; n < N; ++n)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = m0 + g + 8 * h;
-        if (r < L)
-          *reinterpret_cast<float2*>(dst + ((t0 + r) * a.ho + j) * width + n0 + 8 * n + 2 * c) =
-              make_float2(acc[n][2 * h], acc[n][2 * h + 1]);
-      }
-  };
-  auto store_io = [&](void* dst, int width, int n0, auto& acc) {  // the io type, rows r < L
-    constexpr int N = sizeof(acc) / sizeof(acc[0]);
-#pragma unroll
-    for (int n = 0; n < N; ++n)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = m0 + g + 8 * h;
-        if (r < L)
-          *reinterpret_cast<uint32_t*>(static_cast<T*>(dst) + ((t0 + r) * a.ho + j) * width + n0 + 8 * n + 2 * c) =
-              pack2<T>(acc[n][2 * h], acc[n][2 * h + 1]);
+        if (r >= L) continue;
+        auto* at = dst + ((t0 + r) * a.ho + j) * width + n0 + 8 * n + 2 * c;
+        if constexpr (kF32) *reinterpret_cast<float2*>(at) = make_float2(acc[n][2 * h], acc[n][2 * h + 1]);
+        else *reinterpret_cast<uint32_t*>(at) = pack2<T>(acc[n][2 * h], acc[n][2 * h + 1]);
       }
   };
   const int nk0 = hf * K / 2, nv0 = hf * V / 2, nc0 = hf * 32;
@@ -545,7 +537,7 @@ __global__ void __launch_bounds__(256, 1) chunk_bwd(Params p) {
   }
   __syncthreads();
   warp_mma<T, NK, false, false>(dq, dss, ldc, ks, ldk, m0, nk0, 0, m0 + 16);  // Dq K (Dq lower)
-  store_io(p.w.dqs, K, nk0, dq);
+  store_rows(static_cast<T*>(p.w.dqs), K, nk0, dq);
   warp_mma<T, NK, true, false>(dk, dss, ldc, qs, ldk, m0, nk0, m0, C);  // Dq^T Q
   add_rows_minus_cols(hff, ldf, dgam);
   __syncthreads();  // Dq and H are consumed
@@ -597,8 +589,8 @@ __global__ void __launch_bounds__(256, 1) chunk_bwd(Params p) {
         bv[n][e] *= bet[r];
       }
     add_rows(dbet, x[0], x[1]);
-    if (dv_direct(a)) store_io(a.dv, V, nv0, bv);
-    else store_f32(p.w.des, V, nv0, bv);
+    if (dv_direct(a)) store_rows(static_cast<T*>(a.dv), V, nv0, bv);
+    else store_rows(p.w.des, V, nv0, bv);
   }
   __syncthreads();  // G complete
   {
@@ -635,7 +627,7 @@ __global__ void __launch_bounds__(256, 1) chunk_bwd(Params p) {
   __syncthreads();
   warp_mma<T, NK, false, false>(dk, ess, ldc, ks, ldk, m0, nk0, 0, m0 + 16);  // E K
   warp_mma<T, NK, true, false>(dk, ess, ldc, ks, ldk, m0, nk0, m0, C);        // E^T K
-  store_io(p.w.dks, K, nk0, dk);
+  store_rows(static_cast<T*>(p.w.dks), K, nk0, dk);
   add_rows_minus_cols(hff, ldf, dgam);
   __syncthreads();
 
