@@ -15,6 +15,9 @@ fused wgmma kernel (V3=0 V4=0), v2tp_* its two-pass schedule (V2_TWO_PASS=1), v3
 consumers (V4=0), v4_* producer warp without writers (V3=0), v4nt_* the same without turns; each with
 its errors, reproducibility (<key>_ok) and <key>_vs_default = opendnn_ms / <key>_ms.
 
+cudnn_engine_* / router_*: our cudnn engine's plan and the router's pick among every engine, on the same
+inputs (router_vs_best = the faster of our two engines / the pick).
+
 `run_bwd(case, row)` fills one row and is what bench/sdpa.py's `--mode bwd` can call.
 Times are of the backward pass alone (torch: autograd.grad on a retained graph).
 """
@@ -42,9 +45,10 @@ def flash_forward(c):
 
 
 class OurBwd(Bound):
-    """The backward graph planned on the cuda engine only, bound to torch tensors."""
+    """The backward graph planned on one engine (cuda by default; None: the router's pick among all
+    engines), bound to torch tensors."""
 
-    def __init__(self, c, o, lse, do):
+    def __init__(self, c, o, lse, do, engine="cuda"):
         g = new_graph()
         t = {n: g.tensor(name=n, dim=list(x.shape), stride=list(x.stride()), data_type=BF16)
              for n, x in (("q", c.q), ("k", c.k), ("v", c.v), ("o", o), ("dO", do))}
@@ -53,7 +57,7 @@ class OurBwd(Bound):
                                      use_causal_mask=c.causal)
         for x in (dq, dk, dv):
             x.set_output(True)
-        super().__init__(g, "cuda")
+        super().__init__(g, engine)
         # BSHD storage like the inputs: the gradients follow their inputs' stride order.
         self.grads = [poisoned(x) for x in (c.q, c.k, c.v)]
         self.pack = {t["q"]: c.q, t["k"]: c.k, t["v"]: c.v, t["o"]: o, t["dO"]: do, st: lse,
@@ -124,6 +128,24 @@ def time_ours(c, row, do, ref, fl, reps, key):
     return ok and row[f"{prefix}bitwise_reproducible"]
 
 
+def run_router(c, row, do, reps):
+    """Our cudnn engine's heuristic plan (cudnn_engine_*) and the router's own pick among every engine
+    (router_*: what a user gets by default) on the same inputs, timed like ours; router_vs_best = the
+    faster of our two engines / the pick."""
+    o, lse = flash_forward(c)
+    for key, engine in (("cudnn_engine", "cudnn"), ("router", None)):
+        sub = {}
+        bound = first_run(sub, lambda e=engine: OurBwd(c, o, lse, do, e))
+        if bound is None:
+            row[f"{key}_declined"] = sub.get("opendnn_declined", "")[:300]
+            continue
+        row[f"{key}_plan"] = sub["plan"]
+        row[f"{key}_ms"] = time_cuda(bound, reps=reps)
+    timed = [row[k] for k in ("opendnn_ms", "cudnn_engine_ms") if k in row]
+    if "router_ms" in row and timed:
+        row["router_vs_best"] = min(timed) / row["router_ms"]
+
+
 def run_bwd(c, row, variants=False):
     fl = BWD_FLOPS * flops(c.B, c.H, c.S, c.D, c.causal)
     reps = 10 if c.S >= 8192 else 30
@@ -142,6 +164,7 @@ def run_bwd(c, row, variants=False):
     with bwd_env({}):
         row["correct"] = time_ours(c, row, do, ref, fl, reps, "opendnn")
     add_speedups(row, PEERS)
+    run_router(c, row, do, reps)
     if not variants:
         return
     for key, settings in VARIANTS.items():
