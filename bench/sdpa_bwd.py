@@ -74,7 +74,7 @@ def peer_backward(c, backend, do):
 
 
 VARS = ("OPENDNN_SDPA_BWD_V2", "OPENDNN_SDPA_BWD_V2_TWO_PASS", "OPENDNN_SDPA_BWD_V3", "OPENDNN_SDPA_BWD_V4",
-        "OPENDNN_SDPA_BWD_V4_TURNS", "OPENDNN_SDPA_BWD_D256_V2")
+        "OPENDNN_SDPA_BWD_V4_TURNS", "OPENDNN_SDPA_BWD_D256_V2", "OPENDNN_SDPA_BWD_D256_V2_EARLY_TURNS")
 # key -> the variables (suffix after OPENDNN_SDPA_BWD_) that select that schedule; the rest are unset.
 VARIANTS = {
     "v1": {"V2": "0"},
@@ -84,9 +84,11 @@ VARIANTS = {
     "v4": {"V3": "0"},
     "v4nt": {"V3": "0", "V4_TURNS": "0"},
     "d256v2": {"D256_V2": "1"},  # the d256 wgmma backward (d256 rows only; the default there)
+    "d256v2et": {"D256_V2_EARLY_TURNS": "1"},  # ... with early turns (the default under a causal mask)
+    "d256v2nt": {"D256_V2_EARLY_TURNS": "0"},  # ... without early turns (the default without one)
 }
 # Head dims each variant exists for (absent: every head dim).
-VARIANT_DIMS = {"d256v2": (256,), **{k: (64, 128) for k in ("v2", "v2tp", "v3", "v4", "v4nt")}}
+VARIANT_DIMS = {"d256v2": (256,), "d256v2et": (256,), "d256v2nt": (256,), **{k: (64, 128) for k in ("v2", "v2tp", "v3", "v4", "v4nt")}}
 
 
 @contextlib.contextmanager

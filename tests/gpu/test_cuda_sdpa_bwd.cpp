@@ -43,6 +43,7 @@ struct Case {
   // OPENDNN_SDPA_BWD_D256_V2=1 while planning (unset otherwise); with v2 the d256 wgmma plan is required,
   // without it (V2 then unset, not 0) the first kernel is, i.e. the d256 plan must decline the problem.
   bool d256v2 = false;
+  bool d256_plain_turns = false;  // with d256v2: OPENDNN_SDPA_BWD_D256_V2_EARLY_TURNS=0
   // Bytes allocated past the end of every input buffer, all 0xff (NaN) when tail_nan, else zeros: a
   // kernel reading past a tensor's last row then fails visibly (NaN) or deterministically passes.
   int64_t tail = 0;
@@ -288,6 +289,7 @@ void run_case(const Case& c, bool check_reproducible = false) {
     {
       ScopedEnv on("OPENDNN_SDPA_BWD_V2", c.v2 ? "1" : c.d256v2 ? nullptr : "0");
       ScopedEnv d256_env("OPENDNN_SDPA_BWD_D256_V2", c.d256v2 ? "1" : nullptr);
+      ScopedEnv d256_turns_env("OPENDNN_SDPA_BWD_D256_V2_EARLY_TURNS", c.d256_plain_turns ? "0" : "1");
       ScopedEnv two_pass("OPENDNN_SDPA_BWD_V2_TWO_PASS", c.v2_two_pass ? "1" : nullptr);
       // v4 + v3 is the default schedule: cases that do not ask for them pin the plain fused kernel.
       ScopedEnv v3_env("OPENDNN_SDPA_BWD_V3", c.v3 ? "1" : "0");
@@ -873,6 +875,20 @@ TEST(CudaSdpaBwd, D256V2BitwiseReproducibleManyTiles) {
   Case c = shape(1, 4, 2, 333, 301, 256, 256);
   c.causal = true;
   run_case(d256v2(c), true);
+}
+// Eleven key tiles (64 rows) per head: long turn chains for the dQ adds, GQA, bitwise reproducible.
+TEST(CudaSdpaBwd, D256V2ManyKeyTilesGqa) { run_case(d256v2(shape(1, 4, 2, 320, 700, 256, 256)), true); }
+// The same kernel with the turn's wait and release at the end of each step (no early turns).
+TEST(CudaSdpaBwd, D256V2PlainTurnsCausalGqa) {
+  Case c = d256v2(shape(1, 4, 2, 333, 301, 256, 256));
+  c.causal = true;
+  c.d256_plain_turns = true;
+  run_case(c, true);
+}
+TEST(CudaSdpaBwd, D256V2PlainTurnsDenseFp16) {
+  Case c = d256v2(shape(1, 2, 1, 130, 201, 256, 256, DataType::HALF));
+  c.d256_plain_turns = true;
+  run_case(c);
 }
 TEST(CudaSdpaBwd, D256V2DeclinesPadding) {
   Case c = shape(2, 2, 2, 128, 128, 256, 256);

@@ -39,6 +39,10 @@ struct BwdProblem {
   // v4 only: the two consumer warpgroups take turns issuing their first GEMMs (OPENDNN_SDPA_BWD_V4_TURNS=0
   // turns it off).
   bool v4_turns = true;
+  // d256 v2 only: early turns of the fused dQ (sdpa_bwd_v2_d256.cuh: the turn's release and wait off the
+  // consumer warps' critical path); on under a right bound, OPENDNN_SDPA_BWD_D256_V2_EARLY_TURNS=0 / 1
+  // forces them (read when building).
+  bool d256_early_turns = true;
 };
 
 // v4's four TMA descriptors (CUtensorMap: Q, dO, K, V), encoded on the host from a bound problem.

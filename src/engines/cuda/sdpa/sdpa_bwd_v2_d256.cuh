@@ -29,8 +29,11 @@
 // 128 KiB; dS 8 KiB; P 16 KiB; LSE/D 1 KiB: 217 KiB (+1 KiB alignment) of the 227 KiB.
 // Scope (the adapter declines the rest): BHSD-strided tensors at full lengths (no per-batch lengths,
 // no THD), no mask or a causal one (right bound 0, either diagonal alignment), GQA/MQA.
-// Known gaps (first version): no TMA producer warp, the turn wait and the dQ adds sit on the
-// critical path of each step, and the next step's S / dP GEMMs do not overlap this step's dQ.
+// Known gaps: no TMA producer warp, the dQ adds sit on the critical path of each step (the turn's
+// fences do not, with early turns, below), and the next step's S / dP GEMMs do not overlap this
+// step's dQ; 64-row key tiles mean four times d128's fp32 dQ reduction traffic per flop, and a key
+// tile's CTA starts its dQ adds only after its predecessor in the turn order has (per (head, batch),
+// CTA n starts about n turn latencies late).
 #pragma once
 
 #include "engines/cuda/sdpa/sdpa_bwd_v2.cuh"
@@ -109,7 +112,7 @@ __device__ __forceinline__ void stage_tile(Dst dst, const T* src, int64_t rs, in
   }
 }
 
-template <class T>
+template <class T, bool kEarly>
 __global__ void __launch_bounds__(kThreads, 1)
     bwd_kernel(const BwdProblem a, const float* __restrict__ delta, const bwd2::DqAccum acc) {
   using namespace cute;
@@ -158,11 +161,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       const T* ob = static_cast<const T*>(a.dout.ptr) + p.base(a.dout, b, true) + h * a.dout.stride[1];
       stage_tile<T>(sQ(_, _, buf), qb, p.q.stride[2], s0, m.sq);
       stage_tile<T>(sO(_, _, buf), ob, a.dout.stride[2], s0, m.sq);
-      if (threadIdx.x < kStep) {
-        const int64_t i = s0 + threadIdx.x;
+      // Warps 5-6 load LSE and D (plain loads): warpgroup 1 has slack while warpgroup 0 computes P,
+      // and these warps keep no turns.
+      const int r = int(threadIdx.x) - 160;
+      if (r >= 0 && r < kStep) {
+        const int64_t i = s0 + r;
         const float* lb = p.lse + p.lse_base(b) + h * p.lse_stride[1];
-        sm.lse[buf][threadIdx.x] = i < m.sq ? lb[i * p.lse_stride[2]] * kLog2e : 0.f;
-        sm.delta[buf][threadIdx.x] = i < m.sq ? delta[(b * p.hq + h) * p.sq + i] : 0.f;
+        sm.lse[buf][r] = i < m.sq ? lb[i * p.lse_stride[2]] * kLog2e : 0.f;
+        sm.delta[buf][r] = i < m.sq ? delta[(b * p.hq + h) * p.sq + i] : 0.f;
       }
     }
     bwd::staged_commit();
@@ -214,7 +220,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   Tensor tKt = thr_dq.make_fragment_B(thr_dq.partition_B(sKt));
   Tensor cDq = thr_dq.partition_C(make_identity_tensor(DqShape{}));
 
-  // This thread's tile elements are (rb + dr, cb + dc), dr in {0, 8} + 16 k, dc % 8 in {0, 1}.
+  // This thread's tile elements are (rb + dr, cb + dc), dr in {0, 8}, dc % 8 in {0, 1}.
   const int rb = get<0>(cT(0)), cb = get<1>(cT(0));
   // dS by 32-bit st.shared at the swizzled byte offset r * 128 + ((c / 8) ^ (r % 8)) * 16 + (c % 8) * 2
   // of the (64, 64) K-major tile (the formula sdpa_bwd_v2.cuh checked against CuTe's SmemDs layout).
@@ -227,15 +233,37 @@ __global__ void __launch_bounds__(kThreads, 1)
   // 16-byte store or red.add per group (as sdpa_bwd_v2.cuh's park_dq / add_dq).
   constexpr int kGroups = kDqN * kStep / 128 / 4;
   const bool even = (wt & 1) == 0;
+  // Early turns (kEarly; the default under a causal mask, where it gains ~12%): the turn's fences leave warpgroup 0's path. Each dQ half has
+  // a keeper thread in warpgroup 1, which has slack while warpgroup 0 computes P: thread 224 (warp 7)
+  // for warpgroup 0's half, thread 128 for warpgroup 1's. Right after the tile GEMM is issued the
+  // keeper hands on the previous step's turn (release) and waits for this step's (acquire); warp 7
+  // then arrives on warpgroup 0's add barrier (160 threads: its 128 and warp 7), thread 128 is one of
+  // the 128 of warpgroup 1's. So the adds wait only on a named barrier. The release comes after the
+  // CTA barrier that follows every thread's adds of the previous step, which orders them before it
+  // (as in sdpa_bwd_v2.cuh's add_dq, whose release follows a barrier too). A CTA still only waits
+  // for CTAs launched before it. Without kEarly thread 0 of each warpgroup waits, and after the adds
+  // releases, at the end of the step.
+  constexpr int kKeeper0 = 224, kKeeper1 = 128;
+  int* released = nullptr;  // kEarly, a keeper: the counter whose adds await release
+  auto counter_of = [&](int w) { return acc.counters + ((b * p.hq + h) * acc.mt + s0 / kStep) * 2 + w; };
+  auto dst_of = [&](int w) { return acc.dq + ((b * p.hq + h) * acc.mt * kStep + s0) * kD + w * kDqN; };
+  auto turn_of = [&]() {
+    const bwd2::KeyTiles kt = bwd2::contributors<kRes>(m, s0);
+    return int(descending ? kt.hi - int64_t(tile) : int64_t(tile) - kt.lo);
+  };
+  auto take_turn = [&](int w) {
+    int* counter = counter_of(w);
+    if (released) bwd2::release_increment(released);
+    bwd2::wait_until_equal(counter, turn_of(), dst_of(w));
+    released = counter;
+  };
   auto add_dq = [&](const auto& dq) {
     static_assert(decltype(size(dq))::value == 4 * kGroups, "accumulator values come in 2x2 groups");
-    const int64_t bh = b * p.hq + h, mtile = s0 / kStep;
-    int* counter = acc.counters + (bh * acc.mt + mtile) * 2 + wg;
-    float* dst = acc.dq + (bh * acc.mt * kStep + s0) * kD + wg * kDqN;
-    const bwd2::KeyTiles kt = bwd2::contributors<kRes>(m, s0);
-    const int turn = int(descending ? kt.hi - int64_t(tile) : int64_t(tile) - kt.lo);
-    if (wt == 0) bwd2::wait_until_equal(counter, turn, dst);
-    bwd2::named_sync(kBarAdd + wg, 128);
+    float* dst = dst_of(wg);
+    const int turn = turn_of();
+    if constexpr (!kEarly)
+      if (wt == 0) bwd2::wait_until_equal(counter_of(wg), turn, dst);
+    bwd2::named_sync(kBarAdd + wg, kEarly && wg == 0 ? 160 : 128);  // the keeper has seen the turn come
     CUTE_UNROLL
     for (int k = 0; k < kGroups; ++k) {
       const int e = 4 * k;
@@ -247,8 +275,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (turn == 0) *reinterpret_cast<float4*>(d) = v;  // the first contributor stores: no clearing needed
       else bwd2::red_add4(d, v);  // one adder at a time (the counter): a fixed order of the sums
     }
-    bwd2::named_sync(kBarAdd + wg, 128);
-    if (wt == 0) bwd2::release_increment(counter);
+    if constexpr (!kEarly) {
+      bwd2::named_sync(kBarAdd + wg, 128);
+      if (wt == 0) bwd2::release_increment(counter_of(wg));
+    }
   };
 
   for (int64_t idx = 0; idx < total; ++idx) {
@@ -258,12 +288,23 @@ __global__ void __launch_bounds__(kThreads, 1)
     cutlass::arch::fence_view_async_shared();
     // Item idx visible to all; step idx - 1 finished everywhere (its stage, P and dS are free).
     __syncthreads();
-    stage_item(idx + 1 < total, next_h, next_s0, buf ^ 1);
 
     warpgroup_fence_operand(t);
     warpgroup_arrive();
     v2::issue(mma_t, tXr, tUr(_, _, _, buf), t, false);
     warpgroup_commit_batch();
+    // The next item's loads go out behind the tile GEMM, so no warp's LSE/D loads (warps 5-6) or
+    // turn (kEarly: the keepers) hold back a wgmma issue.
+    stage_item(idx + 1 < total, next_h, next_s0, buf ^ 1);
+    if constexpr (kEarly) {
+      if (tid == kKeeper1) take_turn(1);
+      if (tid >= kKeeper0) {  // warp 7
+        if (tid == kKeeper0) take_turn(0);
+        __syncwarp();
+        bwd2::named_arrive(kBarAdd + 0, 160);
+      }
+      __syncwarp();  // the keepers' warps converge before the next aligned instructions
+    }
 
     // Tile-local visibility (bwd::Mask::visible): query qi = cb + dc < qlim, key kj = rb + dr < klim,
     // dmin < dr - dc <= dmax; |kj - qi| < 64, so bounds clamped to +-256 keep every outcome.
@@ -336,6 +377,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     advance(next_h, next_s0);
   }
   asm volatile("cp.async.wait_group 0;\n" ::);  // no loads left in flight at exit (total == 0)
+  if constexpr (kEarly) {
+    __syncthreads();  // every thread's adds of the last step precede its release
+    if (released) bwd2::release_increment(released);  // the keepers
+  }
 
   // Warpgroup 0 holds dV, 1 holds dK / scale; key rows past Skv are not written.
   const TokenTensor& out = wg == 0 ? a.dv : a.dk;
@@ -347,9 +392,12 @@ template <class T>
 const char* launch_t(const BwdProblem& a, void* workspace, cudaStream_t st) {
   using Cfg = Config<T>;
   const Problem& p = a.p;
-  auto kernel = bwd_kernel<T>;
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+  auto early = bwd_kernel<T, true>;
+  auto plain = bwd_kernel<T, false>;
+  static const cudaError_t attr = [&] {
+    cudaError_t e = cudaFuncSetAttribute(early, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+    return e != cudaSuccess ? e : cudaFuncSetAttribute(plain, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+  }();
   if (attr != cudaSuccess) return cudaGetErrorString(attr);
   if (p.b == 0 || p.hq == 0) return nullptr;
   const float* delta = static_cast<const float*>(workspace);
@@ -360,7 +408,7 @@ const char* launch_t(const BwdProblem& a, void* workspace, cudaStream_t st) {
     if (const char* e = bwd::err(cudaMemsetAsync(acc.counters, 0, size_t(l.counter_bytes), st))) return e;
   if (p.skv > 0) {
     const dim3 grid(unsigned((p.skv + kRes - 1) / kRes), unsigned(p.hk), unsigned(p.b));
-    kernel<<<grid, kThreads, Cfg::kSmemBytes, st>>>(a, delta, acc);
+    (a.d256_early_turns ? early : plain)<<<grid, kThreads, Cfg::kSmemBytes, st>>>(a, delta, acc);
     if (const char* e = bwd::err(cudaGetLastError())) return e;
   }
   if (p.sq > 0) {
