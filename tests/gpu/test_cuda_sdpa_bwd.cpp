@@ -48,7 +48,11 @@ struct Case {
   // kernel reading past a tensor's last row then fails visibly (NaN) or deterministically passes.
   int64_t tail = 0;
   bool tail_nan = false;
+  // sink_token (logit sink_of(h) per query head) with dSink_token as an output; OPENDNN_SDPA_BWD_SINK=1.
+  bool sink = false;
 };
+
+double sink_of(int64_t h) { return 0.5 - 0.25 * double(h); }  // exact in fp32
 
 // Sets an environment variable (or unsets it, value null) until the end of the scope.
 struct ScopedEnv {
@@ -115,6 +119,7 @@ void fill_random(T4& t, DataType dt, uint32_t seed) {
 struct Ref {
   T4 o, dq, dk, dv;
   std::vector<float> lse;  // [B,Hq,Sq]
+  std::vector<double> dsink;  // [Hq] with a sink
 };
 
 // Forward (O rounded to the element type, Stats to fp32) and backward in double, as the reference
@@ -124,7 +129,7 @@ Ref reference(const Case& c, T4& q, T4& k, T4& v, T4& dO, double scale) {
   const std::vector<int32_t>* lkv = c.thd ? &c.len_kv : nullptr;
   Ref r{T4(c.B, c.Hq, c.Sq, c.Dv, c.bshd, lq), T4(c.B, c.Hq, c.Sq, c.Dqk, c.bshd, lq),
         T4(c.B, c.Hk, c.Skv, c.Dqk, c.bshd, lkv), T4(c.B, c.Hk, c.Skv, c.Dv, c.bshd, lkv),
-        std::vector<float>(size_t(c.B * c.Hq * c.Sq), 0.f)};
+        std::vector<float>(size_t(c.B * c.Hq * c.Sq), 0.f), std::vector<double>(size_t(c.Hq), 0.0)};
   const int64_t grp = c.Hq / c.Hk;
   std::vector<double> s(size_t(c.Skv)), p(size_t(c.Skv));
   std::vector<char> vis(size_t(c.Skv));
@@ -144,7 +149,8 @@ Ref reference(const Case& c, T4& q, T4& k, T4& v, T4& dO, double scale) {
           s[size_t(j)] = acc * scale;
           m = std::max(m, s[size_t(j)]);
         }
-        double sum = 0;
+        if (c.sink) m = std::max(m, sink_of(h));  // the sink joins the softmax denominator only
+        double sum = c.sink ? std::exp(sink_of(h) - m) : 0.0;
         for (int64_t j = 0; j < c.Skv; ++j)
           if (vis[size_t(j)]) sum += std::exp(s[size_t(j)] - m);
         const double lse = sum > 0 ? m + std::log(sum) : -std::numeric_limits<double>::infinity();
@@ -160,6 +166,7 @@ Ref reference(const Case& c, T4& q, T4& k, T4& v, T4& dO, double scale) {
         }
         double Di = 0;
         for (int64_t d = 0; d < c.Dv; ++d) Di += dO.at(b, h, i, d) * r.o.at(b, h, i, d);
+        if (c.sink) r.dsink[size_t(h)] -= std::exp(sink_of(h) - double(lsef)) * Di;
         for (int64_t j = 0; j < c.Skv; ++j) {
           if (!vis[size_t(j)]) continue;
           double dp = 0;
@@ -263,6 +270,11 @@ void run_case(const Case& c, bool check_reproducible = false) {
   if (c.causal) at.set("right_bound", int64_t(0));
   if (c.left > 0) at.set("left_bound", c.left);
   if (c.bottom_right) at.set("diagonal_alignment", "BOTTOM_RIGHT");
+  TensorPtr SK;
+  if (c.sink) {
+    SK = g.tensor(TensorAttr().set_name("sink").set_dim({1, c.Hq, 1, 1}).set_data_type(DataType::FLOAT));
+    at.input("sink_token", SK);
+  }
   TensorPtr SQ, SKV;
   if (!c.len_q.empty()) {
     at.set("use_padding_mask", true);
@@ -274,6 +286,7 @@ void run_case(const Case& c, bool check_reproducible = false) {
   outs[0]->set_output(true).set_stride(q.st);
   outs[1]->set_output(true).set_stride(k.st);
   outs[2]->set_output(true).set_stride(v.st);
+  if (c.sink) outs[4]->set_output(true);  // dSink_token
   TensorPtr RQ, RKV;  // THD ragged offsets (elements), shared by the tensors of each side
   if (c.thd) {
     ASSERT_EQ(c.Dqk, c.Dv) << "the test's THD offsets assume one head dim";
@@ -295,6 +308,7 @@ void run_case(const Case& c, bool check_reproducible = false) {
       ScopedEnv v3_env("OPENDNN_SDPA_BWD_V3", c.v3 ? "1" : "0");
       ScopedEnv v4_env("OPENDNN_SDPA_BWD_V4", c.v4 ? "1" : "0");
       ScopedEnv turns_env("OPENDNN_SDPA_BWD_V4_TURNS", c.v4_no_turns ? "0" : nullptr);
+      ScopedEnv sink_env("OPENDNN_SDPA_BWD_SINK", c.sink ? "1" : nullptr);
       built = build_on_cuda(g);
     }
     ASSERT_TRUE(built);
@@ -307,7 +321,7 @@ void run_case(const Case& c, bool check_reproducible = false) {
   DevBuf bq(q.v.size() * es + tail), bk(k.v.size() * es + tail), bv(v.v.size() * es + tail),
       bo(r.o.v.size() * es + tail), bdo(dO.v.size() * es + tail), bst(r.lse.size() * 4 + tail), bdq(q.v.size() * es),
       bdk(k.v.size() * es), bdv(v.v.size() * es), bsq(size_t(c.B) * 4), bskv(size_t(c.B) * 4),
-      brq(size_t(c.B + 1) * 4), brkv(size_t(c.B + 1) * 4);
+      brq(size_t(c.B + 1) * 4), brkv(size_t(c.B + 1) * 4), bsink(size_t(c.Hq) * 4), bdsink(size_t(c.Hq) * 4);
   if (tail > 0)
     for (DevBuf* d : {&bq, &bk, &bv, &bo, &bdo, &bst}) ASSERT_EQ(cudaMemset(d->p, c.tail_nan ? 0xff : 0, d->n), cudaSuccess);
   bq.put(q.bits(c.dt));
@@ -323,6 +337,13 @@ void run_case(const Case& c, bool check_reproducible = false) {
     bskv.put(c.len_kv);
     pack[SQ] = bsq.p;
     pack[SKV] = bskv.p;
+  }
+  if (SK) {
+    std::vector<float> sinks(size_t(c.Hq));
+    for (int64_t h = 0; h < c.Hq; ++h) sinks[size_t(h)] = float(sink_of(h));
+    bsink.put(sinks);
+    pack[SK] = bsink.p;
+    pack[outs[4]] = bdsink.p;
   }
   if (RQ) {
     brq.put(q.base);
@@ -346,6 +367,11 @@ void run_case(const Case& c, bool check_reproducible = false) {
   EXPECT_LE(violation(first[0], r.dq, c.dt, 2e-2, 2e-2, &why[0]), 1.0) << "dQ " << why[0];
   EXPECT_LE(violation(first[1], r.dk, c.dt, 2e-2, 2e-2, &why[1]), 1.0) << "dK " << why[1];
   EXPECT_LE(violation(first[2], r.dv, c.dt, 2e-2, 2e-2, &why[2]), 1.0) << "dV " << why[2];
+  if (c.sink) {
+    const auto got = bdsink.get<float>(size_t(c.Hq));
+    for (int64_t h = 0; h < c.Hq; ++h)
+      EXPECT_NEAR(got[size_t(h)], r.dsink[size_t(h)], 2e-2 + 2e-2 * std::fabs(r.dsink[size_t(h)])) << "dSink head " << h;
+  }
   if (check_reproducible) {
     auto second = run();
     for (int i = 0; i < 3; ++i)
@@ -924,6 +950,28 @@ TEST(CudaSdpaBwd, DeclinesDropout) {
   bool named = false;
   for (const auto& d : p.declines) named |= d.find("sdpa_bwd: not supported: dropout") != std::string::npos;
   EXPECT_TRUE(named) << "no sdpa_bwd dropout decline";
+}
+
+// Attention sinks (OPENDNN_SDPA_BWD_SINK=1 while planning, until a GPU run verifies them): the kernels take
+// the sink through Stats alone; dSink_token = -sum exp(sink - Stats) D per head, bitwise reproducible.
+Case with_sink(Case c) {
+  c.sink = true;
+  return c;
+}
+TEST(CudaSdpaBwd, SinkD128CausalGqa) {
+  Case c = shape(2, 4, 2, 150, 150, 128, 128);
+  c.causal = true;
+  run_case(with_sink(c), true);
+}
+TEST(CudaSdpaBwd, SinkV2D64Dense) {
+  Case c = shape(1, 3, 3, 100, 180, 64, 64);
+  c.v2 = true;
+  run_case(with_sink(c), true);
+}
+TEST(CudaSdpaBwd, SinkD256V2CausalFp16) {
+  Case c = shape(1, 2, 2, 90, 90, 256, 256, DataType::HALF);
+  c.causal = true;
+  run_case(with_sink(d256v2(c)));
 }
 
 }  // namespace

@@ -37,7 +37,22 @@ struct GradSlots {
 struct BwdSlots {
   sdpa::Slots common;
   GradSlots dout, dq, dk, dv;
+  int64_t dsink = -1;  // dSink_token, when sink_token is given and the gradient is a graph output
 };
+
+// With sink_token: dQ/dK/dV need no change (the sink is in Stats); dSink_token is one small reduction
+// (sdpa_bwd_launch.cu). Opt-in, OPENDNN_SDPA_BWD_SINK=1, until a GPU run verifies it (tests: *Sink*).
+std::string sink_slots(const Graph& g, const Node& n, const sdpa::Problem& p, BwdSlots& s) {
+  const char* e = std::getenv("OPENDNN_SDPA_BWD_SINK");
+  if (!e || std::strcmp(e, "1") != 0)
+    return kNo + "sink_token in the backward pass (implemented but unverified on a GPU: OPENDNN_SDPA_BWD_SINK=1)";
+  const TensorPtr& ds = n.out("dSink_token");
+  if (!ds || ds->get_is_virtual()) return "";
+  if (ds->get_data_type() != DataType::FLOAT || ds->volume() != p.hq || ds->get_stride()[1] != 1)
+    return kNo + "dSink_token must be FLOAT, one contiguous value per query head";
+  s.dsink = slot_of(g, ds);
+  return s.dsink < 0 ? kNo + "dSink_token has no variant-pack slot" : "";
+}
 
 // dO, dQ, dK, dV: a memory-backed tensor with the dims and element type of its counterpart `like`.
 std::string grad_tensor(const Graph& g, const Node& n, const char* port, bool input, const TensorPtr& like,
@@ -72,7 +87,7 @@ std::string match(const Graph& g, sdpa::BwdProblem& a, BwdSlots& s) {
   if (!sdpa::bwd_dims_supported(p.d_qk, p.d_v))
     return kNo + "head dims d_qk " + std::to_string(p.d_qk) + " / d_v " + std::to_string(p.d_v) +
            " (kernels exist for 64, 128, 256 and 192/128)";
-  if (s.common.sink >= 0) return kNo + "sink_token in the backward pass";
+  if (s.common.sink >= 0 && !(why = sink_slots(g, n, p, s)).empty()) return why;
   if (p.hk != p.hv) return kNo + "different K and V head counts";
   if (p.b > 65535 || p.hq > 65535) return kNo + "more than 65535 batches or heads";
   if (s.common.o < 0) return kNo + "O must be a graph tensor";
@@ -153,6 +168,7 @@ class SdpaBwdPlan : public Plan {
     grad(a.dq, s_.dq);
     grad(a.dk, s_.dk);
     grad(a.dv, s_.dv);
+    a.dsink = s_.dsink >= 0 ? static_cast<float*>(slots[s_.dsink]) : nullptr;
     if (const char* e = sdpa::launch_backward(a, workspace, stream))
       return {ErrorCode::CUDA_API_FAILED, std::string("cuda sdpa backward: ") + e};
     return {};

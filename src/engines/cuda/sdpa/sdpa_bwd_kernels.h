@@ -43,6 +43,9 @@ struct BwdProblem {
   // consumer warps' critical path); on under a right bound, OPENDNN_SDPA_BWD_D256_V2_EARLY_TURNS=0 / 1
   // forces them (read when building).
   bool d256_early_turns = true;
+  // With sink_token: the gradient of the sink logits, [1,Hq,1,1] FLOAT (null when not requested). dQ, dK
+  // and dV need nothing else, the sink being part of the Stats input.
+  float* dsink = nullptr;
 };
 
 // v4's four TMA descriptors (CUtensorMap: Q, dO, K, V), encoded on the host from a bound problem.

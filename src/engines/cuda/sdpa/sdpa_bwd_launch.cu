@@ -34,6 +34,46 @@ __global__ void __launch_bounds__(32 * kRowsPerCta) delta_kernel(const BwdProble
   if (lane == 0) delta[(b * p.hq + h) * p.sq + i] = acc;
 }
 
+// dsink[h] = -sum over b and i < len_q(b) of exp(sink_h - Stats_{b,h,i}) D_{b,h,i}: one CTA per query head,
+// each thread a fixed stride of rows, then a fixed tree: bitwise reproducible.
+constexpr int kSinkThreads = 256;
+__global__ void __launch_bounds__(kSinkThreads) dsink_kernel(const BwdProblem a, const float* __restrict__ delta) {
+  const Problem& p = a.p;
+  const int64_t h = blockIdx.x;
+  const float sink = p.sink[h];
+  float acc = 0.f;
+  for (int64_t b = 0; b < p.b; ++b) {
+    const int64_t n = p.len_q(b);
+    const float* lse = p.lse + p.lse_base(b) + h * p.lse_stride[1];
+    for (int64_t i = threadIdx.x; i < n; i += kSinkThreads)
+      acc += __expf(sink - lse[i * p.lse_stride[2]]) * delta[(b * p.hq + h) * p.sq + i];
+  }
+  __shared__ float red[kSinkThreads];
+  red[threadIdx.x] = acc;
+  __syncthreads();
+  for (int s = kSinkThreads / 2; s > 0; s >>= 1) {
+    if (int(threadIdx.x) < s) red[threadIdx.x] += red[threadIdx.x + s];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) a.dsink[h] = -red[0];
+}
+
+const char* launch_kernels(const BwdProblem& a, void* workspace, void* stream) {
+  const Problem& p = a.p;
+  float* delta = static_cast<float*>(workspace);
+  if (a.v2) {
+    if (p.d_qk == 256 && p.d_v == 256) return launch_bwd_v2_d256(a, workspace, stream);
+    if (!bwd_v2_supported(p.d_qk, p.d_v)) return "head dims not instantiated for v2";
+    return p.d_qk == 64 ? launch_bwd_v2_d64(a, workspace, stream) : launch_bwd_v2_d128(a, workspace, stream);
+  }
+  switch (p.d_qk) {
+    case 64: return launch_bwd_main_d64(a, delta, stream);
+    case 128: return launch_bwd_main_d128(a, delta, stream);
+    case 256: return launch_bwd_main_d256(a, delta, stream);
+    default: return launch_bwd_main_d192(a, delta, stream);
+  }
+}
+
 }  // namespace
 
 bool bwd_dims_supported(int64_t d_qk, int64_t d_v) {
@@ -74,17 +114,12 @@ const char* launch_backward(const BwdProblem& a, void* workspace, void* stream) 
       delta_kernel<__nv_bfloat16><<<grid, 32 * kRowsPerCta, 0, st>>>(a, delta);
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return cudaGetErrorString(e);
   }
-  if (a.v2) {
-    if (p.d_qk == 256 && p.d_v == 256) return launch_bwd_v2_d256(a, workspace, stream);
-    if (!bwd_v2_supported(p.d_qk, p.d_v)) return "head dims not instantiated for v2";
-    return p.d_qk == 64 ? launch_bwd_v2_d64(a, workspace, stream) : launch_bwd_v2_d128(a, workspace, stream);
+  if (const char* e = launch_kernels(a, workspace, stream)) return e;
+  if (a.dsink && p.sink) {  // delta is the workspace's first region in both layouts
+    dsink_kernel<<<unsigned(p.hq), kSinkThreads, 0, st>>>(a, delta);
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return cudaGetErrorString(e);
   }
-  switch (p.d_qk) {
-    case 64: return launch_bwd_main_d64(a, delta, stream);
-    case 128: return launch_bwd_main_d128(a, delta, stream);
-    case 256: return launch_bwd_main_d256(a, delta, stream);
-    default: return launch_bwd_main_d192(a, delta, stream);
-  }
+  return nullptr;
 }
 
 }  // namespace opendnn::cuda::sdpa
