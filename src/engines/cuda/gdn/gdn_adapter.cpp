@@ -92,7 +92,6 @@ std::string match_forward(const Node& n, const Target& target, gdn::FwdArgs& a) 
   a.mma_prep = env_flag("OPENDNN_GDN_PREP_V2", true) && gdn::mma_prep_supported(a.k, a.v);
   const bool underfilled = a.n * a.ho * (a.v / 16) * 2 <= sms;
   a.split = env_flag("OPENDNN_GDN_SPLIT", underfilled) && gdn::mma_pass_supported(a.k, a.v) && gdn::choose_split(a, sms);
-  if (!a.split) a.bv = a.mma_pass ? gdn::choose_bv_mma(a, sms) : gdn::choose_bv(a, sms);
   // Session 5's forward (see FwdArgs): chunk_prep_mma v3 (Tu instead of W and U, fused l2norm, gate
   // prefetch; needs the register-state pass, which then forms v' itself) and three chunk stages in the
   // register-state pass. Default since the H200 run of session 5: CudaGdn.V3* (first runs on a NaN
@@ -105,7 +104,7 @@ std::string match_forward(const Node& n, const Target& target, gdn::FwdArgs& a) 
   // (session 7: CudaGdn.ManyHeadsWideSlices, MidHeadsSlices32, BenchHeadsK128Slices64; cause not found;
   // v3 on the same shapes passes, V3BenchHeadsK128): it keeps one-warp 16-column slices, which passed
   // every case. OPENDNN_GDN_BV=16|32|64 forces the width (tests, A/B).
-  if (!a.split && a.mma_pass && !a.prep_v3) a.bv = 16;
+  if (!a.split) a.bv = !a.mma_pass ? gdn::choose_bv(a, sms) : a.prep_v3 ? gdn::choose_bv_mma(a, sms) : 16;
   if (const char* e = std::getenv("OPENDNN_GDN_BV"); e && !a.split) a.bv = forced_slice(e, a.v);
   if (a.bv == 0) return "no state slice width fits shared memory for V = " + std::to_string(a.v) + " (or OPENDNN_GDN_BV is not 16, 32 or 64 dividing V)";
   return "";

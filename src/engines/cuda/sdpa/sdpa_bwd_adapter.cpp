@@ -40,11 +40,19 @@ struct BwdSlots {
   int64_t dsink = -1;  // dSink_token, when sink_token is given and the gradient is a graph output
 };
 
+bool env_is_1(const char* name) {
+  const char* e = std::getenv(name);
+  return e && std::strcmp(e, "1") == 0;
+}
+bool env_is_0(const char* name) {
+  const char* e = std::getenv(name);
+  return e && std::strcmp(e, "0") == 0;
+}
+
 // With sink_token: dQ/dK/dV need no change (the sink is in Stats); dSink_token is one small reduction
 // (sdpa_bwd_launch.cu). Opt-in, OPENDNN_SDPA_BWD_SINK=1, until a GPU run verifies it (tests: *Sink*).
 std::string sink_slots(const Graph& g, const Node& n, const sdpa::Problem& p, BwdSlots& s) {
-  const char* e = std::getenv("OPENDNN_SDPA_BWD_SINK");
-  if (!e || std::strcmp(e, "1") != 0)
+  if (!env_is_1("OPENDNN_SDPA_BWD_SINK"))
     return kNo + "sink_token in the backward pass (implemented but unverified on a GPU: OPENDNN_SDPA_BWD_SINK=1)";
   const TensorPtr& ds = n.out("dSink_token");
   if (!ds || ds->get_is_virtual()) return "";
@@ -116,14 +124,6 @@ double estimate_us(const sdpa::Problem& p, const Target& t) {
   return 10.0 + 3.0 * (estimate_v2_us(p, t) - 10.0);
 }
 
-bool env_is_1(const char* name) {
-  const char* e = std::getenv(name);
-  return e && std::strcmp(e, "1") == 0;
-}
-bool env_is_0(const char* name) {
-  const char* e = std::getenv(name);
-  return e && std::strcmp(e, "0") == 0;
-}
 // The d256 wgmma backward (default; =0 withholds it): what it does not implement stays with the first kernel.
 std::string d256_declined(const sdpa::BwdProblem& a, const BwdSlots& s) {
   const sdpa::Problem& p = a.p;
@@ -198,9 +198,7 @@ void propose(const Graph& g, const Target& target, Proposal& out) {
   c.workspace_bytes = sdpa::bwd_workspace_bytes(a.p, false);
   c.deterministic = true;
   // Problems v2 does not take keep the first plan alone.
-  if (const std::string no = v2_declined(a, s); !no.empty()) {
-    if (a.p.d_qk == 256) out.declines.push_back(no);  // why the d256 wgmma plan is not offered
-  } else {
+  if (v2_declined(a, s).empty()) {
     PlanCandidate v2 = c;
     v2.name = "sdpa_bwd_v2_d" + std::to_string(a.p.d_qk);
     v2.local_index = kV2Index;
