@@ -82,6 +82,23 @@ def bind_output(t, like):
     return t.set_output(True).set_dim(list(like.shape)).set_stride(list(like.stride())).set_data_type(like.dtype)
 
 
+def time_router(row, make, reps=30):
+    """Our cudnn engine's heuristic plan (cudnn_engine_*) and the router's own pick among every engine
+    (router_*: what a user gets by default), each a Bound from make(engine), timed like ours:
+    router_vs_best = the faster of our two engines (opendnn_ms, cudnn_engine_ms) / the pick."""
+    for key, engine in (("cudnn_engine", "cudnn"), ("router", None)):
+        r = {}
+        bound = first_run(r, lambda e=engine: make(e))
+        if bound is None:
+            row[f"{key}_declined"] = r.get("opendnn_declined", "")[:300]
+            continue
+        row[f"{key}_plan"] = r["plan"]
+        row[f"{key}_ms"] = time_cuda(bound, reps=reps)
+    timed = [row[k] for k in ("opendnn_ms", "cudnn_engine_ms") if k in row]
+    if "router_ms" in row and timed:
+        row["router_vs_best"] = min(timed) / row["router_ms"]
+
+
 def failure(e, limit=1200):
     """An exception as a row value: its type and message, long enough to keep the decline reasons."""
     return f"{type(e).__name__}: {str(e)[:limit]}"

@@ -46,7 +46,8 @@ import torch
 import torch.nn.functional as F
 
 import opendnn as cudnn
-from common import add_speedups, failure, new_graph, plan_on, rel_err, show, time_cuda, write_results
+from common import (Bound, add_speedups, failure, new_graph, plan_on, rel_err, show, time_cuda, time_router,
+                    write_results)
 
 BF16 = cudnn.data_type.BFLOAT16
 FP32 = cudnn.data_type.FLOAT
@@ -130,27 +131,15 @@ def bench_bf16(M, N, K, layout, epilogue, compile_peer):
     if "bias" in t:
         pack[t["bias"]] = bias
     run_and_check(g, pack, y, ref, row, peer_name, peer)
-    time_router(row, lambda: build(M, N, K, layout, epilogue),
-                lambda t: {t["a"]: a, t["b"]: b_view, t["y"]: y, **({t["bias"]: bias} if "bias" in t else {})})
+
+    def on_engine(engine):  # the same graph and tensors, planned for common.time_router
+        g, t = build(M, N, K, layout, epilogue)
+        bound = Bound(g, engine)
+        bound.pack = {t["a"]: a, t["b"]: b_view, t["y"]: y, **({t["bias"]: bias} if "bias" in t else {})}
+        return bound
+
+    time_router(row, on_engine)
     return row
-
-
-def time_router(row, make, bind):
-    """Our cudnn engine's heuristic plan (cudnn_engine_*) and the router's own pick among every engine
-    (router_*: what a user gets by default) on fresh graphs from make() -> (graph, tensors), bound by
-    bind(tensors) -> pack, timed like ours; router_vs_best = the faster of our two engines / the pick."""
-    for key, engine in (("cudnn_engine", "cudnn"), ("router", None)):
-        g, t = make()
-        try:
-            row[f"{key}_plan"], ws = plan_on(g, engine)
-        except Exception as e:  # a decline: recorded, never fatal
-            row[f"{key}_declined"] = failure(e, 200)
-            continue
-        pack = bind(t)
-        row[f"{key}_ms"] = time_cuda(lambda: g.execute(pack, ws))
-    timed = [row[k] for k in ("opendnn_ms", "cudnn_engine_ms") if k in row]
-    if "router_ms" in row and timed:
-        row["router_vs_best"] = min(timed) / row["router_ms"]
 
 
 # The opt-in plans every plans_ row switches on (the candidates among them are UNVERIFIED until this runs).

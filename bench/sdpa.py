@@ -25,7 +25,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import opendnn
 from common import (Bound, add_speedups, failure, first_run, new_graph, poisoned, rel_err, show, time_cuda,
-                    write_results)
+                    time_router, write_results)
 
 BF16 = opendnn.data_type.BFLOAT16
 FP32 = opendnn.data_type.FLOAT
@@ -138,19 +138,8 @@ def run_fwd(c, row, v2=False):
 
 
 def run_router(c, row, v2=False):
-    """Our cudnn engine's heuristic plan and the router's own pick among every engine (what a user gets
-    by default), timed like the rest: router_vs_best = the faster of our two engines / the pick."""
-    for key, engine in (("cudnn_engine", "cudnn"), ("router", None)):
-        r = {}
-        bound = first_run(r, (lambda e=engine: plan_with_v2(c, v2, e)) if v2 else (lambda e=engine: OurFwd(c, e)))
-        if bound is None:
-            row[f"{key}_declined"] = r.get("opendnn_declined", "")[:300]
-            continue
-        row[f"{key}_plan"] = r["plan"]
-        row[f"{key}_ms"] = time_cuda(bound)
-    timed = [row[k] for k in ("opendnn_ms", "cudnn_engine_ms") if k in row]
-    if "router_ms" in row and timed:
-        row["router_vs_best"] = min(timed) / row["router_ms"]
+    """The cudnn engine's plan and the router's pick on this case (common.time_router)."""
+    time_router(row, (lambda e: plan_with_v2(c, v2, e)) if v2 else (lambda e: OurFwd(c, e)))
 
 
 def run_bwd(c, row):

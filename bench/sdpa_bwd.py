@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch.nn.attention import sdpa_kernel
 
 from common import (Bound, add_speedups, failure, first_run, new_graph, poisoned, rel_err, show, time_cuda,
-                    write_results)
+                    time_router, write_results)
 from sdpa import BF16, FP32, PEERS, Case, flops
 
 BWD_FLOPS = 2.5  # backward matmul flops per forward flop (5 products of the forward's size vs 2)
@@ -130,24 +130,6 @@ def time_ours(c, row, do, ref, fl, reps, key):
     return ok and row[f"{prefix}bitwise_reproducible"]
 
 
-def run_router(c, row, do, reps):
-    """Our cudnn engine's heuristic plan (cudnn_engine_*) and the router's own pick among every engine
-    (router_*: what a user gets by default) on the same inputs, timed like ours; router_vs_best = the
-    faster of our two engines / the pick."""
-    o, lse = flash_forward(c)
-    for key, engine in (("cudnn_engine", "cudnn"), ("router", None)):
-        sub = {}
-        bound = first_run(sub, lambda e=engine: OurBwd(c, o, lse, do, e))
-        if bound is None:
-            row[f"{key}_declined"] = sub.get("opendnn_declined", "")[:300]
-            continue
-        row[f"{key}_plan"] = sub["plan"]
-        row[f"{key}_ms"] = time_cuda(bound, reps=reps)
-    timed = [row[k] for k in ("opendnn_ms", "cudnn_engine_ms") if k in row]
-    if "router_ms" in row and timed:
-        row["router_vs_best"] = min(timed) / row["router_ms"]
-
-
 def run_bwd(c, row, variants=False):
     fl = BWD_FLOPS * flops(c.B, c.H, c.S, c.D, c.causal)
     reps = 10 if c.S >= 8192 else 30
@@ -166,7 +148,8 @@ def run_bwd(c, row, variants=False):
     with bwd_env({}):
         row["correct"] = time_ours(c, row, do, ref, fl, reps, "opendnn")
     add_speedups(row, PEERS)
-    run_router(c, row, do, reps)
+    o, lse = flash_forward(c)
+    time_router(row, lambda e: OurBwd(c, o, lse, do, e), reps)  # cudnn_engine_* / router_*
     if not variants:
         return
     for key, settings in VARIANTS.items():
