@@ -8,14 +8,15 @@
 //   chunk_prep    per (chunk, output head): gamma = within-chunk cumsum of g, the UT transform
 //                 T = (I + StrictLower(beta K K^T * decay))^-1 by forward substitution, W = T (beta e^gamma K),
 //                 U = T (beta V), and the masked, decayed, scaled Q K^T of the output.
-//                 chunk_prep_mma (opt-in, OPENDNN_GDN_PREP_V2=1) does the same per (chunk, q/k head)
-//                 with mma.sync, sharing K K^T and Q K^T over the output heads of a group.
+//                 chunk_prep_mma (the default; OPENDNN_GDN_PREP_V2=0 withholds it) does the same per
+//                 (chunk, q/k head) with mma.sync, sharing K K^T and Q K^T over the output heads of a group.
 //   state_pass    per (sequence, output head, V slice): walks the chunks in order with the state slice in
 //                 fp32 shared memory: v' = U - W S, O = (scale e^gamma Q) S + Aqk v',
 //                 S <- e^gamma_last S + (e^(gamma_last - gamma) K)^T v'. Fusing the output here means the
 //                 per-chunk states never go to memory in the forward.
-//                 state_pass_mma (opt-in, OPENDNN_GDN_FWD_V2=1) keeps the state in mma.sync registers;
-//                 with OPENDNN_GDN_SPLIT=1 it runs split: segment summaries, split_combine, then
+//                 state_pass_mma (the default; OPENDNN_GDN_FWD_V2=0 withholds it) keeps the state in
+//                 mma.sync registers; when the unsplit grid underfills the GPU (OPENDNN_GDN_SPLIT=1/0
+//                 forces it) it runs split: segment summaries, split_combine, then
 //                 the outputs per segment (see the comment above PassMode).
 // Matrix products use warp-level bf16/fp16 tensor-core fragments (WMMA) from shared memory, fp32
 // accumulation. exp(gamma_i - gamma_j) is only evaluated under the causal mask, so strong gates
@@ -518,7 +519,7 @@ __global__ void __launch_bounds__(kThreads) state_pass(PassParams p) {
 }
 
 // ------------------------------------------------------------------------------------------------
-// state_pass_mma (OPENDNN_GDN_FWD_V2=1 until a GPU run verifies it): the same recurrence with the state
+// state_pass_mma (the default pass; OPENDNN_GDN_FWD_V2=0 withholds it): the same recurrence with the state
 // slice held transposed, S^T (bv x K), in fp32 mma.sync accumulators. Warp w owns the 16 state rows
 // v0 + 16w .. +15 over all of K, so every product a chunk needs reads the state and v' from its own
 // registers (an m16n8 accumulator pair is the m16n8k16 A operand) and only the chunk tiles W, Q, K,
@@ -547,7 +548,8 @@ size_t smem_bytes(int k, int bv, bool outputs = true, int stages = 2, bool v3 = 
 
 }  // namespace mma
 
-// The sequence split (OPENDNN_GDN_SPLIT=1, unverified on GPU). With few heads, N * HO * (V / 16)
+// The sequence split (default when the unsplit grid underfills the GPU; OPENDNN_GDN_SPLIT=1/0 forces it).
+// With few heads, N * HO * (V / 16)
 // warps walking T / 64 chunks in order leave most SMs idle (H4 HV8 K=V=128: 64 warps, 512 chunks).
 // Per chunk the state update is affine in the entering state,
 //   S' = A_c S + Kd^T U,   A_c = e^gamma_last I - Kd^T W,   Kd = diag(e^(gamma_last - gamma)) K,
@@ -1054,7 +1056,7 @@ __global__ void __launch_bounds__(256) empty_final(FwdArgs a) {
 }
 
 // ------------------------------------------------------------------------------------------------
-// chunk_prep_mma (OPENDNN_GDN_PREP_V2=1 until a GPU run verifies it): the same workspace as chunk_prep,
+// chunk_prep_mma (the default prep; OPENDNN_GDN_PREP_V2=0 withholds it): the same workspace as chunk_prep,
 // one CTA per (chunk, q/k head) for the G = HO / H output heads that read that head. What depends on
 // what: K K^T and Q K^T depend only on the q/k head, so they are formed once per CTA (mma.sync) and kept
 // in fp32; the gates, beta, the inverse, W, U and Aqk depend on the output head and are redone per head
@@ -1146,7 +1148,7 @@ __device__ __forceinline__ void offdiag(float* M, int r0, int c0, int ms, int la
 }  // namespace prep2
 
 // grid (bound, H), kThreads threads, prep2::Layout<K, V>::bytes of shared memory.
-// V3 (OPENDNN_GDN_PREP_V3, unverified on a GPU): the output per head is Tu = T diag(beta), Aqk, gamma and
+// V3 (the default prep3; OPENDNN_GDN_PREP_V3=0 withholds it): the output per head is Tu = T diag(beta), Aqk, gamma and
 // the per-row scales of Work::fs only: no v rows, no W/U products, ~25 KB written per chunk and head
 // instead of 40 (state_pass_mma<V3> forms v' from v and Tu). With l2norm the raw q and k rows are
 // normalised in shared memory (the products see the same 16-bit normalised values l2_rows would write)
