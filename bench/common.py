@@ -82,10 +82,14 @@ def bind_output(t, like):
     return t.set_output(True).set_dim(list(like.shape)).set_stride(list(like.stride())).set_data_type(like.dtype)
 
 
-def time_router(row, make, reps=30):
+def time_router(row, make, reps=30, rotate_with=None):
     """Our cudnn engine's heuristic plan (cudnn_engine_*) and the router's own pick among every engine
     (router_*: what a user gets by default), each a Bound from make(engine), timed like ours:
-    router_vs_best = the faster of our two engines (opendnn_ms, cudnn_engine_ms) / the pick."""
+    router_vs_best = the faster of our two engines (opendnn_ms, cudnn_engine_ms) / the pick.
+    rotate_with ({row key: callable}, e.g. {"opendnn_ms": ours, "torch_matmul_ms": peer}): those are timed
+    again in the same alternating rounds as the two engines (time_rotating) and their row keys
+    overwritten, so every column of the row saw the same clock and thermal drift."""
+    entries = {}
     for key, engine in (("cudnn_engine", "cudnn"), ("router", None)):
         r = {}
         bound = first_run(r, lambda e=engine: make(e))
@@ -93,10 +97,29 @@ def time_router(row, make, reps=30):
             row[f"{key}_declined"] = r.get("opendnn_declined", "")[:300]
             continue
         row[f"{key}_plan"] = r["plan"]
-        row[f"{key}_ms"] = time_cuda(bound, reps=reps)
+        entries[f"{key}_ms"] = bound
+    if rotate_with:
+        entries.update(rotate_with)
+        row.update(time_rotating({k: ((lambda: None), fn) for k, fn in entries.items()}))
+    else:
+        row.update({k: time_cuda(fn, reps=reps) for k, fn in entries.items()})
     timed = [row[k] for k in ("opendnn_ms", "cudnn_engine_ms") if k in row]
     if "router_ms" in row and timed:
         row["router_vs_best"] = min(timed) / row["router_ms"]
+
+
+ROUNDS, ROUND_REPS = 5, 10
+
+
+def time_rotating(entries, rounds=ROUNDS, reps=ROUND_REPS):
+    """entries: {key: (prepare, fn)}. Times every fn in each of `rounds` rounds (prepare() before each block),
+    so clock and thermal drift during the rounds falls on all of them alike: {key: median of the rounds' medians}."""
+    times = {k: [] for k in entries}
+    for _ in range(rounds):
+        for key, (prepare, fn) in entries.items():
+            prepare()
+            times[key].append(time_cuda(fn, warmup=2, reps=reps))
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
 def failure(e, limit=1200):

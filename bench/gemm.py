@@ -32,22 +32,22 @@ stream-K (OPENDNN_GEMM_STREAMK=1) and with 1x2 / 2x2 clusters (OPENDNN_GEMM_C1X2
 (OPENDNN_GEMM_FP8_PROMOTION=8|16, "_promotion" rows); "model_" rows repeat a plans_ row with the scheduler
 knobs chosen by OPENDNN_GEMM_KNOBS=model. Each plan gets a column <kind>_<tile>_<cluster> (plan_tag). The plans of
 a row and its torch peers are timed in alternating rounds (time_rotating), so clock drift during the row falls
-on all of them alike (the main rows alternate ours and the torch peer the same way). --sweep runs only those rows, at 8192^3 and the M = 8192 shapes with N or K = 11008
+on all of them alike (the main bf16 rows alternate ours, the torch peer, the cudnn engine and the router's pick the
+same way). --sweep runs only those rows, at 8192^3 and the M = 8192 shapes with N or K = 11008
 (+ the knob grid at two of them), in about two minutes.
 """
 import argparse
 import contextlib
 import os
 import re
-import statistics
 import sys
 
 import torch
 import torch.nn.functional as F
 
 import opendnn as cudnn
-from common import (Bound, add_speedups, failure, new_graph, plan_on, rel_err, show, time_cuda, time_router,
-                    write_results)
+from common import (Bound, add_speedups, failure, new_graph, plan_on, rel_err, show, time_cuda, time_rotating,
+                    time_router, write_results)
 
 BF16 = cudnn.data_type.BFLOAT16
 FP32 = cudnn.data_type.FLOAT
@@ -70,10 +70,11 @@ def build(M, N, K, layout, epilogue):
     return g, t
 
 
-def run_and_check(g, pack, y, ref, row, peer_name, peer=None):
+def run_and_check(g, pack, y, ref, row, peer_name, peer=None, timed=True):
     """Plans `g` on the cuda engine, runs it once into `y` (poisoned), checks it against `ref` and
     times it; fills the row and returns our median ms, or None with the decline in the row. With `peer`
-    (a callable), ours and the peer are timed in alternating rounds and <peer_name>_ms is the peer's."""
+    (a callable), ours and the peer are timed in alternating rounds and <peer_name>_ms is the peer's.
+    timed=False: only the check (the caller times it, e.g. with the engines in common.time_router); returns 0."""
     try:
         row["plan"], ws = plan_on(g, "cuda")
     except Exception as e:  # a decline or a failed build: recorded in the row, never fatal
@@ -83,15 +84,21 @@ def run_and_check(g, pack, y, ref, row, peer_name, peer=None):
     torch.cuda.synchronize()
     row["rel_err"] = rel_err(y, ref)
     row["correct"] = row["rel_err"] < TOL
+    if not timed:
+        return 0.0
     if peer is None:
         ms = time_cuda(lambda: g.execute(pack, ws))
     else:
         timed = time_rotating({"ours": ((lambda: None), lambda: g.execute(pack, ws)), "peer": ((lambda: None), peer)})
         ms, row[peer_name + "_ms"] = timed["ours"], timed["peer"]
     row["opendnn_ms"] = ms
-    row["opendnn_tflops"] = 2.0 * row["M"] * row["N"] * row["K"] / (ms * 1e-3) / 1e12
-    add_speedups(row, (peer_name, "torch_compile"))
+    add_rates(row, peer_name)
     return ms
+
+
+def add_rates(row, peer_name):
+    row["opendnn_tflops"] = 2.0 * row["M"] * row["N"] * row["K"] / (row["opendnn_ms"] * 1e-3) / 1e12
+    add_speedups(row, (peer_name, "torch_compile"))
 
 
 def bench_bf16(M, N, K, layout, epilogue, compile_peer):
@@ -116,7 +123,6 @@ def bench_bf16(M, N, K, layout, epilogue, compile_peer):
             return F.gelu(torch.matmul(a, b_view) + bias)
         peer_name = "torch_separate"
     ref = peer()
-    row[peer_name + "_ms"] = time_cuda(peer)
     if compile_peer and epilogue != "none":
         try:
             cf = torch.compile(lambda x, y, z: F.gelu(torch.matmul(x, y) + z))
@@ -130,7 +136,9 @@ def bench_bf16(M, N, K, layout, epilogue, compile_peer):
     pack = {t["a"]: a, t["b"]: b_view, t["y"]: y}
     if "bias" in t:
         pack[t["bias"]] = bias
-    run_and_check(g, pack, y, ref, row, peer_name, peer)
+    if run_and_check(g, pack, y, ref, row, peer_name, timed=False) is None:
+        row[peer_name + "_ms"] = time_cuda(peer)
+        return row
 
     def on_engine(engine):  # the same graph and tensors, planned for common.time_router
         g, t = build(M, N, K, layout, epilogue)
@@ -138,7 +146,9 @@ def bench_bf16(M, N, K, layout, epilogue, compile_peer):
         bound.pack = {t["a"]: a, t["b"]: b_view, t["y"]: y, **({t["bias"]: bias} if "bias" in t else {})}
         return bound
 
-    time_router(row, on_engine)
+    # ours, the peer, the cudnn engine and the router's pick in the same alternating rounds
+    time_router(row, on_engine, rotate_with={"opendnn_ms": on_engine("cuda"), peer_name + "_ms": peer})
+    add_rates(row, peer_name)
     return row
 
 
@@ -146,20 +156,6 @@ def bench_bf16(M, N, K, layout, epilogue, compile_peer):
 BF16_PLAN_SWITCHES = {k: "1" for k in ("OPENDNN_GEMM_PINGPONG", "OPENDNN_GEMM_M256", "OPENDNN_GEMM_STREAMK",
                                        "OPENDNN_GEMM_C1X2", "OPENDNN_GEMM_C2X2", "OPENDNN_GEMM_PP64X256")}
 FP8_PLAN_SWITCHES = {"OPENDNN_GEMM_FP8_FAST": "1", "OPENDNN_GEMM_FP8_PINGPONG": "1"}
-ROUNDS, ROUND_REPS = 5, 10
-
-
-def time_rotating(entries, rounds=ROUNDS, reps=ROUND_REPS):
-    """entries: {key: (prepare, fn)}. Times every fn in each of `rounds` rounds (prepare() before each block),
-    so clock and thermal drift during the rounds falls on all of them alike: {key: median of the rounds' medians}."""
-    times = {k: [] for k in entries}
-    for _ in range(rounds):
-        for key, (prepare, fn) in entries.items():
-            prepare()
-            times[key].append(time_cuda(fn, warmup=2, reps=reps))
-    return {k: statistics.median(v) for k, v in times.items()}
-
-
 def cuda_plans(g):
     """Plans `g` (the opt-in cuda plans included): {cuda plan name: index}."""
     g.validate()

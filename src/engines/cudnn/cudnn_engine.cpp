@@ -369,8 +369,15 @@ class EventTimer final : public Timer {
 constexpr cost::TileCost kSdpaFwdSm90[3] = {{0.372, 1.188, 0.825}, {0.0, 1.73, 1.634}, {2.247, 3.003, 6.449}};
 constexpr cost::TileCost kSdpaBwdSm90[3] = {{10.783, 3.048, 2.996}, {17.621, 5.072, 2.434}, {14.232, 15.5, 0.0}};
 
-// The lead config's time: the tile model for plain attention on sm_90, else a roofline guess (FLOPs at
-// 700 TFLOP/s for 16-bit I/O or 50 for fp32, bytes at 3.5 TB/s).
+// cuDNN 9.19's lead config for a lone bf16 MATMUL on the H200 (engine 0) ran at 716-819 TFLOP/s at the
+// M = 8192 LLM shapes and 4096^3 / 8192^3 of bench/results/gemm.json (cudnn_engine_ms, session 8), at or
+// above the cuda engine's GEMM (681-791 through the router); with a fused bias + GELU (engine 4) at
+// 636-662, below the cuda engine's 664-739. Hence its own rate for the plain case only.
+constexpr double kPlainMatmulSm90 = 770e12;
+
+// The lead config's time: the tile model for plain attention on sm_90, the measured rate for a plain
+// matmul on sm_90, else a roofline guess (FLOPs at 700 TFLOP/s for 16-bit I/O or 50 for fp32, bytes at
+// 3.5 TB/s).
 double estimate_us(const LoweredGraph& lg, bool is16, const Target& t) {
   const int64_t d = lg.attention_head_dim;
   if (lg.plain_attention && is16 && t.sm_version == 90 && (d == 64 || d == 128 || d == 256)) {
@@ -378,6 +385,8 @@ double estimate_us(const LoweredGraph& lg, bool is16, const Target& t) {
     return cost::attention_us(lg.attention, lg.attention.keys_resident ? kSdpaBwdSm90[i] : kSdpaFwdSm90[i],
                               t.sm_count > 0 ? t.sm_count : 132, lg.attention.keys_resident ? 10.0 : 5.0);
   }
+  if (lg.plain_matmul && is16 && t.sm_version == 90)
+    return std::max(lg.flops / kPlainMatmulSm90, lg.bytes / 3.3e12) * 1e6 + 5.0;
   return (lg.flops / (is16 ? 700e12 : 50e12) + lg.bytes / 3.5e12) * 1e6 + 5.0;
 }
 

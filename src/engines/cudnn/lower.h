@@ -47,6 +47,8 @@ struct LoweredGraph {
   // Set for a graph whose one SDPA node is plain attention (no bias, dropout, padding, ragged layout,
   // left bound or alibi; causal or not; d_qk == d_v): the shape of the tile model in plan/attention_cost.h.
   bool plain_attention = false;
+  // Set for a graph that is one MATMUL node and nothing else (no fused prologue/epilogue).
+  bool plain_matmul = false;
   int sdpa_nodes = 0;
   cost::AttentionShape attention;
   int64_t attention_head_dim = 0;

@@ -252,6 +252,7 @@ bool lower_graph(const Graph& g, cudnnHandle_t handle, SdpaImpl impl, size_t ver
   }
   c.next_uid = (max_uid / 1000 + 1) * 1000 + 1000000;  // well clear of the user's uids
 
+  lg->plain_matmul = g.nodes().size() == 1 && g.nodes().front()->kind() == OpKind::MATMUL;
   bool ok = true;
   for (const auto& n : g.nodes()) {
     std::string why;
