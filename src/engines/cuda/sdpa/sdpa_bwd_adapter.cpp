@@ -50,10 +50,10 @@ bool env_is_0(const char* name) {
 }
 
 // With sink_token: dQ/dK/dV need no change (the sink is in Stats); dSink_token is one small reduction
-// (sdpa_bwd_launch.cu). Opt-in, OPENDNN_SDPA_BWD_SINK=1, until a GPU run verifies it (tests: *Sink*).
+// (sdpa_bwd_launch.cu). H200, session 8: the three *Sink* tests of test_cuda_sdpa_bwd passed (d64/d128/d256,
+// GQA, causal, fp16). OPENDNN_SDPA_BWD_SINK=0 withholds it.
 std::string sink_slots(const Graph& g, const Node& n, const sdpa::Problem& p, BwdSlots& s) {
-  if (!env_is_1("OPENDNN_SDPA_BWD_SINK"))
-    return kNo + "sink_token in the backward pass (implemented but unverified on a GPU: OPENDNN_SDPA_BWD_SINK=1)";
+  if (env_is_0("OPENDNN_SDPA_BWD_SINK")) return kNo + "sink_token in the backward pass (OPENDNN_SDPA_BWD_SINK=0)";
   const TensorPtr& ds = n.out("dSink_token");
   if (!ds || ds->get_is_virtual()) return "";
   if (ds->get_data_type() != DataType::FLOAT || ds->volume() != p.hq || ds->get_stride()[1] != 1)
