@@ -44,6 +44,7 @@ struct Case {
   // without it (V2 then unset, not 0) the first kernel is, i.e. the d256 plan must decline the problem.
   bool d256v2 = false;
   bool d256_plain_turns = false;  // with d256v2: OPENDNN_SDPA_BWD_D256_V2_EARLY_TURNS=0
+  bool d256v4 = false;            // with d256v2: OPENDNN_SDPA_BWD_D256_V4=1 (TMA producer warp, dQ writer warps)
   // Bytes allocated past the end of every input buffer, all 0xff (NaN) when tail_nan, else zeros: a
   // kernel reading past a tensor's last row then fails visibly (NaN) or deterministically passes.
   int64_t tail = 0;
@@ -303,6 +304,7 @@ void run_case(const Case& c, bool check_reproducible = false) {
       ScopedEnv on("OPENDNN_SDPA_BWD_V2", c.v2 ? "1" : c.d256v2 ? nullptr : "0");
       ScopedEnv d256_env("OPENDNN_SDPA_BWD_D256_V2", c.d256v2 ? "1" : nullptr);
       ScopedEnv d256_turns_env("OPENDNN_SDPA_BWD_D256_V2_EARLY_TURNS", c.d256_plain_turns ? "0" : "1");
+      ScopedEnv d256_v4_env("OPENDNN_SDPA_BWD_D256_V4", c.d256v4 ? "1" : nullptr);
       ScopedEnv two_pass("OPENDNN_SDPA_BWD_V2_TWO_PASS", c.v2_two_pass ? "1" : nullptr);
       // v4 + v3 is the default schedule: cases that do not ask for them pin the plain fused kernel.
       ScopedEnv v3_env("OPENDNN_SDPA_BWD_V3", c.v3 ? "1" : "0");
@@ -916,6 +918,58 @@ TEST(CudaSdpaBwd, D256V2PlainTurnsDenseFp16) {
   c.d256_plain_turns = true;
   run_case(c);
 }
+
+// d256 v4 (OPENDNN_SDPA_BWD_D256_V4=1: TMA producer warp, mbarrier ring, dQ written by writer warps with
+// bulk reductions): the D256V2 cases (partial key and query tiles read as zeros through TMA, both turn
+// orders, GQA/MQA, BSHD strides, fp16), bitwise reproducibility, NaN past the inputs' ends (TMA must not
+// read there), and long turn chains.
+Case d256v4(Case c) {
+  c = d256v2(c);
+  c.d256v4 = true;
+  return c;
+}
+TEST(CudaSdpaBwd, D256V4DenseOdd) { run_case(d256v4(shape(1, 2, 2, 130, 201, 256, 256)), true); }
+TEST(CudaSdpaBwd, D256V4DenseFp16Gqa) { run_case(d256v4(shape(2, 4, 2, 77, 150, 256, 256, DataType::HALF))); }
+TEST(CudaSdpaBwd, D256V4CausalOdd) {
+  Case c = shape(1, 2, 2, 200, 200, 256, 256);
+  c.causal = true;
+  run_case(d256v4(c), true);
+}
+TEST(CudaSdpaBwd, D256V4Fp16CausalBottomRightMqa) {
+  Case c = shape(1, 4, 1, 100, 257, 256, 256, DataType::HALF);
+  c.causal = c.bottom_right = true;
+  run_case(d256v4(c));
+}
+TEST(CudaSdpaBwd, D256V4CausalMoreQueriesThanKeys) {
+  Case c = shape(1, 2, 2, 150, 90, 256, 256);
+  c.causal = true;
+  run_case(d256v4(c));
+}
+TEST(CudaSdpaBwd, D256V4CausalBottomRightMoreQueries) {
+  Case c = shape(1, 2, 1, 190, 70, 256, 256);
+  c.causal = c.bottom_right = true;
+  run_case(d256v4(c));
+}
+TEST(CudaSdpaBwd, D256V4BshdCausalGqaFp16) {
+  Case c = shape(2, 4, 2, 96, 160, 256, 256, DataType::HALF);
+  c.bshd = true;
+  c.causal = true;
+  run_case(d256v4(c));
+}
+TEST(CudaSdpaBwd, D256V4BitwiseReproducibleManyTiles) {
+  Case c = shape(1, 4, 2, 333, 301, 256, 256);
+  c.causal = true;
+  run_case(d256v4(c), true);
+}
+TEST(CudaSdpaBwd, D256V4ManyKeyTilesGqa) { run_case(d256v4(shape(1, 4, 2, 320, 700, 256, 256)), true); }
+TEST(CudaSdpaBwd, D256V4NaNTailCausalGqa) {
+  Case c = shape(2, 4, 2, 130, 201, 256, 256);
+  c.causal = true;
+  c.tail = 256 * 1024;
+  c.tail_nan = true;
+  run_case(d256v4(c), true);
+}
+
 TEST(CudaSdpaBwd, D256V2DeclinesPadding) {
   Case c = shape(2, 2, 2, 128, 128, 256, 256);
   c.d256v2 = true;
@@ -972,6 +1026,11 @@ TEST(CudaSdpaBwd, SinkD256V2CausalFp16) {
   Case c = shape(1, 2, 2, 90, 90, 256, 256, DataType::HALF);
   c.causal = true;
   run_case(with_sink(d256v2(c)));
+}
+TEST(CudaSdpaBwd, SinkD256V4CausalFp16) {
+  Case c = shape(1, 2, 2, 90, 90, 256, 256, DataType::HALF);
+  c.causal = true;
+  run_case(with_sink(d256v4(c)));
 }
 
 }  // namespace

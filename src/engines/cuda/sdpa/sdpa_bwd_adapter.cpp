@@ -16,7 +16,8 @@
 // d256 gets a wgmma plan of its own (sdpa_bwd_v2_d256.cuh, same plan name scheme and index; H200: 3.0-3.2x
 // the first kernel at S=2048, every D256V2 test passed); OPENDNN_SDPA_BWD_D256_V2=0 withholds it (read when
 // proposing and building; see d256_declined); it takes BHSD at full lengths, unmasked or causal, GQA; the
-// rest keeps the first kernel.
+// rest keeps the first kernel. OPENDNN_SDPA_BWD_D256_V4=1 (opt-in, UNVERIFIED) runs its v4: a TMA producer
+// warp and dQ writer warps.
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -224,6 +225,8 @@ Status build(const Graph& g, const Target&, const PlanCandidate& c, std::unique_
     // causal, 5.82 vs 5.26 dense, session 7); =1 / =0 force them.
     a.d256_early_turns = env_is_1("OPENDNN_SDPA_BWD_D256_V2_EARLY_TURNS") ||
                          (!env_is_0("OPENDNN_SDPA_BWD_D256_V2_EARLY_TURNS") && a.p.has_right);
+    // Opt-in until a GPU run verifies it (sdpa_bwd_v2_d256.cuh, v4).
+    a.d256_v4 = a.p.d_qk == 256 && env_is_1("OPENDNN_SDPA_BWD_D256_V4") && sdpa::bwd_v4_available();
   }
   if (!why.empty()) return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cuda sdpa backward: " + why};
   out = std::make_unique<SdpaBwdPlan>(a, s);

@@ -43,6 +43,10 @@ struct BwdProblem {
   // consumer warps' critical path); on under a right bound, OPENDNN_SDPA_BWD_D256_V2_EARLY_TURNS=0 / 1
   // forces them (read when building).
   bool d256_early_turns = true;
+  // d256 v2 only: v4 of the d256 kernel (sdpa_bwd_v2_d256.cuh: TMA producer warp, mbarrier ring, dQ writer
+  // warps with bulk reductions; OPENDNN_SDPA_BWD_D256_V4=1, read when building; UNVERIFIED). Problems TMA
+  // cannot take run the d256 kernel without it; d256_early_turns does not apply to it.
+  bool d256_v4 = false;
   // With sink_token: the gradient of the sink logits, [1,Hq,1,1] FLOAT (null when not requested). dQ, dK
   // and dV need nothing else, the sink being part of the Stats input.
   float* dsink = nullptr;

@@ -276,15 +276,39 @@ __device__ __forceinline__ bool ring_wait(const void* bar, uint32_t parity) {
 __host__ __device__ __forceinline__ int bulk_dq_offset(int r, int c, int n) {
   return r * n + ((((c >> 2) ^ (r & 7)) << 2) | (c & 3));
 }
+// Stores a dQ accumulator (the m64nN wgmma layout; cDq: its identity partition) into a block of bulk_dq_offset
+// layout with n columns at `block` (shared memory). Addresses without a register per store (ptxas kept ~16
+// of them live across the loop): this thread's pairs are (r0 + dr, c0 + 8j), dr in {0, 8}, with r0 % 8 == x,
+// c0 % 8 in {0, 2, 4, 6}, so bulk_dq_offset = base + 8 ((j % 4) ^ (x / 2)) + dr n + 8 (j - j % 4): four
+// bases, for any n (checked on the host against bulk_dq_offset for every lane, warp and pair at n = 32 and
+// 64). Shared by v3 (sdpa_bwd_v2.cuh) and d256 v4 (sdpa_bwd_v2_d256.cuh, n = 128).
+template <int n, class Dq, class Coord>
+__device__ __forceinline__ void park_dq_block(float* block, const Dq& dq, const Coord& cDq) {
+  using cute::get;
+  const int r0 = get<0>(cDq(0)), c0 = get<1>(cDq(0)), x = r0 & 7;
+  float* const base = block + r0 * n + 4 * (((c0 >> 2) & 1) ^ (x & 1)) + (c0 & 3);
+  float* const b4[4] = {base + 8 * (0 ^ (x >> 1)), base + 8 * (1 ^ (x >> 1)), base + 8 * (2 ^ (x >> 1)),
+                        base + 8 * (3 ^ (x >> 1))};
+  CUTE_UNROLL
+  for (int e = 0; e < cute::size(dq); e += 2) {  // values e, e + 1: columns c, c + 1 of one row
+    const int dr = get<0>(cDq(e)) - r0, j = (get<1>(cDq(e)) - c0) >> 3;
+    *reinterpret_cast<float2*>(b4[j & 3] + dr * n + 8 * (j & ~3)) = make_float2(dq(e), dq(e + 1));
+  }
+}
 // dst (+)= the `bytes` bytes at shared address src through the async proxy: a plain bulk copy for the
-// first contributor, an fp32 add reduction for the others; returns once the writes are performed.
-__device__ __forceinline__ void bulk_dq_put(float* dst, uint32_t src, int bytes, bool add) {
+// first contributor, an fp32 add reduction for the others, as one bulk group (bulk_dq_put waits for it).
+__device__ __forceinline__ void bulk_dq_issue(float* dst, uint32_t src, int bytes, bool add) {
   if (add)
     asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst), "r"(src), "r"(bytes)
                  : "memory");
   else
     asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(src), "r"(bytes) : "memory");
-  asm volatile("cp.async.bulk.commit_group;\ncp.async.bulk.wait_group 0;\n" ::: "memory");
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+// bulk_dq_issue, then returns once the writes are performed.
+__device__ __forceinline__ void bulk_dq_put(float* dst, uint32_t src, int bytes, bool add) {
+  bulk_dq_issue(dst, src, bytes, add);
+  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 }
 __device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
 
@@ -580,21 +604,8 @@ __global__ void __launch_bounds__(kV4 ? kV4Threads : kThreads, 1)
 
   // Bulk variant of park_dq / add_dq: this warpgroup's block of the parked area in the workspace layout.
   float* const bulk_park = reinterpret_cast<float*>(&sm.dq_parked[0][0]) + wg * (kStep * Cfg::kDqN);
-  // Addresses without a register per store (ptxas kept ~16 of them live across the loop): this
-  // thread's pairs are (r0 + dr, c0 + 8j), dr in {0, 8}, with r0 % 8 == x, c0 % 8 in {0, 2, 4, 6}, so
-  // bulk_dq_offset = base + 8 ((j % 4) ^ (x / 2)) + dr n + 8 (j - j % 4): four bases (checked on the
-  // host against bulk_dq_offset for every lane, warp and pair at n = 32 and 64).
   auto park_dq_bulk = [&](const auto& dq) {
-    constexpr int n = Cfg::kDqN;
-    const int r0 = get<0>(cDq(0)), c0 = get<1>(cDq(0)), x = r0 & 7;
-    float* const base = bulk_park + r0 * n + 4 * (((c0 >> 2) & 1) ^ (x & 1)) + (c0 & 3);
-    float* const b4[4] = {base + 8 * (0 ^ (x >> 1)), base + 8 * (1 ^ (x >> 1)), base + 8 * (2 ^ (x >> 1)),
-                          base + 8 * (3 ^ (x >> 1))};
-    CUTE_UNROLL
-    for (int e = 0; e < size(dq); e += 2) {  // values e, e + 1: columns c, c + 1 of one row
-      const int dr = get<0>(cDq(e)) - r0, j = (get<1>(cDq(e)) - c0) >> 3;
-      *reinterpret_cast<float2*>(b4[j & 3] + dr * n + 8 * (j & ~3)) = make_float2(dq(e), dq(e + 1));
-    }
+    park_dq_block<Cfg::kDqN>(bulk_park, dq, cDq);
     cutlass::arch::fence_view_async_shared();  // generic writes, read by the bulk copy (async proxy)
   };
   auto add_dq_bulk = [&](int64_t idx, int64_t s0) {

@@ -34,6 +34,35 @@
 // step's dQ; 64-row key tiles mean four times d128's fp32 dQ reduction traffic per flop, and a key
 // tile's CTA starts its dQ adds only after its predecessor in the turn order has (per (head, batch),
 // CTA n starts about n turn latencies late).
+//
+// v4 (opt-in, OPENDNN_SDPA_BWD_D256_V4=1, a.d256_v4; UNVERIFIED on a GPU): sdpa_bwd_v2.cuh's v4 + v3
+// design at d256. 384 threads: warpgroup 0 gives its registers away (setmaxnreg 40; at 24 the writers'
+// 64-bit index arithmetic spilled 36 bytes) and the two consumer warpgroups (setmaxnreg 232: 128 x 40 +
+// 256 x 232 = 64512 of the 65536 registers; ptxas: no spills) compute exactly as above. Warp 0 loads K/V
+// once and each step's Q/dO tiles by TMA (sdpa_bwd_tma.cu: 64 x 64 boxes, rows past Sq / Skv read as
+// zeros, as stage_tile zero-fills) into the 2-stage ring, its 32 lanes store the LSE/D rows; warps 1-2
+// (lane 0) are the dQ writers of consumer warpgroups 0-1. The consumers meet only at kBarP / kBarDs
+// (P and dS must be shared anyway): no CTA barrier, no cp.async in the loop.
+// dQ: no room for a separate fp32 park area (two halves of 64 x 128 fp32 = 64 KiB; 9 KiB are free), but a
+// dQ half is exactly one streamed tile (64 x 128 x 4 B = 64 x 256 x 2 B = 32 KiB), and once a step's
+// accumulator GEMM is waited for, the tile it read is dead: warpgroup 0 parks its half in the stage's dO
+// tile, warpgroup 1 in the Q tile (the other warpgroup read each only in its tile GEMM, finished before
+// kBarP / kBarDs), in the workspace's bulk layout (bwd2::park_dq_block, bulk_dq_offset; dq_convert<.., true>
+// reads it), and arrives on dq_full[warpgroup][stage]. Its writer waits for the query tile's turn, adds the
+// block with one bulk reduction (the first contributor stores it), frees the stage once the reduction has
+// read it (empty: the two writers) and hands the turn on once its writes are performed. The turn wait, the
+// 32 KiB reductions and the fences leave the consumers' path; they wait only when writer(idx) + TMA(idx + 2)
+// outlast step idx + 1. Same turn order, same sums in the same order: bitwise reproducible, and the
+// workspace is v2's (linear in Sq; the blocks in bwd2::bulk_dq_offset layout, as v3's).
+// Shared memory of v4: K, V 64 KiB; 2 stages x (Q + dO) 128 KiB; dS 8 KiB; P 16 KiB; LSE/D 1 KiB;
+// 9 mbarriers 72 B: 217 KiB + 72 B, 218 KiB with the struct's 1 KiB alignment, +1 KiB for aligning the
+// dynamic base: 219 of 227. A third 64-row stage would need 64 KiB more;
+// 32-row stages (4 in 128 KiB) would make the dQ GEMM 32 x 128 (wgmma needs M = 64: dQ^T = K^T dS
+// instead), left for later, as is overlapping the next step's S / dP GEMM with this step's dQ GEMM:
+// tried (the dQ half in two 64 x 64 quarters, the next S / dP issued between them), ptxas serialized
+// every wgmma for want of registers at 232 a thread, and at 240 the producer warpgroup's 24 spilled.
+// dq_full is per stage: with one barrier per warpgroup the consumers could complete its phase twice
+// (steps idx and idx + 1) before the writer waited for idx, and a parity wait would then hang.
 #pragma once
 
 #include "engines/cuda/sdpa/sdpa_bwd_v2.cuh"
@@ -87,6 +116,15 @@ struct Config {
   };
   static constexpr int kSmemBytes = int(sizeof(Smem)) + 1024;  // + alignment of the dynamic base
   static_assert(kSmemBytes <= 227 * 1024, "shared memory of one CTA exceeds the H200's 227 KiB");
+  // v4: the same buffers and the rings' barriers (the header comment has the arithmetic).
+  struct SmemV4 : Smem {
+    cutlass::arch::ClusterTransactionBarrier res_full, full[kStages];
+    cutlass::arch::ClusterBarrier empty[kStages];
+    cutlass::arch::ClusterBarrier dq_full[2][kStages];  // [consumer warpgroup][stage whose buffer holds its dQ]
+  };
+  static constexpr int kSmemBytesV4 = int(sizeof(SmemV4)) + 1024;
+  static_assert(kSmemBytesV4 <= 227 * 1024, "v4's shared memory exceeds the H200's 227 KiB");
+  static_assert(kStep * kDqN * sizeof(float) == kStep * kD * sizeof(T), "a dQ half fills one streamed tile");
 };
 
 // Copies rows [row0, row0 + 64) of one head (row stride rs) into a (64, 256) tile of Config::SmemRes /
@@ -112,16 +150,19 @@ __device__ __forceinline__ void stage_tile(Dst dst, const T* src, int64_t rs, in
   }
 }
 
-template <class T, bool kEarly>
-__global__ void __launch_bounds__(kThreads, 1)
-    bwd_kernel(const BwdProblem a, const float* __restrict__ delta, const bwd2::DqAccum acc) {
+template <class T, bool kEarly, bool kV4 = false>
+__global__ void __launch_bounds__(kV4 ? bwd2::kV4Threads : kThreads, 1)
+    bwd_kernel(const BwdProblem a, const float* __restrict__ delta, const bwd2::DqAccum acc,
+               const __grid_constant__ BwdV4Descs tma) {
   using namespace cute;
   using Cfg = Config<T>;
+  using Smem = std::conditional_t<kV4, typename Cfg::SmemV4, typename Cfg::Smem>;
   using bwd::kLog2e;
   const Problem& p = a.p;
   extern __shared__ char smem_raw[];
   const uint32_t raw_addr = cute::cast_smem_ptr_to_uint(smem_raw);
-  auto& sm = *reinterpret_cast<typename Cfg::Smem*>(smem_raw + ((1024u - (raw_addr & 1023u)) & 1023u));
+  auto& sm = *reinterpret_cast<Smem*>(smem_raw + ((1024u - (raw_addr & 1023u)) & 1023u));
+  static_assert(!(kV4 && kEarly), "v4's turns are kept by its dQ writers");
 
   // Under a right bound the turn order of a query tile's contributors is descending key tiles, and a
   // CTA may only wait for CTAs launched before it: the grid runs key tiles last-first.
@@ -143,11 +184,110 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int64_t ntiles = hi > first ? (hi - first + kStep - 1) / kStep : 0;
   const int64_t total = group * ntiles;
 
+  constexpr int kTileElems = kStep * kD;  // one streamed tile (a stage of sm.q or sm.dout)
+  if constexpr (kV4) {
+    if (threadIdx.x == 0) {
+      sm.res_full.init(1);
+      for (int s = 0; s < kStages; ++s) {
+        sm.full[s].init(32);  // the producer warp's lanes, once their LSE/D rows are stored
+        sm.empty[s].init(2);  // the two dQ writers, once their bulk reductions have read the stage
+        for (int w = 0; w < 2; ++w) sm.dq_full[w][s].init(128);  // a consumer warpgroup's threads, dQ parked
+      }
+      cutlass::arch::fence_barrier_init();
+    }
+    __syncthreads();  // the only CTA-wide barrier
+    if (threadIdx.x < 128) {
+      cutlass::arch::warpgroup_reg_dealloc<40>();
+      const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+      // Item idx walks (head h0 + head_i, query tile first + tile_i * 64) in the consumers' order; 32-bit
+      // where it can be (40 registers; bwd_v4_encode takes sequences below 2^31 rows only).
+      const int h0 = int(hk * group), nt = int(ntiles);
+      if (warp == 1 || warp == 2) {
+        // dQ writer of consumer warpgroup w: once the warpgroup has parked step idx's dQ half (fp32, the
+        // workspace block's layout) in the stage it read, waits for the query tile's turn, adds the
+        // block with one bulk reduction (the first contributor stores it), hands the turn on and frees
+        // the stage. Turn waits and reductions thus leave the consumers' path: they stall only when the
+        // producer cannot refill a stage in time.
+        if (lane != 0) return;
+        const int w = warp - 1;
+        const uint32_t park0 = cute::cast_smem_ptr_to_uint(w == 0 ? sm.dout : sm.q);
+        int tile_i = 0, head_i = 0;
+        bool broken = false;  // a parked block that never came: keep the turns going (others wait on them)
+        for (int idx = 0; idx < int(total); ++idx) {
+          const int st = idx % kStages;
+          if (!broken) broken = !bwd2::ring_wait(&sm.dq_full[w][st], uint32_t((idx / kStages) & 1));
+          const int64_t s0 = first + int64_t(tile_i) * kStep;
+          const int64_t slot = ((b * p.hq + h0 + head_i) * acc.mt + s0 / kStep) * 2 + w;
+          int* counter = acc.counters + slot;
+          float* dst = acc.dq + slot * (kStep * kDqN);
+          const bwd2::KeyTiles kt = bwd2::contributors<kRes>(m, s0);
+          const int turn = int(descending ? kt.hi - int64_t(tile) : int64_t(tile) - kt.lo);
+          bwd2::wait_until_equal(counter, turn, dst);
+          bwd2::fence_proxy_async_global();  // the bulk add comes after the previous contributor's
+          bwd2::bulk_dq_issue(dst, park0 + uint32_t(st * kTileElems * int(sizeof(T))), kStep * kDqN * int(sizeof(float)),
+                              turn != 0);
+          // The stage is free once the reduction has read it: the producer refills it while the writes
+          // complete.
+          asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+          sm.empty[st].arrive();
+          asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+          bwd2::fence_proxy_async_global();  // ... and is performed before the release
+          bwd2::release_increment(counter);
+          if (++tile_i == nt) tile_i = 0, ++head_i;
+        }
+        return;
+      }
+      if (warp != 0) return;
+      // Producer warp. TMA views (sdpa_bwd_tma.cu): 0 Q, 1 dO, 2 K, 3 V; a tile is four column blocks
+      // of 64 (one 128-byte swizzle span) stacked down its 64 rows, as SmemRes / SmemStr are. Rows past
+      // Sq / Skv read as zeros, as stage_tile's.
+      const auto* maps = reinterpret_cast<const CUtensorMap*>(tma.bytes);
+      auto load = [&](int view, cutlass::arch::ClusterTransactionBarrier& bar, T* dst, int64_t row0, int64_t head) {
+        for (int c = 0; c < kD; c += 64)
+          SM90_TMA_LOAD_4D::copy(&maps[view], reinterpret_cast<uint64_t*>(&bar), uint64_t(TMA::CacheHintSm90::EVICT_NORMAL),
+                                 dst + c * kStep, c, int(row0), int(head), int(b));
+      };
+      if (total > 0 && lane == 0) {
+        sm.res_full.arrive_and_expect_tx(uint32_t(2 * kRes * kD * sizeof(T)));
+        load(2, sm.res_full, sm.k, r0, hk);
+        load(3, sm.res_full, sm.v, r0, hk);
+      }
+      const int sq = int(m.sq);
+      const float* lse0 = p.lse + p.lse_base(b) + h0 * p.lse_stride[1];
+      const float* d0 = delta + (b * p.hq + h0) * p.sq;
+      int st = 0, tile_i = 0, head_i = 0;
+      uint32_t phase = 0;
+      bool broken = false;  // an empty wait timed out: LSE becomes NaN, so every result does
+      for (int idx = 0; idx < int(total); ++idx) {
+        if (idx >= kStages && !broken) broken = !bwd2::ring_wait(&sm.empty[st], phase ^ 1);
+        const int s0 = int(first) + tile_i * kStep;
+        if (lane == 0) {
+          sm.full[st].expect_transaction(uint32_t(2 * kTileElems * sizeof(T)));
+          load(0, sm.full[st], sm.q + st * kTileElems, s0, h0 + head_i);
+          load(1, sm.full[st], sm.dout + st * kTileElems, s0, h0 + head_i);
+        }
+        const float* lb = lse0 + head_i * p.lse_stride[1];
+        const float* db = d0 + head_i * p.sq;
+        CUTE_UNROLL
+        for (int k = 0; k < kStep / 32; ++k) {
+          const int r = lane + 32 * k, i = s0 + r;
+          sm.lse[st][r] = broken ? __int_as_float(0x7fffffff) : i < sq ? lb[i * p.lse_stride[2]] * kLog2e : 0.f;
+          sm.delta[st][r] = i < sq ? db[i] : 0.f;
+        }
+        sm.full[st].arrive();  // releases this lane's LSE/D stores to the consumers' wait
+        if (++tile_i == nt) tile_i = 0, ++head_i;
+        if (++st == kStages) st = 0, phase ^= 1;
+      }
+      return;
+    }
+    cutlass::arch::warpgroup_reg_alloc<232>();
+  }
+
   Tensor sK = make_tensor(make_smem_ptr(sm.k), typename Cfg::SmemRes{});
   Tensor sV = make_tensor(make_smem_ptr(sm.v), typename Cfg::SmemRes{});
   Tensor sQ = make_tensor(make_smem_ptr(sm.q), typename Cfg::SmemStr{});
   Tensor sO = make_tensor(make_smem_ptr(sm.dout), typename Cfg::SmemStr{});
-  {
+  if constexpr (!kV4) {
     const T* kb = static_cast<const T*>(p.k.ptr) + p.base(p.k, b, false) + hk * p.k.stride[1];
     const T* vb = static_cast<const T*>(p.v.ptr) + p.base(p.v, b, false) + hk * p.v.stride[1];
     stage_tile<T>(sK, kb, p.k.stride[2], r0, m.skv);
@@ -180,10 +320,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     ss += kStep;
     if (ss >= first + ntiles * kStep) ss = first, ++hh;
   };
-  stage_item(total > 0, h, s0, 0);  // one group with K and V
+  if constexpr (!kV4) stage_item(total > 0, h, s0, 0);  // one group with K and V
   advance(next_h, next_s0);
 
-  const int tid = int(threadIdx.x), wg = tid / 128, wt = tid % 128;
+  const int tid = int(threadIdx.x) - (kV4 ? 128 : 0), wg = tid / 128, wt = tid % 128;  // consumer threads
   // Operands by role: warpgroup 0 reads (K, Q) for its tile GEMM and dO for its accumulator GEMM,
   // warpgroup 1 (V, dO) and Q. One instruction stream, runtime base pointers.
   T* const x_base = wg == 0 ? sm.k : sm.v;
@@ -281,13 +421,24 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   };
 
+  bool broken = false;  // v4: a ring wait timed out; dK/dV become NaN
+  if constexpr (kV4)
+    if (total > 0) broken = !bwd2::ring_wait(&sm.res_full, 0);
   for (int64_t idx = 0; idx < total; ++idx) {
     const int buf = int(idx & 1);
-    asm volatile("cp.async.wait_group 0;\n" ::);  // item idx (and at idx 0 K, V) landed
-    // cp.async and zero-fill stores are generic-proxy writes; wgmma reads through the async proxy.
-    cutlass::arch::fence_view_async_shared();
-    // Item idx visible to all; step idx - 1 finished everywhere (its stage, P and dS are free).
-    __syncthreads();
+    if constexpr (kV4) {
+      // Item idx's TMA bytes landed and its LSE/D rows are stored. No CTA barrier: P and dS are handed
+      // over by kBarP / kBarDs, which also order their reuse (warpgroup 0 writes P of step idx after
+      // kBarDs of idx - 1, which warpgroup 1 reaches after reading P of idx - 1; warpgroup 1 writes dS
+      // of idx after kBarP of idx, which warpgroup 0 reaches after its dQ wgmma of idx - 1 completed).
+      if (!broken) broken = !bwd2::ring_wait(&sm.full[buf], uint32_t((idx >> 1) & 1));
+    } else {
+      asm volatile("cp.async.wait_group 0;\n" ::);  // item idx (and at idx 0 K, V) landed
+      // cp.async and zero-fill stores are generic-proxy writes; wgmma reads through the async proxy.
+      cutlass::arch::fence_view_async_shared();
+      // Item idx visible to all; step idx - 1 finished everywhere (its stage, P and dS are free).
+      __syncthreads();
+    }
 
     warpgroup_fence_operand(t);
     warpgroup_arrive();
@@ -295,7 +446,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     warpgroup_commit_batch();
     // The next item's loads go out behind the tile GEMM, so no warp's LSE/D loads (warps 5-6) or
     // turn (kEarly: the keepers) hold back a wgmma issue.
-    stage_item(idx + 1 < total, next_h, next_s0, buf ^ 1);
+    if constexpr (!kV4) stage_item(idx + 1 < total, next_h, next_s0, buf ^ 1);
     if constexpr (kEarly) {
       if (tid == kKeeper1) take_turn(1);
       if (tid >= kKeeper0) {  // warp 7
@@ -372,11 +523,25 @@ __global__ void __launch_bounds__(kThreads, 1)
     warpgroup_commit_batch();
     warpgroup_wait<0>();
     warpgroup_fence_operand(dq);
-    add_dq(dq);
+    if constexpr (kV4) {
+      // The dQ half (64 x 128 fp32, 32 KiB) goes into the stage's tile that this warpgroup's accumulator
+      // GEMM read (warpgroup 0: dO, 1: Q): that GEMM is waited for, and the other warpgroup read the
+      // tile only in its tile GEMM, which it waited for before kBarP (warpgroup 0) / kBarDs (1).
+      bwd2::park_dq_block<kDqN>(reinterpret_cast<float*>((wg == 0 ? sm.dout : sm.q) + buf * kTileElems), dq, cDq);
+      cutlass::arch::fence_view_async_shared();  // generic writes, read by the writer's bulk copy (async proxy)
+      sm.dq_full[wg][buf].arrive();
+    } else {
+      add_dq(dq);
+    }
     h = next_h, s0 = next_s0;
     advance(next_h, next_s0);
   }
-  asm volatile("cp.async.wait_group 0;\n" ::);  // no loads left in flight at exit (total == 0)
+  if constexpr (kV4) {
+    if (broken)
+      for (int e = 0; e < size(accum); ++e) accum(e) = __int_as_float(0x7fffffff);
+  } else {
+    asm volatile("cp.async.wait_group 0;\n" ::);  // no loads left in flight at exit (total == 0)
+  }
   if constexpr (kEarly) {
     __syncthreads();  // every thread's adds of the last step precede its release
     if (released) bwd2::release_increment(released);  // the keepers
@@ -394,9 +559,11 @@ const char* launch_t(const BwdProblem& a, void* workspace, cudaStream_t st) {
   const Problem& p = a.p;
   auto early = bwd_kernel<T, true>;
   auto plain = bwd_kernel<T, false>;
+  auto v4 = bwd_kernel<T, false, true>;
   static const cudaError_t attr = [&] {
     cudaError_t e = cudaFuncSetAttribute(early, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
-    return e != cudaSuccess ? e : cudaFuncSetAttribute(plain, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(plain, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+    return e != cudaSuccess ? e : cudaFuncSetAttribute(v4, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytesV4);
   }();
   if (attr != cudaSuccess) return cudaGetErrorString(attr);
   if (p.b == 0 || p.hq == 0) return nullptr;
@@ -406,15 +573,21 @@ const char* launch_t(const BwdProblem& a, void* workspace, cudaStream_t st) {
   const bwd2::DqAccum acc{reinterpret_cast<float*>(ws + l.dq), reinterpret_cast<int*>(ws + l.counters), l.mt};
   if (l.counter_bytes > 0)
     if (const char* e = bwd::err(cudaMemsetAsync(acc.counters, 0, size_t(l.counter_bytes), st))) return e;
+  // v4 where TMA can describe the problem (host work of a few microseconds: four encodes); its dQ
+  // blocks have the bulk layout (bwd2::bulk_dq_offset), which dq_convert<..., true> reads.
+  BwdV4Descs descs{};  // zeros for the other kernels, which do not read them
+  const bool use_v4 = a.d256_v4 && bwd_v4_encode(a, descs) == nullptr;
   if (p.skv > 0) {
     const dim3 grid(unsigned((p.skv + kRes - 1) / kRes), unsigned(p.hk), unsigned(p.b));
-    (a.d256_early_turns ? early : plain)<<<grid, kThreads, Cfg::kSmemBytes, st>>>(a, delta, acc);
+    if (use_v4) v4<<<grid, bwd2::kV4Threads, Cfg::kSmemBytesV4, st>>>(a, delta, acc, descs);
+    else (a.d256_early_turns ? early : plain)<<<grid, kThreads, Cfg::kSmemBytes, st>>>(a, delta, acc, descs);
     if (const char* e = bwd::err(cudaGetLastError())) return e;
   }
   if (p.sq > 0) {
     constexpr int kRows = kThreads / (kD / 8);
     const dim3 grid(unsigned((p.sq + kRows - 1) / kRows), unsigned(p.hq), unsigned(p.b));
-    bwd2::dq_convert<T, kD, false><<<grid, kThreads, 0, st>>>(a, acc);
+    if (use_v4) bwd2::dq_convert<T, kD, true><<<grid, kThreads, 0, st>>>(a, acc);
+    else bwd2::dq_convert<T, kD, false><<<grid, kThreads, 0, st>>>(a, acc);
     if (const char* e = bwd::err(cudaGetLastError())) return e;
   }
   return nullptr;
