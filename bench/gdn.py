@@ -4,7 +4,7 @@ flash-linear-attention's chunk_gated_delta_rule (skipped cleanly when fla is not
 process on the same inputs (in-kernel q/k l2norm, log-space gates, fp32 initial and final states).
 Writes bench/results/gdn.json (+ PNG).
 
-    python bench/gdn.py [--quick] [--bwd [--exact]] [--split] [--v3]
+    python bench/gdn.py [--quick] [--bwd [--exact] [--bwd-v2]] [--split] [--v3]
 
 Our forward runs in several variants in the same process: the default plan (opendnn_ms: the
 register-state sequential pass and the tensor-core chunk_prep), the first kernels (v1_*, both
@@ -20,7 +20,9 @@ columns are the split pass with the v3 kernels. OPENDNN_BENCH_KERNELS=1 prints e
 
 With --bwd also the backward, one bwd_<case> row per case in gdn_bwd.json: our default plan (opendnn_*:
 chunked) and fla's (fla_ms, speedup_vs_fla; fla's Triton version guard lifted where it refuses, see
-fla_bwd_unguarded); with --exact also the token-exact plan (exact_*) and the errors against it.
+fla_bwd_unguarded); with --exact also the token-exact plan (exact_*) and the errors against it; with
+--bwd-v2 (or OPENDNN_GDN_BWD_V2=1 in the environment, which then applies to that column only) also the
+chunked plan with chunk_bwd_v2 (bwd_v2_ms, speedup_v2_vs_default, rel_err_v2_vs_default_*).
 --no-variants times only the default plan and the peer (the older kernels' columns take minutes).
 
 TFLOP/s use the customary minimal count 4*K*V FLOP per token and value head. Every case is also
@@ -266,10 +268,11 @@ def fla_bwd_unguarded(c):
 def backward(c, row, exact):
     """Fills row (a bwd_* case of gdn_bwd.json) with our default backward plan (the chunked one) and fla's,
     timed in the same run; with `exact` also the token-exact plan (OPENDNN_GDN_BWD_CHUNKED=0, ~1.2 s a call)
-    and the chunked plan's error against it."""
+    and the chunked plan's error against it. Returns the default plan's gradients (None if it declined)."""
     fn, grads = c.ours_bwd()
     if fn is None:
         row["opendnn_declined"] = grads
+        grads = None
     else:
         fn()
         torch.cuda.synchronize()
@@ -292,17 +295,40 @@ def backward(c, row, exact):
         except Exception as e:
             row["fla_error"] = failure(e, 200)
     if not exact or fn is None:
-        return
+        return grads
     try:
         efn, egrads = c.ours_env({"OPENDNN_GDN_BWD_CHUNKED": "0"}, c.ours_bwd)
         if efn is None:
             row["exact_declined"] = egrads
-            return
+            return grads
         row["exact_ms"] = time_cuda(efn, warmup=1, reps=3)
         for name, a, b in zip(GRAD_NAMES, grads, egrads):
             row[f"rel_err_vs_exact_{name}"] = rel(a, b)
     except Exception as e:
         row["exact_error"] = failure(e, 200)
+    return grads
+
+
+def backward_v2(c, row, grads):
+    """bwd_v2_ms: the chunked plan with chunk_bwd_v2 (OPENDNN_GDN_BWD_V2=1) next to the default plan
+    (opendnn_ms) in the same run, and its gradients against the default plan's. Called last for the case,
+    so that a fault in the opt-in kernel cannot lose the numbers above."""
+    try:
+        vfn, vgrads = c.ours_env({"OPENDNN_GDN_BWD_V2": "1"}, c.ours_bwd)
+        if vfn is None:
+            row["bwd_v2_declined"] = vgrads
+            return
+        vfn()
+        torch.cuda.synchronize()
+        row["bwd_v2_finite"] = all(bool(torch.isfinite(x).all().item()) for x in vgrads)
+        row["bwd_v2_ms"] = time_cuda(vfn, warmup=2, reps=10)
+        if "opendnn_ms" in row:
+            row["speedup_v2_vs_default"] = row["opendnn_ms"] / row["bwd_v2_ms"]
+        if grads is not None:
+            for name, a, b in zip(GRAD_NAMES, vgrads, grads):
+                row[f"rel_err_v2_vs_default_{name}"] = rel(a, b)
+    except Exception as e:
+        row["bwd_v2_error"] = failure(e, 200)
 
 
 def main():
@@ -310,6 +336,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="one case")
     ap.add_argument("--bwd", action="store_true", help="also the backward (ours and fla's)")
     ap.add_argument("--exact", action="store_true", help="with --bwd: also the token-exact backward (slow)")
+    ap.add_argument("--bwd-v2", action="store_true",
+                    help="with --bwd: also the chunked backward with chunk_bwd_v2 (OPENDNN_GDN_BWD_V2=1), bwd_v2_ms")
     ap.add_argument("--split", action="store_true", help="also the sequence-split pass (OPENDNN_GDN_SPLIT=1)")
     ap.add_argument("--no-variants", action="store_true",
                     help="only the default plan and the peer (skip the v1/mma/prep2 columns of earlier kernels)")
@@ -321,6 +349,7 @@ def main():
     # Taken out of the environment so that the default and the other columns keep their plans.
     split = os.environ.pop("OPENDNN_GDN_SPLIT", None) == "1" or args.split
     os.environ.pop("OPENDNN_GDN_BWD_CHUNKED", None)  # bwd_opendnn_* is the default plan, bwd_exact_* forced
+    bwd_v2 = os.environ.pop("OPENDNN_GDN_BWD_V2", None) == "1" or args.bwd_v2  # only the bwd_v2 column sets it
     quick = QUICK + (QUICK_SPLIT if split or args.v3 else ())
     variants = ([] if args.no_variants else VARIANTS) + (SPLIT_VARIANTS if split else []) + (V3_VARIANTS if args.v3 else [])
     if fla_gdn is None:
@@ -367,7 +396,10 @@ def main():
         if args.bwd:
             brow = {k: row[k] for k in ("H", "HV", "K", "V", "tokens", "sequences", "dtype")}
             brow.update({"case": f"bwd_{name}", "op": "gdn_bwd", "pass": "bwd"})
-            backward(c, brow, args.exact)
+            grads = backward(c, brow, args.exact)
+            if bwd_v2:
+                backward_v2(c, brow, grads)
+            del grads
             brows.append(brow)
             show(brow)
             write_results("gdn_bwd", brows)

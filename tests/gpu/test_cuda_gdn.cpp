@@ -311,12 +311,30 @@ void check_v3(const Case& c) {
     unsetenv(e);
 }
 
+// Sets an environment variable for a scope and restores what was there.
+struct ScopedEnv {
+  std::string name, saved;
+  bool had;
+  ScopedEnv(const char* n, const char* value) : name(n) {
+    const char* was = std::getenv(n);
+    had = was != nullptr;
+    saved = had ? was : "";
+    setenv(n, value, 1);
+  }
+  ~ScopedEnv() {
+    if (had) setenv(name.c_str(), saved.c_str(), 1);
+    else unsetenv(name.c_str());
+  }
+};
+
 // Backward: the cuda plan against the reference engine (run on the CPU on the same rounded inputs,
 // gradients in FLOAT). Gradients of q, k, v, g, beta and the initial state within 4e-2 (RMS).
-// `chunked`: the plan must be gdn_bwd_chunked, else gdn_bwd_token_exact; `switch_on` sets
-// OPENDNN_GDN_BWD_CHUNKED to 1 (else 0) while the plan is built.
+// `chunked`: the plan must be gdn_bwd_chunked (gdn_bwd_chunked_v2 while OPENDNN_GDN_BWD_V2=1), else
+// gdn_bwd_token_exact; `switch_on` sets OPENDNN_GDN_BWD_CHUNKED to 1 (else 0) while the plan is built.
 void check_bwd(const Case& c, bool chunked = false, bool switch_on = false) {
-  SCOPED_TRACE("bwd " + c.name + (chunked ? " (chunked)" : ""));
+  const char* v2_env = std::getenv("OPENDNN_GDN_BWD_V2");
+  const bool v2 = chunked && v2_env && std::string(v2_env) == "1";
+  SCOPED_TRACE("bwd " + c.name + (chunked ? (v2 ? " (chunked v2)" : " (chunked)") : ""));
   setenv("OPENDNN_GDN_BWD_CHUNKED", chunked || switch_on ? "1" : "0", 1);
   Problem pb(c, uint32_t(c.cu.back() * 11 + std::max(c.h, c.hv) * 17 + c.k));
   const int64_t T = pb.T, N = pb.N, HO = pb.HO, K = pb.K, V = pb.V;
@@ -339,7 +357,7 @@ void check_bwd(const Case& c, bool chunked = false, bool switch_on = false) {
       return b.ins.back();
     };
     auto tq = t("q", {T, c.h, K}, c.io), tk = t("k", {T, c.h, K}, c.io), tv = t("v", {T, c.hv, V}, c.io);
-    auto tg = t("g", {T, HO}, DataType::FLOAT), tb = t("beta", {T, HO}, c.io);
+    auto tg = t("g", {T, HO}, DataType::FLOAT), tb = t("beta", {T, HO}, beta.type);
     auto tcu = t("cu_seqlens", {N + 1}, DataType::INT32), tdo = t("dO", {T, HO, V}, c.io);
     NodeAttrs attrs = NodeAttrs().set_name("gdn_bwd").set("use_qk_l2norm", c.l2);
     if (c.scale > 0) attrs.set("scale", c.scale);
@@ -348,7 +366,7 @@ void check_bwd(const Case& c, bool chunked = false, bool switch_on = false) {
       attrs.input("d_final_state", t("dfin", {N, HO, V, K}, DataType::FLOAT, st_stride));
     }
     auto o = b.gr.gdn_bwd(tq, tk, tv, tg, tb, tcu, tdo, attrs);
-    const DataType types[] = {c.io, c.io, c.io, DataType::FLOAT, c.io, c.state_type};
+    const DataType types[] = {c.io, c.io, c.io, DataType::FLOAT, beta.type, c.state_type};
     for (size_t i = 0; i < (c.init ? 6u : 5u); ++i) {
       o[i]->set_output(true).set_data_type(oracle ? DataType::FLOAT : types[i]);
       b.outs.push_back(o[i]);
@@ -395,8 +413,9 @@ void check_bwd(const Case& c, bool chunked = false, bool switch_on = false) {
   ASSERT_EQ(engine, "cuda");
   EXPECT_TRUE(b.gr.get_plan_name_at_index(b.gr.selected_plan(), plan).is_good());
   unsetenv("OPENDNN_GDN_BWD_CHUNKED");
-  EXPECT_EQ(plan, chunked ? "cuda:gdn_bwd_chunked" : "cuda:gdn_bwd_token_exact");  // plan names carry the engine
-  const DataType types[] = {c.io, c.io, c.io, DataType::FLOAT, c.io, c.state_type};
+  EXPECT_EQ(plan, chunked ? (v2 ? "cuda:gdn_bwd_chunked_v2" : "cuda:gdn_bwd_chunked")
+                          : "cuda:gdn_bwd_token_exact");  // plan names carry the engine
+  const DataType types[] = {c.io, c.io, c.io, DataType::FLOAT, beta.type, c.state_type};
   std::vector<std::unique_ptr<DevBuf>> dev;
   std::unordered_map<TensorPtr, void*> pack;
   for (size_t i = 0; i < inputs.size(); ++i) pack[b.ins[i]] = inputs[i]->dev.p;
@@ -414,7 +433,8 @@ void check_bwd(const Case& c, bool chunked = false, bool switch_on = false) {
   for (size_t i = 0; i < b.outs.size(); ++i) {
     const double e = rel_err(dev[i]->values(types[i], sizes[i]), want[i]);
     EXPECT_LT(e, 4e-2) << names[i];
-    std::printf("[ gdn bwd%s ] %-28s rms err %-16s %.2e\n", chunked ? " chunked" : "", c.name.c_str(), names[i], e);
+    std::printf("[ gdn bwd%s ] %-28s rms err %-16s %.2e\n", chunked ? (v2 ? " chunked v2" : " chunked") : "",
+                c.name.c_str(), names[i], e);
   }
 }
 
@@ -672,6 +692,73 @@ TEST_F(CudaGdn, ChunkedBackwardMixedDims) {
 TEST_F(CudaGdn, ChunkedBackwardDeclinesHeadDim32) {
   // K = V = 32: the chunked plan declines, the token-exact one runs under the switch.
   check_bwd({"K=V=32 under the switch", {0, 70}, 1, 1, 32, 32}, false, true);
+}
+
+}  // namespace
+
+// chunk_bwd_v2 (OPENDNN_GDN_BWD_V2=1, unverified on a GPU until these pass): GTEST_FILTER=CudaGdn.ChunkedBackwardV2*.
+// The chunked cases above under the switch, plus K = V = 64 with HV = 4H and empty sequences at both ends,
+// and the benchmark's input distributions at K = V = 128.
+namespace {
+
+TEST_F(CudaGdn, ChunkedBackwardV2VarlenGva) {
+  ScopedEnv v2("OPENDNN_GDN_BWD_V2", "1");
+  check_bwd({"v2 varlen GVA HV=2H K=V=64", {0, 100, 100, 230}, 2, 4, 64, 64}, true);
+}
+
+TEST_F(CudaGdn, ChunkedBackwardV2ReverseGroupsStrongDecay) {
+  ScopedEnv v2("OPENDNN_GDN_BWD_V2", "1");
+  Case c{"v2 H=2HV strong decay K=V=128", {0, 70, 71, 135}, 4, 2, 128, 128};
+  c.g_lo = -8.0, c.g_hi = -0.5;
+  c.torch_state_layout = true;
+  check_bwd(c, true);
+}
+
+TEST_F(CudaGdn, ChunkedBackwardV2NoStateFp16) {
+  ScopedEnv v2("OPENDNN_GDN_BWD_V2", "1");
+  Case c{"v2 fp16 no h0 K=128 V=64", {0, 1, 66}, 2, 2, 128, 64, DataType::HALF};
+  c.init = false;
+  c.l2 = false;
+  check_bwd(c, true);
+}
+
+TEST_F(CudaGdn, ChunkedBackwardV2LongSequencesK128) {
+  ScopedEnv v2("OPENDNN_GDN_BWD_V2", "1");
+  Case c{"v2 HV=4H K=V=128 long", {0, 640, 640, 1000}, 2, 8, 128, 128};
+  c.g_lo = -0.05, c.g_hi = 0.0;
+  c.state_type = DataType::BFLOAT16;
+  check_bwd(c, true);
+}
+
+TEST_F(CudaGdn, ChunkedBackwardV2WideSlices) {
+  ScopedEnv v2("OPENDNN_GDN_BWD_V2", "1");
+  check_bwd({"v2 HV=4H K=V=128 wide slices", {0, 64, 64, 250}, 8, 32, 128, 128}, true);
+}
+
+TEST_F(CudaGdn, ChunkedBackwardV2MixedDims) {
+  ScopedEnv v2("OPENDNN_GDN_BWD_V2", "1");
+  Case c{"v2 K=64 V=128 scale 0.5", {0, 64, 65, 200}, 3, 3, 64, 128};
+  c.scale = 0.5;
+  check_bwd(c, true);
+}
+
+TEST_F(CudaGdn, ChunkedBackwardV2K64GvaEmptyEnds) {
+  ScopedEnv v2("OPENDNN_GDN_BWD_V2", "1");
+  Case c{"v2 HV=4H K=V=64 empty ends", {0, 0, 17, 81, 81, 209, 209}, 2, 8, 64, 64};
+  c.g_lo = -6.0, c.g_hi = -0.2;
+  check_bwd(c, true);
+}
+
+TEST_F(CudaGdn, ChunkedBackwardV2BenchData) {
+  // The benchmark's inputs (beta in FLOAT) had no backward case: chunk_bwd first, so that a failure of
+  // both points at the numerics rather than at v2.
+  Case c{"bench data HV=4H K=V=128", {0, 300, 577}, 2, 8, 128, 128};
+  c.bench_data = true;
+  c.beta_f32 = true;
+  check_bwd(c, true);
+  ScopedEnv v2("OPENDNN_GDN_BWD_V2", "1");
+  c.name = "v2 " + c.name;
+  check_bwd(c, true);
 }
 
 }  // namespace

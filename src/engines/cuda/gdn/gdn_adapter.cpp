@@ -139,6 +139,9 @@ std::string match_backward(const Node& n, const Target& target, gdn::BwdArgs& a)
   // the register-state pass without v3, see match_forward).
   if (const char* e = std::getenv("OPENDNN_GDN_BWD_BV")) a.bv = forced_slice(e, a.v);
   if (a.bv == 0) return "OPENDNN_GDN_BWD_BV must be 16, 32 or 64 and divide V";
+  // OPENDNN_GDN_BWD_V2=1: the chunked backward's per-chunk kernel in 112 KB (two CTAs an SM), unverified on
+  // a GPU until test_cuda_gdn's ChunkedBackwardV2* cases pass.
+  a.chunk_v2 = env_flag("OPENDNN_GDN_BWD_V2", false);
   return "";
 }
 
@@ -247,7 +250,7 @@ void propose(const Graph& g, const Target& t, Proposal& out) {
       gdn::BwdArgs cb = b;
       cb.chunked = true;
       PlanCandidate c;
-      c.name = "gdn_bwd_chunked";
+      c.name = cb.chunk_v2 ? "gdn_bwd_chunked_v2" : "gdn_bwd_chunked";
       c.local_index = kChunkedBwd;
       // Asked for by name (the switch), so ranked ahead of the token-exact plan whatever the guess says.
       c.estimated_us = std::min(estimate_bwd_us(cb), 0.5 * estimate_bwd_us(b));

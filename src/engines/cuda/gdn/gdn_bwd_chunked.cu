@@ -18,7 +18,8 @@
 //                 keeping T), the register-state pass in kStates mode (the state entering every chunk and v').
 //   state_bwd     per (sequence, output head, V slice): walks the chunks backwards with dS^T (bv x K) in
 //                 fp32 mma.sync accumulators, the mirror of state_pass_mma; writes dS' per chunk and dVn.
-//   chunk_bwd     per (chunk, output head), in parallel: dq~, dk~, dv per output head (fp32 scratch), dg, dbeta.
+//   chunk_bwd     per (chunk, output head), in parallel: dq~, dk~, dv per output head (fp32 scratch), dg, dbeta;
+//                 chunk_bwd_v2 (OPENDNN_GDN_BWD_V2=1) is the same in 112 KB, two CTAs an SM.
 //   post          (gdn_bwd_kernels.cu) the GVA head sums and the l2norm backward.
 // exp(gamma_i - gamma_j) is evaluated only under the causal mask (strong gates underflow to 0, never inf * 0).
 #include <cuda_bf16.h>
@@ -91,12 +92,13 @@ struct Params {
 
 // acc[n] (16 rows from m0, 8 columns each from n0) += A B over k in [k0, k1) (multiples of 16), NT even.
 // A is read from [m][k] rows, or from [k][m] rows when TA; B from [k][n] rows, or from [n][k] rows when TB.
-template <class T, int NT, bool TA, bool TB>
+// U > 0 caps the k loop's unrolling (chunk_bwd_v2 at 128 registers a thread); 0 leaves it to the compiler.
+template <class T, int NT, bool TA, bool TB, int U = 0>
 __device__ __forceinline__ void warp_mma(float (&acc)[NT][4], const T* A, int lda, const T* B, int ldb, int m0, int n0,
                                          int k0, int k1) {
   const int lane = threadIdx.x % 32;
   const int r8 = lane & 7, b3 = (lane >> 3) & 1, b4 = lane >> 4;
-  for (int k = k0; k < k1; k += 16) {
+  auto step = [&](int k) {
     uint32_t af[4];
     if constexpr (TA) ldsm4t(af, A + (k + r8 + 8 * b4) * lda + m0 + 8 * b3);
     else ldsm4(af, A + (m0 + r8 + 8 * b3) * lda + k + 8 * b4);
@@ -108,6 +110,12 @@ __device__ __forceinline__ void warp_mma(float (&acc)[NT][4], const T* A, int ld
       mma16816<T>(acc[n], af, bf[0], bf[1]);
       mma16816<T>(acc[n + 1], af, bf[2], bf[3]);
     }
+  };
+  if constexpr (U == 0) {
+    for (int k = k0; k < k1; k += 16) step(k);
+  } else {
+#pragma unroll U
+    for (int k = k0; k < k1; k += 16) step(k);
   }
 }
 template <int NT>
@@ -331,6 +339,26 @@ __global__ void __launch_bounds__(128) state_bwd(Params p) {
                   dacc[kt][e]);
       }
   }
+}
+
+// dg and dbeta of a chunk's rows r < L (one warp): gamma_r = sum_{i <= r} g_i, so dg_r = sum_{i >= r}
+// dgamma_i, a suffix scan, two rows a lane.
+__device__ __forceinline__ void write_gate_grads(const BwdArgs& a, int64_t t0, int j, int L, const float* dgam,
+                                                 const float* dbet) {
+  const int lane = threadIdx.x % 32, r0 = 2 * lane;
+  const float x0 = r0 < L ? dgam[r0] : 0.f, x1 = r0 + 1 < L ? dgam[r0 + 1] : 0.f;
+  float sfx = x0 + x1;
+  for (int o = 1; o < 32; o <<= 1) {
+    const float y = __shfl_down_sync(0xffffffffu, sfx, o);
+    if (lane + o < 32) sfx += y;
+  }
+  const float dg[2] = {sfx, sfx - x0};
+#pragma unroll
+  for (int e = 0; e < 2; ++e)
+    if (r0 + e < L) {
+      store_any(a.g_type, a.dg, (t0 + r0 + e) * a.ho + j, dg[e]);
+      store_any(a.beta_type, a.dbeta, (t0 + r0 + e) * a.ho + j, dbet[r0 + e]);
+    }
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -631,23 +659,401 @@ __global__ void __launch_bounds__(256, 1) chunk_bwd(Params p) {
   add_rows_minus_cols(hff, ldf, dgam);
   __syncthreads();
 
-  // dg: gamma_r = sum_{i <= r} g_i, so dg_r = sum_{i >= r} dgamma_i: a suffix scan, two rows a lane.
-  if (warp == 0) {
-    const int r0 = 2 * lane;
-    const float x0 = r0 < L ? dgam[r0] : 0.f, x1 = r0 + 1 < L ? dgam[r0 + 1] : 0.f;
-    float sfx = x0 + x1;
-    for (int o = 1; o < 32; o <<= 1) {
-      const float y = __shfl_down_sync(0xffffffffu, sfx, o);
-      if (lane + o < 32) sfx += y;
-    }
-    const float dg[2] = {sfx, sfx - x0};
+  if (warp == 0) write_gate_grads(a, t0, j, L, dgam, dbet);
+}
+
+// ------------------------------------------------------------------------------------------------
+// chunk_bwd_v2 (OPENDNN_GDN_BWD_V2=1; unverified on a GPU until test_cuda_gdn's ChunkedBackwardV2* pass):
+// chunk_bwd's math in 112 KB of shared memory, so two CTAs share an SM and one's loads overlap the
+// other's products (chunk_bwd's 210 KB allow one CTA an SM, which loads 160 KB before its first product).
+//
+// Cost per CTA (one chunk, one output head), K = V = 128, C = 64:
+//   products: dVn S^T, dO S^T, v' dS'^T 3 x 2.1 MFLOP; dO v'^T, K K^T, dW K^T, dU V^T 4 x 1.05; the
+//     triangular ones (Dq K, Dq^T Q, T^T dW, T^T dU, E K, E^T K 6 x 0.52; G T^T, T^T Y 2 x 0.26) ~3.7:
+//     ~14 MFLOP, 0.46 TFLOP over 32768 CTAs (H16 HV64 32k tokens): 0.47 ms at 990 TFLOP/s, ~0.8 ms at
+//     mma.sync's practical rate.
+//   ldmatrix: warp_mma reloads both operands from shared memory, ~0.08 B/FLOP: ~1.2 MB a CTA, 39 GB in
+//     all, 1.2 ms at 128 B/clk/SM (132 SMs, 1.98 GHz).
+//   global: reads S, dS' 2 x 32 KB, dO, v', dVn, v 4 x 16 KB, q, k 2 x 16 KB, T, P 2 x 8 KB (176 KB);
+//     writes dq~, dk~, dv 3 x 16 KB: 7.3 GB, 2.1 ms at 3.5 TB/s; the G = HO/H output heads of one q/k
+//     head are adjacent CTAs here (chunk_bwd puts them a chunk-table apart), so q and k come from L2
+//     for G - 1 of them: ~6.5 GB, ~1.9 ms.
+//   So ~2 ms is the floor (memory); chunk_bwd takes 6.6 ms = 26.6 us a CTA an SM. Expected for v2:
+//   3-4.5 ms, the stages inside a CTA still run one after the other (the other CTA fills the gaps).
+// What changed to fit: S and dS' share one region (S's products first, dS' loaded after them; the decay
+// term <S, dS'> reads dS' from memory in stage 1, just before stage 2 loads it); fp32 K K^T is recomputed
+// where dA o A needs it (chunk_bwd kept it in shared memory); dP o P and dA o A are summed over rows and
+// columns in registers (shared atomics to dgamma) instead of through a C x C fp32 tile; P is read at the
+// fragment positions from global memory; dq~ is finished in stage 2 (its gate term reads q at the
+// fragment positions) so dq and dk are never live together: 128 registers a thread (two CTAs of 256),
+// with warp_mma's k loop unrolled by two (no spills at K = V = 128; 8 bytes at K = 128, V = 64).
+// Regions are reused across the three stages:
+//   ra:   S (1) | dS' (2) | q, then Y, and v (3)        dout: dO (1) | k (2, 3)
+//   vn:   v' (1, 2) | T (3)                              dvn, dw, ds: dU, dW, Dq then G then E
+template <int K, int V>
+struct B2Layout {
+  static constexpr int ldk = K + kPad16, ldv = V + kPad16, ldc = C + kPad16;
+  static constexpr size_t tk = size_t(C) * ldk * 2, tv = size_t(C) * ldv * 2, tc = size_t(C) * ldc * 2;
+  static constexpr size_t ra = 0;
+  static constexpr size_t dvn = std::max(size_t(V) * ldk * 2, tk + tv);
+  static constexpr size_t dout = dvn + tv;
+  static constexpr size_t vn = dout + std::max(tv, tk);
+  static constexpr size_t dw = vn + std::max(tv, tc);
+  static constexpr size_t ds = dw + tk;
+  static constexpr size_t gates = ds + tc;  // gamma, beta, dgamma, dbeta [C] fp32
+  static constexpr size_t bytes = gates + 4 * C * sizeof(float);
+  static_assert(tc <= tk, "Y takes q's place");
+};
+
+// dgam[r] += sum_c X(r, c) and dgam[c] -= sum_r X(r, c) over a warp's 16 x 8N accumulator tile X (rows
+// from m0, columns from n0): add_rows_minus_cols without the C x C tile in shared memory.
+template <int N>
+__device__ __forceinline__ void add_rows_minus_cols_frag(const float (&x)[N][4], int m0, int n0, float* dgam) {
+  const int lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+  float r0 = 0.f, r1 = 0.f;
 #pragma unroll
-    for (int e = 0; e < 2; ++e)
-      if (r0 + e < L) {
-        store_any(a.g_type, a.dg, (t0 + r0 + e) * a.ho + j, dg[e]);
-        store_any(a.beta_type, a.dbeta, (t0 + r0 + e) * a.ho + j, dbet[r0 + e]);
+  for (int n = 0; n < N; ++n) r0 += x[n][0] + x[n][1], r1 += x[n][2] + x[n][3];
+  r0 = row_sum(r0), r1 = row_sum(r1);
+  if (c == 0) atomicAdd(dgam + m0 + g, r0), atomicAdd(dgam + m0 + g + 8, r1);
+#pragma unroll
+  for (int n = 0; n < N; ++n)
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+      float s = x[n][b] + x[n][2 + b];  // rows g and g + 8; then over the eight row groups
+      s += __shfl_xor_sync(0xffffffffu, s, 4);
+      s += __shfl_xor_sync(0xffffffffu, s, 8);
+      s += __shfl_xor_sync(0xffffffffu, s, 16);
+      if (g == 0) atomicAdd(dgam + n0 + 8 * n + 2 * c + b, -s);
+    }
+}
+
+// Eight 16-bit pairs of two 16-byte vectors, multiplied and summed in fp32.
+template <class T>
+__device__ __forceinline__ float dot8(const uint4& x, const uint4& y) {
+  const uint32_t xs[4] = {x.x, x.y, x.z, x.w}, ys[4] = {y.x, y.y, y.z, y.w};
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 a = unpack2<T>(xs[i]), b = unpack2<T>(ys[i]);
+    s += a.x * b.x + a.y * b.y;
+  }
+  return s;
+}
+
+// Grid: chunk table rows x HO, flattened with the output head fastest; 256 threads, two CTAs an SM. Warp
+// w computes 16-row strip w / 2 of every product, half w % 2 of its columns (as chunk_bwd).
+template <class T, int K, int V>
+__global__ void __launch_bounds__(256, 2) chunk_bwd_v2(Params p) {
+  using Lay = B2Layout<K, V>;
+  constexpr int ldk = Lay::ldk, ldv = Lay::ldv, ldc = Lay::ldc;
+  constexpr int NK = K / 16, NV = V / 16;  // 8-column tiles in half of K or V
+  const BwdArgs& a = p.a;
+  const int64_t tr = int64_t(blockIdx.x) / a.ho;
+  const int j = int(int64_t(blockIdx.x) % a.ho);
+  const int2 ent = reinterpret_cast<const int2*>(p.f.table)[tr];
+  if (ent.x < 0) return;
+  const int64_t s = ent.x, t0 = ent.y, seq0 = cu_at(a.cu, a.cu_int64, s);
+  const int L = int(imin(C, cu_at(a.cu, a.cu_int64, s + 1) - t0));
+  const int hq = int(j / (a.ho / a.h)), hvv = int(j / (a.ho / a.hv));
+  const int64_t crow = seq0 / C + s + (t0 - seq0) / C;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, c = lane % 4;
+  const int m0 = 16 * (warp / 2), hf = warp % 2;
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  T* sts = reinterpret_cast<T*>(smem + Lay::ra);  // S, then dS', then q
+  T* yss = sts;                                   // Y (C x C) once q is consumed
+  T* vs = reinterpret_cast<T*>(smem + Lay::ra + Lay::tk);
+  T* dvns = reinterpret_cast<T*>(smem + Lay::dvn);
+  T* dos = reinterpret_cast<T*>(smem + Lay::dout);  // dO, then k
+  T* vns = reinterpret_cast<T*>(smem + Lay::vn);    // v', then T
+  T* dws = reinterpret_cast<T*>(smem + Lay::dw);
+  T* dss = reinterpret_cast<T*>(smem + Lay::ds);
+  T *dsts = sts, *qs = sts, *ks = dos, *ts = vns, *ess = dss;
+  float* gam = reinterpret_cast<float*>(smem + Lay::gates);
+  float* bet = gam + C;
+  float* dgam = bet + C;
+  float* dbet = dgam + C;
+
+  // Rows at or past L are zero-filled, so every product leaves them zero.
+  auto load_rows = [&](T* dst, int ld, const void* src, int64_t heads, int64_t head, int width) {
+    const T* sp = static_cast<const T*>(src);
+    const int per = width / 8;
+    for (int e = tid; e < C * per; e += 256) {
+      const int r = e / per, col = (e % per) * 8;
+      const bool ok = r < L;
+      cp16(dst + r * ld + col, sp + ((ok ? t0 + r : t0) * heads + head) * width + col, ok);
+    }
+  };
+  const int64_t state_off = (crow * a.ho + j) * int64_t(V) * K;
+  auto load_state = [&](T* dst, const void* src) {
+    const T* sp = static_cast<const T*>(src) + state_off;
+    for (int e = tid; e < V * (K / 8); e += 256) {
+      const int r = e / (K / 8), col = (e % (K / 8)) * 8;
+      cp16(dst + r * ldk + col, sp + r * K + col, true);
+    }
+  };
+  auto row_of = [&](int e) { return m0 + g + 8 * (e / 2); };
+  auto col_of = [&](int n0, int n, int e) { return n0 + 8 * n + 2 * c + e % 2; };
+  auto add_rows = [&](float* dst, float x0, float x1) {
+    x0 = row_sum(x0), x1 = row_sum(x1);
+    if (c == 0) atomicAdd(dst + m0 + g, x0), atomicAdd(dst + m0 + g + 8, x1);
+  };
+  auto store_rows = [&](auto* dst, int width, int n0, auto& acc) {
+    constexpr int N = sizeof(acc) / sizeof(acc[0]);
+    constexpr bool kF32 = std::is_same_v<std::remove_pointer_t<decltype(dst)>, float>;
+#pragma unroll
+    for (int n = 0; n < N; ++n)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = m0 + g + 8 * h;
+        if (r >= L) continue;
+        auto* at = dst + ((t0 + r) * a.ho + j) * width + n0 + 8 * n + 2 * c;
+        if constexpr (kF32) *reinterpret_cast<float2*>(at) = make_float2(acc[n][2 * h], acc[n][2 * h + 1]);
+        else *reinterpret_cast<uint32_t*>(at) = pack2<T>(acc[n][2 * h], acc[n][2 * h + 1]);
+      }
+  };
+  // A 16-row strip of the C x C accumulators (half hf of the columns) into a 16-bit tile.
+  auto put_c = [&](T* dst, const float (&x)[4][4]) {
+#pragma unroll
+    for (int n = 0; n < 4; ++n)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        *reinterpret_cast<uint32_t*>(dst + (m0 + g + 8 * h) * ldc + hf * 32 + 8 * n + 2 * c) =
+            pack2<T>(x[n][2 * h], x[n][2 * h + 1]);
+  };
+  const int nk0 = hf * K / 2, nv0 = hf * V / 2, nc0 = hf * 32;
+
+  // Stage 1: S's products and dO v'^T. S and dU first, so dW starts while dO and v' arrive.
+  load_state(sts, p.f.states);
+  load_rows(dvns, ldv, p.w.dvn, a.ho, j, V);
+  cp_commit();
+  load_rows(dos, ldv, a.d_o, a.ho, j, V);
+  load_rows(vns, ldv, p.f.vn, a.ho, j, V);
+  cp_commit();
+  if (tid < C) {
+    const bool ok = tid < L;
+    gam[tid] = ok ? p.f.gam[(t0 + tid) * a.ho + j] : 0.f;
+    bet[tid] = ok ? load_any(a.beta_type, a.beta, (t0 + tid) * a.ho + j) : 0.f;
+    dgam[tid] = 0.f;
+    dbet[tid] = 0.f;
+  }
+  cp_wait_but_one();
+  __syncthreads();
+  const float glast = gam[L - 1];
+  const float* gl = &gam[0];
+  {
+    float dw[NK][4];
+    zero(dw);
+    warp_mma<T, NK, false, false, 2>(dw, dvns, ldv, sts, ldk, m0, nk0, 0, V);  // dVn S^T
+#pragma unroll
+    for (int n = 0; n < NK; ++n)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        *reinterpret_cast<uint32_t*>(dws + (m0 + g + 8 * h) * ldk + nk0 + 8 * n + 2 * c) =
+            pack2<T>(-dw[n][2 * h], -dw[n][2 * h + 1]);
+  }
+  // P (Aqk) at dO v'^T's fragment positions, loaded while dO and v' are still arriving; its row r holds
+  // columns <= r only, the rest is never read.
+  uint32_t pw[4][2];
+  {
+    const T* pg = static_cast<const T*>(p.f.aqk) + (t0 * a.ho + j) * C;
+#pragma unroll
+    for (int n = 0; n < 4; ++n)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = m0 + g + 8 * h, col = nc0 + 8 * n + 2 * c;
+        pw[n][h] = r < L && col <= r ? *reinterpret_cast<const uint32_t*>(pg + r * a.ho * C + col) : 0u;
       }
   }
+  cp_wait_all();
+  __syncthreads();
+  {
+    float dp[4][4];
+    zero(dp);
+    warp_mma<T, 4, false, true, 2>(dp, dos, ldv, vns, ldv, m0, nc0, 0, V);  // dO v'^T
+#pragma unroll
+    for (int n = 0; n < 4; ++n)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = m0 + g + 8 * h, col = nc0 + 8 * n + 2 * c;
+        const float2 pv = unpack2<T>(pw[n][h]);
+        float d[2];
+#pragma unroll
+        for (int b = 0; b < 2; ++b) {
+          const bool live = r < L && col + b <= r;
+          d[b] = live ? a.scale * __expf(gl[r] - gl[col + b]) : 0.f;
+          const float x = dp[n][2 * h + b];
+          dp[n][2 * h + b] = live ? x * (b ? pv.y : pv.x) : 0.f;  // dP o P for the gates
+          d[b] *= x;                                                // Dq
+        }
+        *reinterpret_cast<uint32_t*>(dss + r * ldc + col) = pack2<T>(d[0], d[1]);
+      }
+    add_rows_minus_cols_frag(dp, m0, nc0, dgam);
+  }
+  float dq[NK][4];
+  zero(dq);
+  warp_mma<T, NK, false, false, 2>(dq, dos, ldv, sts, ldk, m0, nk0, 0, V);  // dO S^T
+#pragma unroll
+  for (int n = 0; n < NK; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = row_of(e);
+      dq[n][e] *= r < L ? a.scale * __expf(gl[r]) : 0.f;
+    }
+  {  // e^gL <S, dS'>: the state's own decay over the chunk; dS' from memory, so stage 2's load finds it in L2
+    const T* dg = static_cast<const T*>(p.w.dstates) + state_off;
+    float x = 0.f;
+    for (int e = tid; e < V * (K / 8); e += 256) {
+      const int r = e / (K / 8), col = (e % (K / 8)) * 8;
+      x += dot8<T>(*reinterpret_cast<const uint4*>(sts + r * ldk + col),
+                   *reinterpret_cast<const uint4*>(dg + r * K + col));
+    }
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+    if (lane == 0) atomicAdd(&dgam[L - 1], __expf(glast) * x);
+  }
+  __syncthreads();  // S and dO are consumed
+
+  // Stage 2: k, then dS' (into S's place) behind it. dq~ is finished first (its gate term reads q from
+  // L2 or memory at the fragment positions; stage 3 loads q again) so dq and dk are never live together.
+  load_rows(ks, ldk, p.f.k, a.h, hq, K);
+  cp_commit();
+  load_state(dsts, p.w.dstates);
+  cp_commit();
+  cp_wait_but_one();
+  __syncthreads();
+  {
+    const T* qg = static_cast<const T*>(p.f.q);
+    float xq[2] = {0.f, 0.f};
+#pragma unroll
+    for (int n = 0; n < NK; ++n)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = m0 + g + 8 * h, col = nk0 + 8 * n + 2 * c;
+        if (r < L) {
+          const float2 qv = unpack2<T>(*reinterpret_cast<const uint32_t*>(qg + ((t0 + r) * a.h + hq) * K + col));
+          xq[h] += dq[n][2 * h] * qv.x + dq[n][2 * h + 1] * qv.y;
+        }
+      }
+    add_rows(dgam, xq[0], xq[1]);
+  }
+  warp_mma<T, NK, false, false, 2>(dq, dss, ldc, ks, ldk, m0, nk0, 0, m0 + 16);  // Dq K (Dq lower)
+  store_rows(static_cast<T*>(p.w.dqs), K, nk0, dq);
+  cp_wait_all();
+  __syncthreads();
+  float dk[NK][4];
+  zero(dk);
+  warp_mma<T, NK, false, false, 2>(dk, vns, ldv, dsts, ldk, m0, nk0, 0, V);  // v' dS'^T
+  {
+    float xk[2] = {0.f, 0.f};
+#pragma unroll
+    for (int n = 0; n < NK; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = row_of(e), col = col_of(nk0, n, e);
+        dk[n][e] *= r < L ? __expf(glast - gl[r]) : 0.f;
+        xk[e / 2] += dk[n][e] * to_f(ks[r * ldk + col]);
+      }
+    add_rows(dgam, -xk[0], -xk[1]);
+    float tk = xk[0] + xk[1];  // Kd's e^gL: the same terms, all rows, onto the last row
+    for (int o = 16; o > 0; o >>= 1) tk += __shfl_xor_sync(0xffffffffu, tk, o);
+    if (lane == 0) atomicAdd(&dgam[L - 1], tk);
+  }
+  __syncthreads();  // dS' and v' are consumed
+
+  // Stage 3: Dq^T Q, then through T, W and U (chunk_bwd's phase C).
+  load_rows(qs, ldk, p.f.q, a.h, hq, K);
+  load_rows(vs, ldv, a.vv, a.hv, hvv, V);
+  load_rows(ts, ldc, p.f.tmat, a.ho, j, C);
+  cp_commit();
+  cp_wait_all();
+  __syncthreads();
+  warp_mma<T, NK, true, false, 2>(dk, dss, ldc, qs, ldk, m0, nk0, m0, C);  // Dq^T Q
+  __syncthreads();  // Dq and q are consumed
+  {
+    float g1[4][4], g2[4][4];
+    zero(g1);
+    zero(g2);
+    warp_mma<T, 4, false, true, 2>(g1, dws, ldk, ks, ldk, m0, nc0, 0, K);   // dW K^T
+    warp_mma<T, 4, false, true, 2>(g2, dvns, ldv, vs, ldv, m0, nc0, 0, V);  // dU V^T
+#pragma unroll
+    for (int n = 0; n < 4; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = row_of(e), col = col_of(nc0, n, e);
+        g1[n][e] = col < r && r < L ? bet[col] * (__expf(gl[col]) * g1[n][e] + g2[n][e]) : 0.f;
+      }
+    put_c(dss, g1);  // G = dT, strictly lower
+  }
+  {
+    float bk[NK][4];
+    zero(bk);
+    warp_mma<T, NK, true, false, 2>(bk, ts, ldc, dws, ldk, m0, nk0, m0, C);  // T^T dW (T lower)
+    float x[2] = {0.f, 0.f};
+#pragma unroll
+    for (int n = 0; n < NK; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = row_of(e), col = col_of(nk0, n, e);
+        const float eg = r < L ? __expf(gl[r]) : 0.f;
+        x[e / 2] += eg * bk[n][e] * to_f(ks[r * ldk + col]);
+        dk[n][e] += bet[r] * eg * bk[n][e];
+      }
+    add_rows(dbet, x[0], x[1]);
+    add_rows(dgam, x[0] * bet[m0 + g], x[1] * bet[m0 + g + 8]);
+  }
+  {
+    float bv[NV][4];
+    zero(bv);
+    warp_mma<T, NV, true, false, 2>(bv, ts, ldc, dvns, ldv, m0, nv0, m0, C);  // T^T dU
+    float x[2] = {0.f, 0.f};
+#pragma unroll
+    for (int n = 0; n < NV; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = row_of(e), col = col_of(nv0, n, e);
+        x[e / 2] += bv[n][e] * to_f(vs[r * ldv + col]);
+        bv[n][e] *= bet[r];
+      }
+    add_rows(dbet, x[0], x[1]);
+    if (dv_direct(a)) store_rows(static_cast<T*>(a.dv), V, nv0, bv);
+    else store_rows(p.w.des, V, nv0, bv);
+  }
+  __syncthreads();  // G complete
+  {
+    float y[4][4];
+    zero(y);
+    warp_mma<T, 4, false, true, 2>(y, dss, ldc, ts, ldc, m0, nc0, 0, m0 + 16);  // G T^T (G lower)
+    put_c(yss, y);
+  }
+  __syncthreads();  // Y complete, G consumed
+  {
+    float da[4][4], kk[4][4];
+    zero(da);
+    zero(kk);
+    warp_mma<T, 4, true, false, 2>(da, ts, ldc, yss, ldc, m0, nc0, m0, C);  // T^T Y; dA = -that
+    warp_mma<T, 4, false, true, 2>(kk, ks, ldk, ks, ldk, m0, nc0, 0, K);   // K K^T (fp32, as chunk_bwd keeps it)
+    float x[2] = {0.f, 0.f};
+#pragma unroll
+    for (int n = 0; n < 4; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = row_of(e), col = col_of(nc0, n, e);
+        const bool live = col < r && r < L;
+        const float ed = live ? -da[n][e] * __expf(gl[r] - gl[col]) : 0.f;  // dA o Gamma
+        x[e / 2] += ed * kk[n][e];
+        da[n][e] = bet[r] * ed;               // E = diag(beta) (dA o Gamma)
+        kk[n][e] *= da[n][e];                 // dA o A
+      }
+    add_rows(dbet, x[0], x[1]);
+    put_c(ess, da);
+    add_rows_minus_cols_frag(kk, m0, nc0, dgam);
+  }
+  __syncthreads();
+  warp_mma<T, NK, false, false, 2>(dk, ess, ldc, ks, ldk, m0, nk0, 0, m0 + 16);  // E K
+  warp_mma<T, NK, true, false, 2>(dk, ess, ldc, ks, ldk, m0, nk0, m0, C);        // E^T K
+  store_rows(static_cast<T*>(p.w.dks), K, nk0, dk);
+  __syncthreads();
+  if (warp == 0) write_gate_grads(a, t0, j, L, dgam, dbet);
 }
 
 constexpr size_t kMaxSmem = 227 * 1024;
@@ -658,13 +1064,24 @@ void launch_kv(const Params& p, cudaStream_t st) {
   cudaFuncSetAttribute(chunk_bwd<T, K, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
   chunk_bwd<T, K, V><<<dim3(unsigned(p.f.bound), unsigned(p.a.ho)), 256, bytes, st>>>(p);
 }
+// v2: two CTAs an SM need the largest carveout; the grid is flattened (chunk rows x HO, head fastest).
+template <class T, int K, int V>
+void launch_kv_v2(const Params& p, cudaStream_t st) {
+  const size_t bytes = B2Layout<K, V>::bytes;
+  cudaFuncSetAttribute(chunk_bwd_v2<T, K, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+  cudaFuncSetAttribute(chunk_bwd_v2<T, K, V>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+  chunk_bwd_v2<T, K, V><<<unsigned(p.f.bound * p.a.ho), 256, bytes, st>>>(p);
+}
 template <class T, int K>
 void launch_k(const Params& p, cudaStream_t st) {
   const BwdArgs& a = p.a;
   const size_t bytes = 2 * bstage_bytes(K, a.bv);
   cudaFuncSetAttribute(state_bwd<T, K>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
   state_bwd<T, K><<<unsigned(a.n * a.ho * (a.v / a.bv)), unsigned(a.bv / 16 * 32), bytes, st>>>(p);
-  if (p.f.bound > 0) {
+  if (p.f.bound > 0 && a.chunk_v2) {
+    if (a.v == 64) launch_kv_v2<T, K, 64>(p, st);
+    else launch_kv_v2<T, K, 128>(p, st);
+  } else if (p.f.bound > 0) {
     if (a.v == 64) launch_kv<T, K, 64>(p, st);
     else launch_kv<T, K, 128>(p, st);
   }
@@ -682,6 +1099,8 @@ const char* launch_typed(const BwdArgs& a, void* workspace, cudaStream_t st) {
 }
 
 static_assert(BLayout<128, 128>::bytes <= kMaxSmem, "chunk_bwd at K = V = 128 must fit one SM");
+// Two CTAs an SM: 228 KB of shared memory, 1 KB of it reserved per CTA.
+static_assert(2 * (B2Layout<128, 128>::bytes + 1024) <= 228 * 1024, "chunk_bwd_v2 at K = V = 128: two CTAs an SM");
 static_assert(2 * bstage_bytes(128, 64) <= kMaxSmem, "state_bwd at K = 128, bv = 64 must fit one SM");
 
 }  // namespace
@@ -698,6 +1117,7 @@ const char* launch_backward_chunked(const BwdArgs& a, void* workspace, void* str
     if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) return "q, k, v, dO and the workspace must be 16-byte aligned";
   if (dv_direct(a) && reinterpret_cast<uintptr_t>(a.dv) % 4 != 0) return "dv must be 4-byte aligned";
   if (a.n <= 0 || a.ho <= 0) return nullptr;
+  if (a.chunk_v2 && (a.t / C + a.n) * a.ho > int64_t(0x7fffffff)) return "chunk_bwd_v2: more than 2^31 - 1 (chunk, head) CTAs";
   auto st = static_cast<cudaStream_t>(stream);
   return a.io == DataType::HALF ? launch_typed<__half>(a, workspace, st) : launch_typed<__nv_bfloat16>(a, workspace, st);
 }
