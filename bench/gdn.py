@@ -4,7 +4,7 @@ flash-linear-attention's chunk_gated_delta_rule (skipped cleanly when fla is not
 process on the same inputs (in-kernel q/k l2norm, log-space gates, fp32 initial and final states).
 Writes bench/results/gdn.json (+ PNG).
 
-    python bench/gdn.py [--quick] [--bwd [--exact] [--bwd-v2]] [--split] [--v3]
+    python bench/gdn.py [--quick] [--bwd [--exact] [--bwd-v1]] [--split] [--v3]
 
 Our forward runs in several variants in the same process: the default plan (opendnn_ms: the
 register-state sequential pass and the tensor-core chunk_prep), the first kernels (v1_*, both
@@ -21,8 +21,8 @@ columns are the split pass with the v3 kernels. OPENDNN_BENCH_KERNELS=1 prints e
 With --bwd also the backward, one bwd_<case> row per case in gdn_bwd.json: our default plan (opendnn_*:
 chunked) and fla's (fla_ms, speedup_vs_fla; fla's Triton version guard lifted where it refuses, see
 fla_bwd_unguarded); with --exact also the token-exact plan (exact_*) and the errors against it; with
---bwd-v2 (or OPENDNN_GDN_BWD_V2=1 in the environment, which then applies to that column only) also the
-chunked plan with chunk_bwd_v2 (bwd_v2_ms, speedup_v2_vs_default, rel_err_v2_vs_default_*).
+--bwd-v1 also the chunked plan with its first per-chunk kernel, chunk_bwd (OPENDNN_GDN_BWD_V2=0; bwd_v1_ms,
+speedup_default_vs_v1, rel_err_v1_vs_default_*); the default is chunk_bwd_v2.
 --no-variants times only the default plan and the peer (the older kernels' columns take minutes).
 
 TFLOP/s use the customary minimal count 4*K*V FLOP per token and value head. Every case is also
@@ -309,26 +309,25 @@ def backward(c, row, exact):
     return grads
 
 
-def backward_v2(c, row, grads):
-    """bwd_v2_ms: the chunked plan with chunk_bwd_v2 (OPENDNN_GDN_BWD_V2=1) next to the default plan
-    (opendnn_ms) in the same run, and its gradients against the default plan's. Called last for the case,
-    so that a fault in the opt-in kernel cannot lose the numbers above."""
+def backward_v1(c, row, grads):
+    """bwd_v1_ms: the chunked plan with its first per-chunk kernel, chunk_bwd (OPENDNN_GDN_BWD_V2=0), next to
+    the default plan (opendnn_ms, chunk_bwd_v2) in the same run, and its gradients against the default's."""
     try:
-        vfn, vgrads = c.ours_env({"OPENDNN_GDN_BWD_V2": "1"}, c.ours_bwd)
+        vfn, vgrads = c.ours_env({"OPENDNN_GDN_BWD_V2": "0"}, c.ours_bwd)
         if vfn is None:
-            row["bwd_v2_declined"] = vgrads
+            row["bwd_v1_declined"] = vgrads
             return
         vfn()
         torch.cuda.synchronize()
-        row["bwd_v2_finite"] = all(bool(torch.isfinite(x).all().item()) for x in vgrads)
-        row["bwd_v2_ms"] = time_cuda(vfn, warmup=2, reps=10)
+        row["bwd_v1_finite"] = all(bool(torch.isfinite(x).all().item()) for x in vgrads)
+        row["bwd_v1_ms"] = time_cuda(vfn, warmup=2, reps=10)
         if "opendnn_ms" in row:
-            row["speedup_v2_vs_default"] = row["opendnn_ms"] / row["bwd_v2_ms"]
+            row["speedup_default_vs_v1"] = row["bwd_v1_ms"] / row["opendnn_ms"]
         if grads is not None:
             for name, a, b in zip(GRAD_NAMES, vgrads, grads):
-                row[f"rel_err_v2_vs_default_{name}"] = rel(a, b)
+                row[f"rel_err_v1_vs_default_{name}"] = rel(a, b)
     except Exception as e:
-        row["bwd_v2_error"] = failure(e, 200)
+        row["bwd_v1_error"] = failure(e, 200)
 
 
 def main():
@@ -336,8 +335,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="one case")
     ap.add_argument("--bwd", action="store_true", help="also the backward (ours and fla's)")
     ap.add_argument("--exact", action="store_true", help="with --bwd: also the token-exact backward (slow)")
-    ap.add_argument("--bwd-v2", action="store_true",
-                    help="with --bwd: also the chunked backward with chunk_bwd_v2 (OPENDNN_GDN_BWD_V2=1), bwd_v2_ms")
+    ap.add_argument("--bwd-v1", action="store_true",
+                    help="with --bwd: also the chunked backward with chunk_bwd (OPENDNN_GDN_BWD_V2=0), bwd_v1_ms")
     ap.add_argument("--split", action="store_true", help="also the sequence-split pass (OPENDNN_GDN_SPLIT=1)")
     ap.add_argument("--no-variants", action="store_true",
                     help="only the default plan and the peer (skip the v1/mma/prep2 columns of earlier kernels)")
@@ -349,7 +348,7 @@ def main():
     # Taken out of the environment so that the default and the other columns keep their plans.
     split = os.environ.pop("OPENDNN_GDN_SPLIT", None) == "1" or args.split
     os.environ.pop("OPENDNN_GDN_BWD_CHUNKED", None)  # bwd_opendnn_* is the default plan, bwd_exact_* forced
-    bwd_v2 = os.environ.pop("OPENDNN_GDN_BWD_V2", None) == "1" or args.bwd_v2  # only the bwd_v2 column sets it
+    os.environ.pop("OPENDNN_GDN_BWD_V2", None)  # only the bwd_v1 column sets it
     quick = QUICK + (QUICK_SPLIT if split or args.v3 else ())
     variants = ([] if args.no_variants else VARIANTS) + (SPLIT_VARIANTS if split else []) + (V3_VARIANTS if args.v3 else [])
     if fla_gdn is None:
@@ -397,8 +396,8 @@ def main():
             brow = {k: row[k] for k in ("H", "HV", "K", "V", "tokens", "sequences", "dtype")}
             brow.update({"case": f"bwd_{name}", "op": "gdn_bwd", "pass": "bwd"})
             grads = backward(c, brow, args.exact)
-            if bwd_v2:
-                backward_v2(c, brow, grads)
+            if args.bwd_v1:
+                backward_v1(c, brow, grads)
             del grads
             brows.append(brow)
             show(brow)

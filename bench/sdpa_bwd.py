@@ -85,10 +85,10 @@ VARIANTS = {
     "v3": {"V4": "0"},
     "v4": {"V3": "0"},
     "v4nt": {"V3": "0", "V4_TURNS": "0"},
-    "d256v2": {"D256_V2": "1"},  # the d256 wgmma backward (d256 rows only; the default there)
-    "d256v2et": {"D256_V2_EARLY_TURNS": "1"},  # ... with early turns (the default under a causal mask)
-    "d256v2nt": {"D256_V2_EARLY_TURNS": "0"},  # ... without early turns (the default without one)
-    "d256v4": {"D256_V4": "1"},  # ... its v4: TMA producer warp, dQ writer warps (opt-in, sdpa_bwd_v2_d256.cuh)
+    "d256v2": {"D256_V4": "0"},  # the d256 wgmma backward's v2 schedule (d256 rows only)
+    "d256v2et": {"D256_V4": "0", "D256_V2_EARLY_TURNS": "1"},  # ... with early turns (its default under a causal mask)
+    "d256v2nt": {"D256_V4": "0", "D256_V2_EARLY_TURNS": "0"},  # ... without early turns (its default without one)
+    "d256v4": {"D256_V4": "1"},  # ... its v4: TMA producer warp, dQ writer warps (the default)
 }
 # Head dims each variant exists for (absent: every head dim).
 VARIANT_DIMS = {"d256v2": (256,), "d256v2et": (256,), "d256v2nt": (256,), "d256v4": (256,), **{k: (64, 128) for k in ("v2", "v2tp", "v3", "v4", "v4nt")}}

@@ -44,7 +44,7 @@ struct Case {
   // without it (V2 then unset, not 0) the first kernel is, i.e. the d256 plan must decline the problem.
   bool d256v2 = false;
   bool d256_plain_turns = false;  // with d256v2: OPENDNN_SDPA_BWD_D256_V2_EARLY_TURNS=0
-  bool d256v4 = false;            // with d256v2: OPENDNN_SDPA_BWD_D256_V4=1 (TMA producer warp, dQ writer warps)
+  bool d256v4 = false;            // with d256v2: OPENDNN_SDPA_BWD_D256_V4=1 (TMA producer warp, dQ writer warps), else =0
   // Bytes allocated past the end of every input buffer, all 0xff (NaN) when tail_nan, else zeros: a
   // kernel reading past a tensor's last row then fails visibly (NaN) or deterministically passes.
   int64_t tail = 0;
@@ -304,7 +304,7 @@ void run_case(const Case& c, bool check_reproducible = false) {
       ScopedEnv on("OPENDNN_SDPA_BWD_V2", c.v2 ? "1" : c.d256v2 ? nullptr : "0");
       ScopedEnv d256_env("OPENDNN_SDPA_BWD_D256_V2", c.d256v2 ? "1" : nullptr);
       ScopedEnv d256_turns_env("OPENDNN_SDPA_BWD_D256_V2_EARLY_TURNS", c.d256_plain_turns ? "0" : "1");
-      ScopedEnv d256_v4_env("OPENDNN_SDPA_BWD_D256_V4", c.d256v4 ? "1" : nullptr);
+      ScopedEnv d256_v4_env("OPENDNN_SDPA_BWD_D256_V4", c.d256v4 ? "1" : "0");  // v4 is the default: 0 tests v2
       ScopedEnv two_pass("OPENDNN_SDPA_BWD_V2_TWO_PASS", c.v2_two_pass ? "1" : nullptr);
       // v4 + v3 is the default schedule: cases that do not ask for them pin the plain fused kernel.
       ScopedEnv v3_env("OPENDNN_SDPA_BWD_V3", c.v3 ? "1" : "0");

@@ -102,8 +102,8 @@ struct BwdArgs {
   // OPENDNN_GDN_BWD_CHUNKED=1 until a GPU run verifies it. bv: V columns of the reverse pass's CTAs.
   bool chunked = false;
   int bv = 64;
-  // The chunked backward's chunk_bwd_v2 (two CTAs an SM) instead of chunk_bwd; opt-in via
-  // OPENDNN_GDN_BWD_V2=1 until a GPU run verifies it.
+  // The chunked backward's chunk_bwd_v2 (two CTAs an SM) instead of chunk_bwd: set by the adapter, on unless
+  // OPENDNN_GDN_BWD_V2=0.
   bool chunk_v2 = false;
   const void *q = nullptr, *kk = nullptr, *vv = nullptr, *g = nullptr, *beta = nullptr, *cu = nullptr;
   const void* d_o = nullptr;
