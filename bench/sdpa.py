@@ -4,7 +4,7 @@ tokens, H*D = 2048, S 512..16k, head dims 64/128/256, causal and not): opendnn's
 against torch SDPA with the cuDNN backend and with the flash backend, all in one process on the
 same inputs, every result checked. Writes bench/results/sdpa.json (+ sdpa.png).
 
-    python bench/sdpa.py [--quick] [--mode fwd|bwd|all] [--v2]
+    python bench/sdpa.py [--quick] [--mode fwd|bwd|all] [--v2] [--persistent]
 
 Modes: `fwd` times the forward pass (O and Stats); `bwd` the backward pass, exactly as bench/sdpa_bwd.py
 (which also writes sdpa_bwd.json on its own); `all` both, into one sdpa.json.
@@ -13,6 +13,12 @@ Our plan is the cuda engine's first choice: the v2 forward (TMA producer warp, p
 warpgroups) where it applies (head dims 64/128/256, no mask other than causal), else the first kernel.
 `--v2` pins v2 (OPENDNN_SDPA_FWD_V2=1 while our plan is made), also times the first kernel on the same
 inputs (OPENDNN_SDPA_FWD_V2=0: opendnn_v1_ms / v2_speedup_vs_v1) and writes bench/results/sdpa_v2.json.
+`--persistent` also plans with OPENDNN_SDPA_FWD_PERSISTENT=1 and =2 (v2's persistent schedule, d64/d128,
+with one or two Q buffers) and times each plan on the same inputs beside the default one: plan_<key>,
+<key>_ms, <key>_speedup (opendnn_pair_<key>_ms / <key>_ms, the two timed in alternating rounds) and
+<key>_speedup_vs_<peer>, for key persistent and persistent_q2; their results are checked like ours.
+Writes bench/results/sdpa_persistent.json; with --quick, the short sequences it is for (d64/d128,
+S 512-2048, causal and not) plus d128 S 4096.
 """
 import argparse
 import math
@@ -25,7 +31,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import opendnn
 from common import (Bound, add_speedups, failure, first_run, new_graph, poisoned, rel_err, show, time_cuda,
-                    time_router, write_results)
+                    time_pair, time_router, write_results)
 
 BF16 = opendnn.data_type.BFLOAT16
 FP32 = opendnn.data_type.FLOAT
@@ -95,19 +101,31 @@ class OurFwd(Bound):
         self.pack = {t["q"]: c.q, t["k"]: c.k, t["v"]: c.v, o: self.o, stats: self.stats}
 
 
-def plan_with_v2(c, on, engine="cuda"):
-    """OurFwd(c, engine) planned with OPENDNN_SDPA_FWD_V2 set to 1 or 0 (read when the plan is made)."""
-    old = os.environ.pop("OPENDNN_SDPA_FWD_V2", None)
-    os.environ["OPENDNN_SDPA_FWD_V2"] = "1" if on else "0"
+def plan_with_env(c, name, value, engine="cuda"):
+    """OurFwd(c, engine) planned with the cuda engine's switch `name` set to `value` (read when the plan
+    is made), restored afterwards."""
+    old = os.environ.pop(name, None)
+    os.environ[name] = value
     try:
         return OurFwd(c, engine)
     finally:
-        os.environ.pop("OPENDNN_SDPA_FWD_V2", None)
+        os.environ.pop(name, None)
         if old is not None:
-            os.environ["OPENDNN_SDPA_FWD_V2"] = old
+            os.environ[name] = old
 
 
-def run_fwd(c, row, v2=False):
+def plan_with_v2(c, on, engine="cuda"):
+    """OurFwd(c, engine) planned with OPENDNN_SDPA_FWD_V2 set to 1 or 0."""
+    return plan_with_env(c, "OPENDNN_SDPA_FWD_V2", "1" if on else "0", engine)
+
+
+def checked(c, ours):
+    """(rel_err of O, max abs error of the LSE) of a plan's last run against the fp32 reference."""
+    _, ref_lse = c.reference()
+    return c.rel(ours.o), (ours.stats[0, :2, :256, 0] - ref_lse).abs().max().item()
+
+
+def run_fwd(c, row, v2=False, persistent=False):
     fl = flops(c.B, c.H, c.S, c.D, c.causal)
     for peer, backend in PEERS.items():
         try:
@@ -121,9 +139,7 @@ def run_fwd(c, row, v2=False):
     ours = first_run(row, lambda: plan_with_v2(c, v2) if v2 else OurFwd(c))
     if ours is None:
         return
-    row["rel_err"] = c.rel(ours.o)
-    _, ref_lse = c.reference()
-    row["lse_max_abs_err"] = (ours.stats[0, :2, :256, 0] - ref_lse).abs().max().item()
+    row["rel_err"], row["lse_max_abs_err"] = checked(c, ours)
     row["opendnn_ms"] = time_cuda(ours)
     row["opendnn_tflops"] = fl / (row["opendnn_ms"] * 1e-3) / 1e12
     row["correct"] = row["rel_err"] < 2e-2 and row["lse_max_abs_err"] < 2e-2
@@ -135,6 +151,25 @@ def run_fwd(c, row, v2=False):
             row["plan_v1"] = v1["plan"]
             row["opendnn_v1_ms"] = time_cuda(old)
             row["v2_speedup_vs_v1"] = row["opendnn_v1_ms"] / row["opendnn_ms"]
+    if persistent:  # the persistent schedule on the same inputs, same run (d256 keeps the grid one)
+        for mode, key in (("1", "persistent"), ("2", "persistent_q2")):
+            pr = {}
+            pers = first_run(pr, lambda m=mode: plan_with_env(c, "OPENDNN_SDPA_FWD_PERSISTENT", m))
+            if pers is None:
+                row[f"{key}_declined"] = pr.get("opendnn_declined", "")[:300]
+                continue
+            row[f"plan_{key}"] = pr["plan"]
+            row[f"{key}_rel_err"], row[f"{key}_lse_max_abs_err"] = checked(c, pers)
+            # Alternating rounds with the default plan (time_pair), so drift falls on both alike.
+            row[f"opendnn_pair_{key}_ms"], row[f"{key}_ms"] = time_pair(ours, pers)
+            row[f"{key}_tflops"] = fl / (row[f"{key}_ms"] * 1e-3) / 1e12
+            row[f"{key}_speedup"] = row[f"opendnn_pair_{key}_ms"] / row[f"{key}_ms"]
+            for p in PEERS:
+                if f"{p}_ms" in row:
+                    row[f"{key}_speedup_vs_{p}"] = row[f"{p}_ms"] / row[f"{key}_ms"]
+            row["correct"] = (row["correct"] and row[f"{key}_rel_err"] < 2e-2
+                              and row[f"{key}_lse_max_abs_err"] < 2e-2)
+            del pers
 
 
 def run_router(c, row, v2=False):
@@ -150,12 +185,17 @@ def run_bwd(c, row):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="four shapes (eight with --v2)")
+    ap.add_argument("--quick", action="store_true", help="four shapes (eight with --v2, 13 with --persistent)")
     ap.add_argument("--mode", choices=("fwd", "bwd", "all"), default="fwd")
     ap.add_argument("--v2", action="store_true", help="opt in to the v2 forward kernel (writes sdpa_v2.json)")
+    ap.add_argument("--persistent", action="store_true",
+                    help="also time v2's persistent schedule (OPENDNN_SDPA_FWD_PERSISTENT=1; writes sdpa_persistent.json)")
     args = ap.parse_args()
-    out_name = "sdpa_v2" if args.v2 else "sdpa"
-    if args.quick:
+    out_name = "sdpa_v2" if args.v2 else "sdpa_persistent" if args.persistent else "sdpa"
+    if args.quick and args.persistent:
+        shapes = [(S, D, causal) for D in (64, 128) for S in (512, 1024, 2048) for causal in (False, True)]
+        shapes += [(4096, 128, False)]
+    elif args.quick:
         shapes = [(S, 128, causal) for S in (1024, 4096) for causal in (False, True)]
         if args.v2:  # v2 instantiates every head dim: one long sequence of each of the others
             shapes += [(4096, D, causal) for D in (64, 256) for causal in (False, True)]
@@ -170,7 +210,7 @@ def main():
             row = {"case": f"{mode}_{c.name()}", "pass": mode, "batch": c.B, "heads": c.H, "seq": S, "head_dim": D,
                    "causal": causal, "dtype": "bf16"}
             if mode == "fwd":
-                run_fwd(c, row, args.v2)
+                run_fwd(c, row, args.v2, args.persistent)
                 run_router(c, row, args.v2)
             else:
                 run_bwd(c, row)

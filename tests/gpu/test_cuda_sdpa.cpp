@@ -2,7 +2,8 @@
 // The cuda engine's SDPA forward plan against a double-precision host computation of the reference
 // engine's semantics (src/engines/reference/sdpa.cpp): head dims, causal top-left/bottom-right, GQA,
 // odd lengths, sliding windows, padding masks, THD ragged layouts with a zero-length sequence,
-// attention sinks, BSHD strides; O and Stats (LSE). Needs an NVIDIA GPU (sm_90+); skips elsewhere.
+// attention sinks, BSHD strides; O and Stats (LSE); the v2 kernel's persistent schedule
+// (OPENDNN_SDPA_FWD_PERSISTENT=1 and 2). Needs an NVIDIA GPU (sm_90+); skips elsewhere.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -37,7 +38,18 @@ struct Case {
   std::vector<int32_t> seq_q, seq_kv;  // padding mask when non-empty
   bool thd = false;                     // token-packed Q/O and K/V with ragged offsets (needs seq_q/seq_kv)
   bool sink = false;
-  std::string plan;  // when set, the name the selected cuda plan must have
+  std::string plan;        // when set, the name the selected cuda plan must have
+  int64_t sm_count = -1;   // the graph's sm_count when > 0 (caps the persistent kernel's CTAs)
+  bool run_twice = false;  // execute again on the same (dirtied) workspace, output poisoned anew
+};
+
+// Sets an environment variable for one scope (the engine reads its switches when it plans).
+struct ScopedEnv {
+  const char* name;
+  ScopedEnv(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
+  ~ScopedEnv() { unsetenv(name); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
 };
 
 // Storage of a logical [B,H,S,D] tensor: strides and per-batch element offsets (THD).
@@ -132,6 +144,7 @@ void run_case(const Case& c) {
   const DataType dt = c.fp16 ? DataType::HALF : DataType::BFLOAT16;
   Graph g;
   g.set_io_data_type(dt).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+  if (c.sm_count > 0) g.set_sm_count(c.sm_count);
   auto tensor = [&](const char* name, std::vector<int64_t> dims, std::vector<int64_t> stride, DataType t) {
     TensorAttr a;
     a.set_name(name).set_dim(std::move(dims)).set_data_type(t);
@@ -215,9 +228,22 @@ void run_case(const Case& c) {
     dsink.put(sink);
     pack[SINK] = dsink.p;
   }
-  Status ex = g.execute(pack, nullptr);
+  // Workspace (the persistent kernel's tile counter): filled with 0x7f bytes, so a launch that did not
+  // zero its counter skips every tile past the first wave and leaves NaN behind.
+  int64_t ws_bytes = 0;
+  ASSERT_TRUE(g.get_workspace_size(ws_bytes).is_good());
+  DevBuf ws{size_t(ws_bytes)};
+  ASSERT_EQ(cudaMemset(ws.p, 0x7f, size_t(ws_bytes)), cudaSuccess);
+  Status ex = g.execute(pack, ws_bytes > 0 ? ws.p : nullptr);
   ASSERT_TRUE(ex.is_good()) << ex.to_string();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  if (c.run_twice) {  // the counter now holds the last launch's count
+    ASSERT_EQ(cudaMemset(dout.p, 0xff, size_t(LO.elements) * 2), cudaSuccess);
+    ASSERT_EQ(cudaMemset(dstats.p, 0xff, size_t(B * Hq * c.sq) * 4), cudaSuccess);
+    ex = g.execute(pack, ws_bytes > 0 ? ws.p : nullptr);
+    ASSERT_TRUE(ex.is_good()) << ex.to_string();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
   auto o = dout.get<uint16_t>(size_t(LO.elements));
   auto st = dstats.get<float>(size_t(B * Hq * c.sq));
 
@@ -382,6 +408,77 @@ TEST(CudaSdpaFwd, DeclinesOutOfScope) {
   ASSERT_TRUE(g.create_execution_plans({HeurMode::A}).is_good());
   ASSERT_TRUE(g.deselect_engines({"cudnn", "reference"}).is_good());
   EXPECT_TRUE(g.check_support().is_bad()) << "head dim 96 has no cuda kernel and must be declined";
+}
+
+// Last in the file: an unverified kernel that faults or hangs takes no other test with it.
+// The v2 kernel's persistent schedule (OPENDNN_SDPA_FWD_PERSISTENT, sdpa_fwd_v2.cuh): CTAs take
+// (query block, head, batch) tiles from a counter in the workspace, the K/V ring and the Q halves
+// running on across tiles; mode 2 alternates two Q buffers (and d128 has a 2-stage ring there). A
+// small graph sm_count makes each CTA run many tiles (ids in both slots, ring and Q-buffer phases
+// across tiles, tiles with no visible key); every case executes twice on the same workspace (the
+// launch must zero the counter). d64/d128 only; d256 keeps the grid schedule.
+void persistent_cases(const char* mode) {
+  ScopedEnv on("OPENDNN_SDPA_FWD_PERSISTENT", mode);
+  const std::string suffix = std::string(mode) == "2" ? "_persistent_q2" : "_persistent";
+  auto pv2 = [&](Case c, int64_t sms) {
+    c.name += std::string(" (mode ") + mode + ")";
+    c.plan = "cuda:sdpa_fwd_v2_d" + std::to_string(c.d) + suffix;
+    c.sm_count = sms, c.run_twice = true;
+    return c;
+  };
+  // d128, dense: GQA, MQA with the ring wrapping within and across tiles, fp16, BSHD.
+  run_case(pv2(shape("pv2 d128 GQA", 2, 4, 2, 256, 512, 128, 128), 3));
+  run_case(pv2(shape("pv2 d128 MQA ring wraps, one CTA", 1, 4, 1, 384, 1152, 128, 128), 1));
+  Case h = pv2(shape("pv2 d128 fp16", 1, 2, 2, 384, 256, 128, 128), 2);
+  h.fp16 = true;
+  run_case(h);
+  Case bshd = pv2(shape("pv2 bshd", 2, 2, 1, 256, 384, 128, 128), 5);
+  bshd.bshd = true;
+  run_case(bshd);
+  // Causal, both alignments, with blocks that see no key (BR sq > skv) on one CTA.
+  run_case(pv2(causal(shape("pv2 causal TL", 1, 2, 2, 384, 384, 128, 128)), 2));
+  run_case(pv2(causal(shape("pv2 causal BR skv>sq", 1, 2, 1, 256, 512, 128, 128), true), 2));
+  run_case(pv2(causal(shape("pv2 causal TL sq>skv", 1, 2, 2, 512, 256, 128, 128)), 3));
+  run_case(pv2(causal(shape("pv2 causal BR sq>skv, one CTA", 1, 2, 2, 512, 256, 128, 128), true), 1));
+  Case cb = pv2(causal(shape("pv2 bshd causal", 2, 4, 2, 512, 512, 128, 128)), 7);
+  cb.bshd = true;
+  run_case(cb);
+  // Odd lengths: partial Q halves, a Q half wholly past sq (sq < 64), partial K/V tiles.
+  run_case(pv2(shape("pv2 odd", 2, 4, 1, 77, 131, 128, 128), 3));
+  run_case(pv2(shape("pv2 odd sq<64", 2, 3, 1, 50, 131, 128, 128), 2));
+  run_case(pv2(causal(shape("pv2 odd causal TL", 2, 4, 2, 77, 131, 128, 128)), 3));
+  run_case(pv2(causal(shape("pv2 odd causal BR", 2, 4, 2, 77, 131, 128, 128), true), 3));
+  run_case(pv2(causal(shape("pv2 odd causal BR sq>skv", 1, 2, 1, 200, 70, 128, 128), true), 1));
+  Case ob = pv2(causal(shape("pv2 odd bshd causal BR fp16", 2, 2, 1, 300, 333, 128, 128), true), 4);
+  ob.bshd = true, ob.fp16 = true;
+  run_case(ob);
+  // d64.
+  run_case(pv2(shape("pv2 d64", 2, 4, 2, 256, 640, 64, 64), 3));
+  Case d64 = pv2(causal(shape("pv2 d64 bshd causal odd", 2, 4, 2, 300, 300, 64, 64)), 5);
+  d64.bshd = true;
+  run_case(d64);
+  run_case(pv2(causal(shape("pv2 d64 causal BR sq>skv", 1, 2, 1, 200, 70, 64, 64), true), 1));
+  // The device's own SM count, more tiles than SMs (the counter hands out the rest).
+  run_case(pv2(shape("pv2 d64 160 tiles", 4, 20, 20, 256, 256, 64, 64), -1));
+  run_case(pv2(causal(shape("pv2 d128 causal 200 tiles", 1, 40, 8, 640, 640, 128, 128)), -1));
+  // Not taken by the persistent schedule: d256 (the grid schedule of v2), per-batch lengths (v1).
+  Case d256 = causal(shape("pv2 switch, d256 stays on v2", 1, 2, 2, 100, 333, 256, 256), true);
+  d256.plan = "cuda:sdpa_fwd_v2_d256";
+  run_case(d256);
+  Case pad = causal(shape("pv2 switch, padding stays on v1", 3, 2, 2, 150, 140, 64, 64));
+  pad.seq_q = {150, 37, 0}, pad.seq_kv = {140, 90, 12};
+  pad.plan = "cuda:sdpa_fwd_d64";
+  run_case(pad);
+}
+
+TEST(CudaSdpaFwd, V2Persistent) {
+  GPU_OR_SKIP();
+  persistent_cases("1");
+}
+
+TEST(CudaSdpaFwd, V2PersistentTwoQBuffers) {
+  GPU_OR_SKIP();
+  persistent_cases("2");
 }
 
 }  // namespace

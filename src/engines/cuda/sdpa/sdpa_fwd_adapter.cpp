@@ -4,7 +4,10 @@
 // per-batch lengths, token-packed and THD layouts, attention sinks, Stats (LSE) output.
 // The TMA/producer-warp kernel (sdpa_fwd_v2.h, FlashAttention-3 style) is offered beside the first one
 // for the cases it covers and ranked ahead of it (it passed test_cuda_sdpa on the H200 at 2.3-2.7x the
-// first kernel); OPENDNN_SDPA_FWD_V2=0 at plan time withholds it.
+// first kernel); OPENDNN_SDPA_FWD_V2=0 at plan time withholds it. OPENDNN_SDPA_FWD_PERSISTENT=1 (off by
+// default, unverified on a GPU) also offers v2's persistent schedule (d64/d128), ranked ahead of v2; `2`
+// offers its variant with two Q buffers instead (the next tile's Q loaded during the current one; d128
+// then has a 2-stage K/V ring).
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -81,28 +84,39 @@ class SdpaFwdPlan : public Plan {
 // not meant to be executed from two threads at once). Pointers TMA cannot take (not 16-byte
 // aligned) and an O that is not 16-byte aligned run the first kernel instead, which the plan
 // keeps for that, as does a scale that is not positive (read at execute time).
+// persistent_ctas > 0: the persistent schedule on that many SMs at most with q_bufs Q buffers, its tile
+// counter in the workspace (zeroed by each launch).
 class SdpaFwdV2Plan : public Plan {
  public:
-  SdpaFwdV2Plan(const sdpa::Problem& p, const sdpa::Slots& s, sdpa::FwdLauncher v1) : p_(p), s_(s), v1_(v1) {}
-  Status execute(void* const* slots, void*, void* stream) override {
+  SdpaFwdV2Plan(const sdpa::Problem& p, const sdpa::Slots& s, sdpa::FwdLauncher v1, int persistent_ctas = 0,
+                int q_bufs = 1)
+      : p_(p), s_(s), v1_(v1), ctas_(persistent_ctas), q_bufs_(q_bufs) {}
+  Status execute(void* const* slots, void* workspace, void* stream) override {
     sdpa::Problem p;
     if (Status st = bind_checked(p_, s_, slots, "cuda sdpa v2", p); st.is_bad()) return st;
     if (!encoded_ || p.q.ptr != q_ || p.k.ptr != k_ || p.v.ptr != v_) {
-      tma_ok_ = sdpa::fwd_v2_encode(p, descs_) == nullptr;
+      const int q_rows = ctas_ > 0 ? sdpa::kFwdV2PersistentQRows : 128;
+      tma_ok_ = sdpa::fwd_v2_encode(p, descs_, q_rows) == nullptr;
       encoded_ = true, q_ = p.q.ptr, k_ = p.k.ptr, v_ = p.v.ptr;
     }
     // O leaves in 16-byte stores; the kernel's softmax relies on a positive scale.
     const bool v2 = tma_ok_ && reinterpret_cast<uintptr_t>(p.o.ptr) % 16 == 0 && p.scale > 0.0f;
-    if (const char* e = v2 ? sdpa::launch_fwd_v2(p, descs_, stream) : v1_(p, stream))
+    sdpa::FwdV2Persistent pers;
+    pers.counter = static_cast<int*>(workspace), pers.ctas = ctas_, pers.q_bufs = q_bufs_;
+    if (v2 && ctas_ > 0 && !workspace)
+      return {ErrorCode::INVALID_VALUE, "cuda sdpa v2 persistent: needs a workspace of " +
+                                            std::to_string(sdpa::kFwdV2PersistentWorkspace) + " bytes"};
+    if (const char* e = v2 ? sdpa::launch_fwd_v2(p, descs_, stream, ctas_ > 0 ? &pers : nullptr) : v1_(p, stream))
       return {ErrorCode::CUDA_API_FAILED, std::string("cuda sdpa v2: ") + e};
     return {};
   }
-  int64_t workspace_size() const override { return 0; }
+  int64_t workspace_size() const override { return ctas_ > 0 ? sdpa::kFwdV2PersistentWorkspace : 0; }
 
  private:
   sdpa::Problem p_;
   sdpa::Slots s_;
   sdpa::FwdLauncher v1_;
+  int ctas_ = 0, q_bufs_ = 1;
   sdpa::FwdV2Descs descs_{};
   bool encoded_ = false, tma_ok_ = false;
   const void *q_ = nullptr, *k_ = nullptr, *v_ = nullptr;
@@ -112,9 +126,19 @@ bool v2_enabled() {
   const char* e = std::getenv("OPENDNN_SDPA_FWD_V2");
   return !(e && std::strcmp(e, "0") == 0);
 }
+// OPENDNN_SDPA_FWD_PERSISTENT: 0 (unset, off), 1 (one Q buffer) or 2 (two Q buffers).
+int persistent_mode() {
+  const char* e = std::getenv("OPENDNN_SDPA_FWD_PERSISTENT");
+  return !e ? 0 : std::strcmp(e, "1") == 0 ? 1 : std::strcmp(e, "2") == 0 ? 2 : 0;
+}
 
 constexpr int64_t kBase = 2000;
 constexpr int64_t kV2Index = kBase + 1;
+constexpr int64_t kV2PersistentIndex = kBase + 2;    // one Q buffer
+constexpr int64_t kV2PersistentQ2Index = kBase + 3;  // two Q buffers
+// The persistent schedule's estimate: v2's, less the per-tile launch and set-up it hides (sdpa_fwd_v2.cuh's
+// header expects 1.5-2 us a tile, ~15% at S=512 d128; unmeasured, so only enough to rank it ahead of v2).
+constexpr double kPersistentFactor = 0.9;
 
 void propose(const Graph& g, const Target& target, Proposal& out) {
   sdpa::Problem p;
@@ -136,13 +160,21 @@ void propose(const Graph& g, const Target& target, Proposal& out) {
       v2.name = "sdpa_fwd_v2_" + c.name.substr(std::strlen("sdpa_fwd_"));
       v2.local_index = kV2Index;
       v2.estimated_us = estimate_v2_us(p, target);
+      if (const int mode = persistent_mode(); mode > 0 && sdpa::fwd_v2_persistent_supports(p).empty()) {
+        PlanCandidate pv2 = v2;
+        pv2.name += mode == 2 ? "_persistent_q2" : "_persistent";
+        pv2.local_index = mode == 2 ? kV2PersistentQ2Index : kV2PersistentIndex;
+        pv2.estimated_us = v2.estimated_us * kPersistentFactor;
+        pv2.workspace_bytes = sdpa::kFwdV2PersistentWorkspace;
+        out.plans.push_back(pv2);
+      }
       out.plans.push_back(v2);
     }
   }
   out.plans.push_back(c);
 }
 
-Status build(const Graph& g, const Target&, const PlanCandidate& c, std::unique_ptr<Plan>& out) {
+Status build(const Graph& g, const Target& target, const PlanCandidate& c, std::unique_ptr<Plan>& out) {
   sdpa::Problem p;
   sdpa::Slots s;
   sdpa::FwdLauncher launch = nullptr;
@@ -153,6 +185,21 @@ Status build(const Graph& g, const Target&, const PlanCandidate& c, std::unique_
     else why = sdpa::fwd_v2_supports(p, s);
     if (!why.empty()) return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cuda sdpa: " + why};
     out = std::make_unique<SdpaFwdV2Plan>(p, s, launch);
+    return {};
+  }
+  if (c.local_index == kV2PersistentIndex || c.local_index == kV2PersistentQ2Index) {
+    const int q_bufs = c.local_index == kV2PersistentQ2Index ? 2 : 1;
+    if (!v2_enabled()) why = "sdpa_fwd_v2 is withheld by OPENDNN_SDPA_FWD_V2=0";
+    else if (persistent_mode() != q_bufs)
+      why = "the persistent sdpa_fwd_v2 needs OPENDNN_SDPA_FWD_PERSISTENT=" + std::to_string(q_bufs);
+    else why = sdpa::fwd_v2_supports(p, s);
+    if (why.empty()) why = sdpa::fwd_v2_persistent_supports(p);
+    if (!why.empty()) return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cuda sdpa: " + why};
+    // The graph's sm_count (as cuDNN's SM_COUNT_TARGET) caps the CTAs: fewer SMs for other work, and
+    // many tiles a CTA in the tests.
+    int ctas = target.sm_count > 0 ? target.sm_count : 132;
+    if (g.context().sm_count > 0 && g.context().sm_count < ctas) ctas = int(g.context().sm_count);
+    out = std::make_unique<SdpaFwdV2Plan>(p, s, launch, ctas, q_bufs);
     return {};
   }
   out = std::make_unique<SdpaFwdPlan>(p, s, launch);

@@ -33,19 +33,29 @@ std::string fwd_v2_supports(const Problem& p, const Slots& s) {
   return "";
 }
 
-const char* fwd_v2_encode(const Problem& p, FwdV2Descs& d) {
+std::string fwd_v2_persistent_supports(const Problem& p) {
+  const std::string no = "not supported by the persistent sdpa_fwd_v2: ";
+  // Its consumers at d256 (64x256 fp32 accumulators) spill with the few registers the tile loop
+  // adds [ptxas -v]; the grid schedule keeps d256.
+  if (p.d_v > 128) return no + "head dims over 128";
+  // Tile ids are ints (query blocks x heads x batches, plus one grid).
+  if ((p.sq + 127) / 128 * p.hq * p.b >= (int64_t(1) << 30)) return no + "more than 2^30 tiles";
+  return "";
+}
+
+const char* fwd_v2_encode(const Problem& p, FwdV2Descs& d, int q_rows) {
   const int kv_rows = fwd_v2_kv_rows(p.d_qk);
   auto* m = reinterpret_cast<CUtensorMap*>(d.bytes);
-  if (const char* e = encode_token_view(m + 0, p.q, p.b, p.hq, p.sq, p.d_qk, kBoxCols, 128, p.fp16)) return e;
+  if (const char* e = encode_token_view(m + 0, p.q, p.b, p.hq, p.sq, p.d_qk, kBoxCols, q_rows, p.fp16)) return e;
   if (const char* e = encode_token_view(m + 1, p.k, p.b, p.hk, p.skv, p.d_qk, kBoxCols, kv_rows, p.fp16)) return e;
   return encode_token_view(m + 2, p.v, p.b, p.hv, p.skv, p.d_v, kBoxCols, kv_rows, p.fp16);
 }
 
-const char* launch_fwd_v2(const Problem& p, const FwdV2Descs& d, void* stream) {
+const char* launch_fwd_v2(const Problem& p, const FwdV2Descs& d, void* stream, const FwdV2Persistent* persistent) {
   switch (p.d_qk) {
-    case 64: return launch_fwd_v2_d64(p, d, stream);
-    case 128: return launch_fwd_v2_d128(p, d, stream);
-    case 256: return launch_fwd_v2_d256(p, d, stream);
+    case 64: return launch_fwd_v2_d64(p, d, persistent, stream);
+    case 128: return launch_fwd_v2_d128(p, d, persistent, stream);
+    case 256: return launch_fwd_v2_d256(p, d, persistent, stream);
     default: return "sdpa_fwd_v2: no kernel for this head dim";
   }
 }
