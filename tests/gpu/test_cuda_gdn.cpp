@@ -311,21 +311,7 @@ void check_v3(const Case& c) {
     unsetenv(e);
 }
 
-// Sets an environment variable for a scope and restores what was there.
-struct ScopedEnv {
-  std::string name, saved;
-  bool had;
-  ScopedEnv(const char* n, const char* value) : name(n) {
-    const char* was = std::getenv(n);
-    had = was != nullptr;
-    saved = had ? was : "";
-    setenv(n, value, 1);
-  }
-  ~ScopedEnv() {
-    if (had) setenv(name.c_str(), saved.c_str(), 1);
-    else unsetenv(name.c_str());
-  }
-};
+using test::ScopedEnv;
 
 // Backward: the cuda plan against the reference engine (run on the CPU on the same rounded inputs,
 // gradients in FLOAT). Gradients of q, k, v, g, beta and the initial state within 4e-2 (RMS).

@@ -130,12 +130,7 @@ void make_graph(const Case& c, GemmGraph& gg, float alpha) {
   gg.out = y;
 }
 
-// Sets an environment variable for a scope (the gemm plans that are opt-in, the scheduler knobs).
-struct ScopedEnv {
-  const char* name;
-  ScopedEnv(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
-  ~ScopedEnv() { unsetenv(name); }
-};
+using test::ScopedEnv;
 
 // Plans on the cuda engine alone; false (no failure) when it has no plan. With `plan`, selects the
 // cuda plan whose name contains it, and fails when there is none.

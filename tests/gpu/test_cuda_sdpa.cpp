@@ -43,14 +43,7 @@ struct Case {
   bool run_twice = false;  // execute again on the same (dirtied) workspace, output poisoned anew
 };
 
-// Sets an environment variable for one scope (the engine reads its switches when it plans).
-struct ScopedEnv {
-  const char* name;
-  ScopedEnv(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
-  ~ScopedEnv() { unsetenv(name); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-};
+using test::ScopedEnv;
 
 // Storage of a logical [B,H,S,D] tensor: strides and per-batch element offsets (THD).
 struct Layout {

@@ -55,22 +55,7 @@ struct Case {
 
 double sink_of(int64_t h) { return 0.5 - 0.25 * double(h); }  // exact in fp32
 
-// Sets an environment variable (or unsets it, value null) until the end of the scope.
-struct ScopedEnv {
-  std::string name, saved;
-  bool had;
-  ScopedEnv(const char* n, const char* value) : name(n) {
-    const char* was = std::getenv(n);
-    had = was != nullptr;
-    saved = had ? was : "";
-    if (value) setenv(n, value, 1);
-    else unsetenv(n);
-  }
-  ~ScopedEnv() {
-    if (had) setenv(name.c_str(), saved.c_str(), 1);
-    else unsetenv(name.c_str());
-  }
-};
+using test::ScopedEnv;
 
 Case shape(int64_t B, int64_t Hq, int64_t Hk, int64_t Sq, int64_t Skv, int64_t Dqk, int64_t Dv,
            DataType dt = DataType::BFLOAT16) {

@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // What every tests/gpu/test_cuda_*.cpp needs from the device: whether an sm_90 GPU is there (else the test
-// skips), and an owning device buffer with typed copies both ways. Failures are gtest failures.
+// skips), an owning device buffer with typed copies both ways, and a scoped kernel switch (the engines
+// read OPENDNN_* variables when planning). Failures are gtest failures.
 #pragma once
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "common/dtype_convert.h"
@@ -45,6 +48,26 @@ struct DevBuf {
     for (size_t i = 0; i < count; ++i) out[i] = load_element(t, raw.data(), int64_t(i));
     return out;
   }
+};
+
+// Sets an environment variable (unsets it when value is null) until the end of the scope, then restores
+// what was there.
+struct ScopedEnv {
+  std::string name, saved;
+  bool had = false;
+  ScopedEnv(const char* n, const char* value) : name(n) {
+    const char* was = std::getenv(n);
+    had = was != nullptr;
+    saved = had ? was : "";
+    if (value) setenv(n, value, 1);
+    else unsetenv(n);
+  }
+  ~ScopedEnv() {
+    if (had) setenv(name.c_str(), saved.c_str(), 1);
+    else unsetenv(name.c_str());
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
 };
 
 }  // namespace opendnn::test
