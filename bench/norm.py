@@ -158,7 +158,8 @@ class Case:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="the 8k-token shapes, 8192x4096 and 8192x8192 (both norms, all passes)")
-    ap.add_argument("--shapes", help="comma-separated TOKENSxHIDDEN list, e.g. 8192x4096,32768x8192 (overrides --quick)")
+    ap.add_argument("--shapes", help="comma- or slash-separated TOKENSxHIDDEN list, e.g. 8192x4096,32768x8192 "
+                                     "(overrides --quick; bench/run_gpu_all.sh splits its arguments at commas: use /)")
     ap.add_argument("--no-cudnn", action="store_true", help="skip cuDNN's norms (the cudnn engine)")
     ap.add_argument("--compile", action="store_true", help="also time torch.compile")
     ap.add_argument("--with-cudnn", action="store_true", help=argparse.SUPPRESS)  # the default now; old command lines
@@ -167,7 +168,7 @@ def main():
     print(f"device copy bandwidth: {copy_gbs:.0f} GB/s")
     # The small shape is where fixed costs (launch, ramp-up, the backward's partial reduction) show.
     if args.shapes:
-        shapes = [tuple(int(v) for v in sh.lower().split("x")) for sh in args.shapes.split(",")]
+        shapes = [tuple(int(v) for v in sh.lower().split("x")) for sh in args.shapes.replace("/", ",").split(",")]
     elif args.quick:
         shapes = [(8192, 4096), (8192, 8192)]
     else:

@@ -169,10 +169,14 @@ def main():
     ap.add_argument("--quick", action="store_true", help="d64/128/256 at S=2048, causal and not")
     ap.add_argument("--variants", "--v2", "--v3", "--v4", action="store_true", dest="variants",
                     help="also time the earlier schedules (v1, v2, v2tp, v3, v4, v4nt; d256v2, d256v4 at d256) in each row")
+    ap.add_argument("--head-dims", default="64,128,256",
+                    help="comma- or slash-separated head dims, in the order they run (e.g. 256/128/64)")
     args = ap.parse_args()
     seqs = (2048,) if args.quick else (512, 1024, 2048, 4096, 8192, 16384)
+    dims = [int(d) for d in args.head_dims.replace("/", ",").split(",")]
+    out = "sdpa_bwd_quick" if args.quick else "sdpa_bwd"  # a quick run never replaces the full file
     rows = []
-    for D in (64, 128, 256):
+    for D in dims:
         for causal in (False, True):
             for S in seqs:
                 c = Case(S, D, causal)
@@ -181,7 +185,7 @@ def main():
                 run_bwd(c, row, args.variants)
                 rows.append(row)
                 show(row)
-                write_results("sdpa_bwd", rows)  # after every case: a fault later keeps what was measured
+                write_results(out, rows)  # after every case: a fault later keeps what was measured
                 del c
                 torch.cuda.empty_cache()
     return 0 if all(r.get("correct", False) for r in rows) else 1
