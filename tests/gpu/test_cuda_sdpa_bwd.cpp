@@ -45,6 +45,7 @@ struct Case {
   bool d256v2 = false;
   bool d256_plain_turns = false;  // with d256v2: OPENDNN_SDPA_BWD_D256_V2_EARLY_TURNS=0
   bool d256v4 = false;            // with d256v2: OPENDNN_SDPA_BWD_D256_V4=1 (TMA producer warp, dQ writer warps), else =0
+  bool d256v5 = false;            // with d256v4: OPENDNN_SDPA_BWD_D256_V5=1 (v5: dQ quarters), else unset
   // Bytes allocated past the end of every input buffer, all 0xff (NaN) when tail_nan, else zeros: a
   // kernel reading past a tensor's last row then fails visibly (NaN) or deterministically passes.
   int64_t tail = 0;
@@ -290,6 +291,7 @@ void run_case(const Case& c, bool check_reproducible = false) {
       ScopedEnv d256_env("OPENDNN_SDPA_BWD_D256_V2", c.d256v2 ? "1" : nullptr);
       ScopedEnv d256_turns_env("OPENDNN_SDPA_BWD_D256_V2_EARLY_TURNS", c.d256_plain_turns ? "0" : "1");
       ScopedEnv d256_v4_env("OPENDNN_SDPA_BWD_D256_V4", c.d256v4 ? "1" : "0");  // v4 is the default: 0 tests v2
+      ScopedEnv d256_v5_env("OPENDNN_SDPA_BWD_D256_V5", c.d256v5 ? "1" : nullptr);
       ScopedEnv two_pass("OPENDNN_SDPA_BWD_V2_TWO_PASS", c.v2_two_pass ? "1" : nullptr);
       // v4 + v3 is the default schedule: cases that do not ask for them pin the plain fused kernel.
       ScopedEnv v3_env("OPENDNN_SDPA_BWD_V3", c.v3 ? "1" : "0");
@@ -955,6 +957,57 @@ TEST(CudaSdpaBwd, D256V4NaNTailCausalGqa) {
   run_case(d256v4(c), true);
 }
 
+// d256 v5 (OPENDNN_SDPA_BWD_D256_V5=1: v4 with dQ in 64-column quarters and the next step's S / dP GEMM
+// issued between them): the D256V4 cases again. Steps of one item (the last step issues nothing), odd
+// item counts (the ring's parity), both turn orders and NaN tails cover the new issue order.
+Case d256v5(Case c) {
+  c = d256v4(c);
+  c.d256v5 = true;
+  return c;
+}
+TEST(CudaSdpaBwd, D256V5DenseOdd) { run_case(d256v5(shape(1, 2, 2, 130, 201, 256, 256)), true); }
+TEST(CudaSdpaBwd, D256V5DenseFp16Gqa) { run_case(d256v5(shape(2, 4, 2, 77, 150, 256, 256, DataType::HALF))); }
+TEST(CudaSdpaBwd, D256V5CausalOdd) {
+  Case c = shape(1, 2, 2, 200, 200, 256, 256);
+  c.causal = true;
+  run_case(d256v5(c), true);
+}
+TEST(CudaSdpaBwd, D256V5Fp16CausalBottomRightMqa) {
+  Case c = shape(1, 4, 1, 100, 257, 256, 256, DataType::HALF);
+  c.causal = c.bottom_right = true;
+  run_case(d256v5(c));
+}
+TEST(CudaSdpaBwd, D256V5CausalMoreQueriesThanKeys) {
+  Case c = shape(1, 2, 2, 150, 90, 256, 256);
+  c.causal = true;
+  run_case(d256v5(c));
+}
+TEST(CudaSdpaBwd, D256V5CausalBottomRightMoreQueries) {
+  Case c = shape(1, 2, 1, 190, 70, 256, 256);
+  c.causal = c.bottom_right = true;
+  run_case(d256v5(c));
+}
+TEST(CudaSdpaBwd, D256V5BshdCausalGqaFp16) {
+  Case c = shape(2, 4, 2, 96, 160, 256, 256, DataType::HALF);
+  c.bshd = true;
+  c.causal = true;
+  run_case(d256v5(c));
+}
+TEST(CudaSdpaBwd, D256V5BitwiseReproducibleManyTiles) {
+  Case c = shape(1, 4, 2, 333, 301, 256, 256);
+  c.causal = true;
+  run_case(d256v5(c), true);
+}
+TEST(CudaSdpaBwd, D256V5ManyKeyTilesGqa) { run_case(d256v5(shape(1, 4, 2, 320, 700, 256, 256)), true); }
+TEST(CudaSdpaBwd, D256V5NaNTailCausalGqa) {
+  Case c = shape(2, 4, 2, 130, 201, 256, 256);
+  c.causal = true;
+  c.tail = 256 * 1024;
+  c.tail_nan = true;
+  run_case(d256v5(c), true);
+}
+TEST(CudaSdpaBwd, D256V5SingleQueryTile) { run_case(d256v5(shape(1, 2, 2, 40, 100, 256, 256)), true); }
+
 TEST(CudaSdpaBwd, D256V2DeclinesPadding) {
   Case c = shape(2, 2, 2, 128, 128, 256, 256);
   c.d256v2 = true;
@@ -1016,6 +1069,11 @@ TEST(CudaSdpaBwd, SinkD256V4CausalFp16) {
   Case c = shape(1, 2, 2, 90, 90, 256, 256, DataType::HALF);
   c.causal = true;
   run_case(with_sink(d256v4(c)));
+}
+TEST(CudaSdpaBwd, SinkD256V5CausalFp16) {
+  Case c = shape(1, 2, 2, 90, 90, 256, 256, DataType::HALF);
+  c.causal = true;
+  run_case(with_sink(d256v5(c)));
 }
 
 }  // namespace

@@ -47,6 +47,9 @@ struct BwdProblem {
   // warps with bulk reductions; OPENDNN_SDPA_BWD_D256_V4=1, read when building; UNVERIFIED). Problems TMA
   // cannot take run the d256 kernel without it; d256_early_turns does not apply to it.
   bool d256_v4 = false;
+  // d256 v4 only: v5 (sdpa_bwd_v2_d256.cuh: dQ in 64-column quarters, the next step's S / dP GEMM issued
+  // between them; OPENDNN_SDPA_BWD_D256_V5=1, read when building; UNVERIFIED).
+  bool d256_v5 = false;
   // With sink_token: the gradient of the sink logits, [1,Hq,1,1] FLOAT (null when not requested). dQ, dK
   // and dV need nothing else, the sink being part of the Stats input.
   float* dsink = nullptr;
