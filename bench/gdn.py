@@ -4,7 +4,7 @@ flash-linear-attention's chunk_gated_delta_rule (skipped cleanly when fla is not
 process on the same inputs (in-kernel q/k l2norm, log-space gates, fp32 initial and final states).
 Writes bench/results/gdn.json (+ PNG).
 
-    python bench/gdn.py [--quick] [--bwd [--exact] [--bwd-v1]] [--split] [--v3]
+    python bench/gdn.py [--quick] [--bwd [--exact] [--bwd-v1]] [--split] [--v3] [--v4]
 
 Our forward runs in several variants in the same process: the default plan (opendnn_ms: the
 register-state sequential pass and the tensor-core chunk_prep), the first kernels (v1_*, both
@@ -17,6 +17,9 @@ OPENDNN_GDN_PREP_V3=1 and OPENDNN_GDN_PASS_V3=1), prep3_* (chunk_prep_mma v3 alo
 v' formed in the pass, fused l2norm, gate prefetch) and pass3_* (three chunk stages in the register-state
 pass alone); --quick --v3 also runs h4_hv8_1x32k, where the default plan is the split pass and the v3
 columns are the split pass with the v3 kernels. OPENDNN_BENCH_KERNELS=1 prints each kernel's time.
+With --v4 (opt-in, session 8) also v4_*: OPENDNN_GDN_FWD_V4=1, the default (v3) plan with its register-state
+pass's chunk products on wgmma (where its state slices are 64 or 128 columns wide: the 1x32k cases and
+the split); --quick --v4 also runs h4_hv8_1x32k.
 
 With --bwd also the backward, one bwd_<case> row per case in gdn_bwd.json: our default plan (opendnn_*:
 chunked) and fla's (fla_ms, speedup_vs_fla; fla's Triton version guard lifted where it refuses, see
@@ -206,6 +209,11 @@ V3_VARIANTS = [  # session 5, unverified until a GPU run: only with --v3
 ]
 
 
+V4_VARIANTS = [  # session 8, unverified until a GPU run: only with --v4
+    ("v4", {"OPENDNN_GDN_FWD_V4": "1"}),
+]
+
+
 def opt_in(c, row, p, env, o, fs, fla_out):
     """Checks and times one opt-in variant into the p_* columns; o, fs: the default plan's outputs."""
     try:
@@ -342,15 +350,17 @@ def main():
                     help="only the default plan and the peer (skip the v1/mma/prep2 columns of earlier kernels)")
     ap.add_argument("--v3", action="store_true",
                     help="also session 5's opt-in forward kernels (v3_*, prep3_*, pass3_*)")
+    ap.add_argument("--v4", action="store_true", help="also the wgmma register-state pass (v4_*, OPENDNN_GDN_FWD_V4=1)")
     args = ap.parse_args()
-    for name in ("OPENDNN_GDN_PREP_V3", "OPENDNN_GDN_PASS_V3"):  # only the v3 columns set them
+    for name in ("OPENDNN_GDN_PREP_V3", "OPENDNN_GDN_PASS_V3", "OPENDNN_GDN_FWD_V4"):  # only their columns set them
         os.environ.pop(name, None)
     # Taken out of the environment so that the default and the other columns keep their plans.
     split = os.environ.pop("OPENDNN_GDN_SPLIT", None) == "1" or args.split
     os.environ.pop("OPENDNN_GDN_BWD_CHUNKED", None)  # bwd_opendnn_* is the default plan, bwd_exact_* forced
     os.environ.pop("OPENDNN_GDN_BWD_V2", None)  # only the bwd_v1 column sets it
-    quick = QUICK + (QUICK_SPLIT if split or args.v3 else ())
-    variants = ([] if args.no_variants else VARIANTS) + (SPLIT_VARIANTS if split else []) + (V3_VARIANTS if args.v3 else [])
+    quick = QUICK + (QUICK_SPLIT if split or args.v3 or args.v4 else ())
+    variants = (([] if args.no_variants else VARIANTS) + (SPLIT_VARIANTS if split else []) +
+                (V3_VARIANTS if args.v3 else []) + (V4_VARIANTS if args.v4 else []))
     if fla_gdn is None:
         print(f"flash-linear-attention not available, peer skipped: {FLA_ERROR}")
     rows, brows = [], []

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -224,6 +225,10 @@ void check_once(const Case& c, bool mma_pass, bool prep2, bool split = false, bo
   EXPECT_EQ(plan.find("_prep2") != std::string::npos, prep2_applies) << plan;
   EXPECT_EQ(plan.find("_prep3") != std::string::npos, v3 && prep2_applies && (mma_applies || split_applies)) << plan;
   EXPECT_EQ(plan.find("_pass3") != std::string::npos, pass3 && (mma_applies || split_applies)) << plan;
+  // v4 (OPENDNN_GDN_FWD_V4=1, see check_v4): wherever prep3 applies, the V4 cases give it 64- or 128-column slices.
+  const char* v4_env = std::getenv("OPENDNN_GDN_FWD_V4");
+  const bool v4 = v4_env && std::strcmp(v4_env, "1") == 0 && v3 && prep2_applies && (mma_applies || split_applies);
+  EXPECT_EQ(plan.find("_v4") != std::string::npos, v4) << plan;
 
   int64_t ws = 0;
   ASSERT_TRUE(gr.get_workspace_size(ws).is_good());
@@ -280,8 +285,9 @@ void check_once(const Case& c, bool mma_pass, bool prep2, bool split = false, bo
     EXPECT_LT(eo, 2e-2) << "O, run " << rep + 1;
     EXPECT_LT(ef, 2e-2) << "final_state, run " << rep + 1;
   }
-  std::printf("[ gdn fwd%s%s%s%s ] %-28s rms err O %.2e, final state %.2e\n", mma_pass ? " mma" : "",
-              prep2 ? " prep2" : "", split ? " split" : "", v3 ? (pass3 ? " v3" : " prep3") : "", c.name.c_str(), eo, ef);
+  std::printf("[ gdn fwd%s%s%s%s%s ] %-28s rms err O %.2e, final state %.2e\n", mma_pass ? " mma" : "",
+              prep2 ? " prep2" : "", split ? " split" : "", v3 ? (pass3 ? " v3" : " prep3") : "", v4 ? " v4" : "",
+              c.name.c_str(), eo, ef);
 }
 
 // Both sequential passes with both chunk_preps on the same case (the opt-in kernels decline to the
@@ -607,6 +613,83 @@ TEST_F(CudaGdn, V3BenchGatesVariants) {
 TEST_F(CudaGdn, V3HeadDim256FallsBack) {
   // K = V = 256: neither v3 kernel applies; the plan must be the first kernels', still correct.
   check_v3({"v3 K=V=256 falls back", {0, 70, 200}, 1, 2, 256, 256});
+}
+
+// v4 (OPENDNN_GDN_FWD_V4=1, unverified on a GPU until these pass; GTEST_FILTER='CudaGdn.V4*'): the v3 pass
+// with wgmma chunk products. Unsplit with 64-column slices (one warpgroup a CTA; OPENDNN_GDN_BV=64 so the
+// small cases take it too), then split (bv = 128 at K = V = 128: two warpgroups a CTA; 64 otherwise). Both
+// with prep3 (v4 needs it) and three stages where they fit.
+void check_v4(const Case& c) {
+  ScopedEnv v4("OPENDNN_GDN_FWD_V4", "1");
+  {
+    ScopedEnv bv("OPENDNN_GDN_BV", "64");
+    check_once(c, true, true, false, true);
+  }
+  check_once(c, false, true, true, true);
+  unset_v3_env();
+}
+
+TEST_F(CudaGdn, V4VarlenGvaL2) {
+  // Empty sequences (one at the end), partial chunks, a one-token sequence, HV = 2H, K = V = 64.
+  check_v4({"v4 varlen GVA HV=2H K=V=64", {0, 100, 100, 300, 364, 365, 365}, 2, 4, 64, 64});
+}
+
+TEST_F(CudaGdn, V4ReverseGroupsStrongDecayL2) {
+  // H = 2HV, gates strong enough that a chunk's cumulative log decay reaches hundreds.
+  Case c{"v4 H=2HV strong decay K=V=128", {0, 150, 150, 277}, 4, 2, 128, 128};
+  c.g_lo = -8.0, c.g_hi = -0.5;
+  check_v4(c);
+}
+
+TEST_F(CudaGdn, V4StrongDecayNoL2Fp16) {
+  // fp16 (the f16 wgmma), no l2norm, a bf16 initial state in torch's layout.
+  Case c{"v4 no l2 fp16 strong decay", {0, 64, 65, 200}, 2, 4, 128, 128, DataType::HALF};
+  c.l2 = false;
+  c.g_lo = -8.0, c.g_hi = -0.5;
+  c.state_type = DataType::BFLOAT16;
+  c.torch_state_layout = true;
+  check_v4(c);
+}
+
+TEST_F(CudaGdn, V4BenchHeadsK128) {
+  // The benchmark's grouping (HV = 4H, K = V = 128), a chunk-aligned and a partial sequence.
+  check_v4({"v4 HV=4H K=V=128", {0, 64, 64, 250, 700}, 8, 32, 128, 128});
+}
+
+TEST_F(CudaGdn, V4LongSequenceWeakDecay) {
+  // Many chunks (the stage ring wraps), several segments in the split, a partial last chunk.
+  Case c{"v4 H=2 HV=4 K=V=128 4090 tokens", {0, 4090}, 2, 4, 128, 128};
+  c.g_lo = -0.05, c.g_hi = 0.0;
+  check_v4(c);
+}
+
+TEST_F(CudaGdn, V4FewHeadsSplitInitialState) {
+  // The few-heads grouping (H = 4, HV = 8) on two sequences with an initial state: the split's
+  // summaries (S and M columns), the combine and the apply all on the wgmma pass.
+  Case c{"v4 H=4 HV=8 K=V=128 varlen", {0, 2600, 2601, 3300}, 4, 8, 128, 128};
+  c.g_lo = -0.1, c.g_hi = 0.0;
+  check_v4(c);
+}
+
+TEST_F(CudaGdn, V4MixedDims) {
+  Case c{"v4 no h0 K=128 V=64", {0, 1, 66, 130, 1400}, 2, 2, 128, 64};
+  c.init = false;
+  check_v4(c);
+  Case d{"v4 K=64 V=128 scale 0.5", {0, 64, 65, 200}, 3, 3, 64, 128};
+  d.scale = 0.5;
+  check_v4(d);
+}
+
+TEST_F(CudaGdn, V4BenchGates) {
+  // bench/gdn.py's distributions at H16 HV64, first run on an all-NaN workspace.
+  check_v4(bench_case("v4 bench H16 HV64 1600 tok"));
+}
+
+TEST_F(CudaGdn, V4Off) {
+  // The switch unset or 0: no v4 plan (the default stays v3).
+  ScopedEnv off("OPENDNN_GDN_FWD_V4", "0");
+  check_once({"v4 off HV=4H K=V=128", {0, 250}, 2, 8, 128, 128}, true, true, false, true);
+  unset_v3_env();
 }
 
 }  // namespace

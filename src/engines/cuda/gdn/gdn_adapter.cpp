@@ -107,6 +107,14 @@ std::string match_forward(const Node& n, const Target& target, gdn::FwdArgs& a) 
   if (!a.split) a.bv = !a.mma_pass ? gdn::choose_bv(a, sms) : a.prep_v3 ? gdn::choose_bv_mma(a, sms) : 16;
   if (const char* e = std::getenv("OPENDNN_GDN_BV"); e && !a.split) a.bv = forced_slice(e, a.v);
   if (a.bv == 0) return "no state slice width fits shared memory for V = " + std::to_string(a.v) + " (or OPENDNN_GDN_BV is not 16, 32 or 64 dividing V)";
+  // v4 (unverified on a GPU, opt-in): the v3 pass with wgmma chunk products; a warpgroup owns 64 state
+  // columns. The unsplit pass is bound by its per-chunk step, not by how many SMs it fills (H16 HV32 32k:
+  // 128 CTAs of 2 warps at bv = 32, ~3 us a step), so v4 takes 64-column slices even where that leaves
+  // SMs idle (64 CTAs there), unless OPENDNN_GDN_BV forces a width; the split keeps its own (64 or 128).
+  if (env_flag("OPENDNN_GDN_FWD_V4", false) && a.prep_v3) {
+    if (!a.split && a.v % 64 == 0 && !std::getenv("OPENDNN_GDN_BV")) a.bv = 64;
+    a.wg = a.bv % 64 == 0;
+  }
   return "";
 }
 
@@ -262,7 +270,8 @@ void propose(const Graph& g, const Target& t, Proposal& out) {
   PlanCandidate c;
   c.name = backward ? "gdn_bwd_token_exact"
                     : std::string("gdn_fwd_chunk64") + (f.split ? "_split" : f.mma_pass ? "_mma" : "") +
-                          (f.mma_prep ? "_prep2" : "") + (f.prep_v3 ? "_prep3" : "") + (f.stages > 2 ? "_pass3" : "");
+                          (f.mma_prep ? "_prep2" : "") + (f.prep_v3 ? "_prep3" : "") + (f.stages > 2 ? "_pass3" : "") +
+                          (f.wg ? "_v4" : "");
   c.local_index = kBase + (backward ? 1 : 0);
   c.estimated_us = backward ? estimate_bwd_us(b) : estimate_us(f);
   c.workspace_bytes = backward ? bwd_workspace(b) : gdn::forward_workspace_bytes(f);

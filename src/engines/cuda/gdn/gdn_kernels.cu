@@ -17,7 +17,8 @@
 //                 state_pass_mma (the default; OPENDNN_GDN_FWD_V2=0 withholds it) keeps the state in
 //                 mma.sync registers; when the unsplit grid underfills the GPU (OPENDNN_GDN_SPLIT=1/0
 //                 forces it) it runs split: segment summaries, split_combine, then
-//                 the outputs per segment (see the comment above PassMode).
+//                 the outputs per segment (see the comment above PassMode). OPENDNN_GDN_FWD_V4=1 (opt-in)
+//                 runs its chunk products on wgmma (see "v4" in namespace mma).
 // Matrix products use warp-level bf16/fp16 tensor-core fragments (WMMA) from shared memory, fp32
 // accumulation. exp(gamma_i - gamma_j) is only evaluated under the causal mask, so strong gates
 // (a chunk's cumulative log decay far below -88) underflow to 0 instead of producing inf * 0.
@@ -78,6 +79,8 @@ int64_t chunk_bound(const FwdArgs& a) { return a.t / C + a.n; }
 // chunk_prep_mma's v3 variant, and whether it takes over the l2 normalisation (see FwdArgs::prep_v3).
 bool prep3(const FwdArgs& a) { return a.prep_v3 && a.mma_prep && (a.mma_pass || a.split) && !a.keep; }
 bool fused_l2(const FwdArgs& a) { return a.l2norm && prep3(a); }
+// v4 (OPENDNN_GDN_FWD_V4): the v3 pass with wgmma products; a warpgroup owns 64 state columns.
+bool wg_pass(const FwdArgs& a) { return a.wg && prep3(a) && a.bv % 64 == 0; }
 int64_t seg_bound(const FwdArgs& a) { return a.split ? a.t / (int64_t(C) * a.seg_chunks) + a.n : 0; }
 Work carve(const FwdArgs& a, char* base) {
   Work w{};
@@ -546,6 +549,146 @@ size_t smem_bytes(int k, int bv, bool outputs = true, int stages = 2, bool v3 = 
   return size_t(stages) * stage_bytes(k, bv, outputs, v3) + (outputs ? size_t(bv / 16) * C * kLdo * 2 : 0);
 }
 
+// ---- v4 (OPENDNN_GDN_FWD_V4): the pass's B operands through wgmma instead of ldmatrix + mma.sync ----
+// Why [code + arithmetic; H200: 132 SMs, 128 B/clk of shared memory an SM, ~1.85 GHz]. The v3 pass runs
+// H16 HV64 K=V=128 32k tokens in ~1.5-1.6 ms = 512 chunk steps of ~3 us (v3 2.23 ms in all, prep3 ~0.65),
+// one 4-warp CTA an SM. Per SM and chunk step it moves through shared memory:
+//   ldmatrix: 120 x4 loads a warp (K for Y^T 32, Q 32, K.trans for the state 32, Tu 10, Aqk 10, V^T 4),
+//             x 512 B x 4 warps = 246 KB, every warp re-reading the same K and Q tiles;
+//   cp.async fill 57 KB (Tu 8, K 16, Q 16, Aqk 8, v 8, gates 1), O staging 16 KB:
+//   ~320 KB = ~2500 clk = ~1.35 us, against 232 HMMA a warp (one warp an SM sub-partition, ~7 clk each:
+//   ~1600 clk) and ~1400 issued instructions a warp: the shared-memory pipe, not the tensor cores, is
+//   the step's largest single cost, and each phase waits for the previous (Y -> v' -> state).
+// v4 keeps the registers (the state strip, x, o) and their layouts (a warp's 16 rows of an m64nNk16
+// register A operand / accumulator are the m16n8k16 fragments) and feeds every product's B operand to
+// wgmma from a swizzled tile, read once per warpgroup: 16 (Y^T) + 16 (S^T Q^T) + 8 (Tu) + 8 (Aqk) + 16
+// (K, MN-major, state) = 64 KB, + V^T ldmatrix 8 KB + fill 57 + staging 16 = ~145 KB = ~1130 clk a step.
+// Tensor work: 32 m64n64k16 equivalents (4.2 MFLOP; Tu and Aqk now full 64 x 64: +0.4 MFLOP, their
+// stored upper triangles are zero) = ~1100 clk at the dense peak, ~1600 at 70%. The warp issues ~30
+// wgmma instead of ~350 ldmatrix + HMMA, and S^T Q^T runs behind v' = D Tu^T's inputs, O's Aqk product
+// alongside the state update.
+// Prediction: ~1.0 us a step (critical path Y 8 k-steps -> D -> Tu 4 -> scales -> state 4 -> fill
+// issue + barrier), the pass 0.5-0.8 ms at H16 HV64 32k (v3 ~1.55), forward 1.15-1.5 ms (2.5-3.3x fla);
+// H16 HV32 (64 CTAs of 64 columns instead of 128 of 32) 0.85-1.15 ms (v3 2.03); H4 HV8 split (bv 128,
+// two warpgroups a CTA; depth 2 x 32 summary + 32 apply steps + combine) 0.2-0.3 ms (v3 0.52).
+// Not done here: fusing prep3 into the pass (it would lengthen the sequential step it feeds) and
+// the few-heads target (100 TFLOP/s = 0.17 ms needs the split's 3x products cut, not only a faster step).
+// A stage then holds Tu, K, Q and Aqk as 128-byte-swizzled [C][64] column blocks (K and Q: K / 64 of
+// them, 8 KiB each, every block 1024-byte aligned), read by the tensor cores straight from shared memory
+// once per warpgroup; the U/v rows keep their padded layout (each warp still loads its own V^T strip with
+// ldmatrix.trans), then gamma and the row scales.
+__host__ __device__ constexpr size_t wg_stage_bytes(int k, int bv, bool outputs) {
+  return size_t(C) * 64 * 2 * size_t(1 + (outputs ? 2 : 1) * (k / 64) + (outputs ? 1 : 0)) +
+         size_t(C) * (bv + kPad16) * 2 + 4 * C * sizeof(float);
+}
+// + 1 KiB: the dynamic shared memory base is only 16-byte aligned for sure; the kernel rounds it up.
+size_t wg_smem_bytes(int k, int bv, bool outputs, int stages) {
+  return size_t(stages) * wg_stage_bytes(k, bv, outputs) + (outputs ? size_t(bv / 16) * C * kLdo * 2 : 0) + 1024;
+}
+// Element offset of (row r, column col: a multiple of 8) in a tile of [C][64] blocks, 128-byte swizzle:
+// the 16-byte piece index is XORed with r % 8 (what the descriptor's swizzle mode 1 undoes).
+__device__ __forceinline__ int swz(int r, int col) {
+  return (col >> 6) * (C * 64) + r * 64 + ((((col >> 3) & 7) ^ (r & 7)) << 3);
+}
+// Matrix descriptor, 128-byte swizzle, 8-row groups 1024 bytes apart (SBO). lbo: K-major operands 16
+// (unused), MN-major ones the distance between 64-column blocks.
+__device__ __forceinline__ uint64_t wg_desc(uint32_t addr, uint32_t lbo) {
+  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(lbo >> 4) << 16) | (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
+}
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wg_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// cp.async wrote the tiles through the generic proxy; wgmma reads them through the async proxy.
+__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// Pins accumulators in place around wgmma issue/wait so the compiler neither reads them early nor
+// moves writes past an issue.
+template <int N>
+__device__ __forceinline__ void fence_acc(float (&d)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[i][e])::"memory");
+}
+// d (m64n64 fp32, this warp's 16 rows as 8 m16n8 tiles) += a (registers) * B (descriptor).
+template <class T, int TransB>
+__device__ __forceinline__ void wgmma64(float (&d)[8][4], const uint32_t (&a)[4], uint64_t desc) {
+  if constexpr (std::is_same_v<T, __half>) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31 "
+        "}, {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
+        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+          "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
+          "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+          "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1), "n"(TransB));
+  }
+  else {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31 "
+        "}, {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
+        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+          "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
+          "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+          "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1), "n"(TransB));
+  }
+}
+// d (m64n128 fp32, this warp's 16 rows as 16 m16n8 tiles) += a (registers) * B (descriptor).
+template <class T, int TransB>
+__device__ __forceinline__ void wgmma128(float (&d)[16][4], const uint32_t (&a)[4], uint64_t desc) {
+  if constexpr (std::is_same_v<T, __half>) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63 "
+        "}, {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
+        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+          "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
+          "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+          "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),
+          "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
+          "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
+          "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
+          "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1), "n"(TransB));
+  }
+  else {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63 "
+        "}, {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
+        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+          "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
+          "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+          "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),
+          "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
+          "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
+          "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
+          "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1), "n"(TransB));
+  }
+}
+
 }  // namespace mma
 
 // The sequence split (default when the unsplit grid underfills the GPU; OPENDNN_GDN_SPLIT=1/0 forces it).
@@ -586,10 +729,12 @@ enum PassMode { kWhole = 0, kSummary = 1, kApply = 2, kStates = 3 };
 // (V - Y') is rounded to 16 bits once, where U and W S were rounded separately before. The row scales
 // (gates, scale and, with l2norm, the inverse norms of the raw q and k rows) come from prep (Work::fs):
 // no exp in the loop but the chunk's decay.
-template <class T, int K, int Mode, int NS, bool V3>
+template <class T, int K, int Mode, int NS, bool V3, bool WG = false>
 __global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256) state_pass_mma(PassParams p) {
   using namespace mma;
-  constexpr int ldk = K + kPad16, lda = C + kPad16;
+  static_assert(!WG || (V3 && Mode != kStates), "v4 is the v3 pass with wgmma products");
+  // Row strides of the K/Q and Tu/Aqk tiles: padded for ldmatrix, dense swizzled blocks for wgmma (WG).
+  constexpr int ldk = WG ? K : K + kPad16, lda = WG ? C : C + kPad16;
   constexpr int KT = K / 8;  // n-tiles of the state strip
   // Row pairs (16 chunk rows each) per pass over the chunk. K = 256 would need fewer (its state strip
   // alone takes 128 registers) and still spills at one pair, so it stays on state_pass.
@@ -622,8 +767,10 @@ __global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256)
   const int vw = warp * 16;  // this warp's strip inside the slice
 
   constexpr bool kOut = Mode == kWhole || Mode == kApply;
-  extern __shared__ __align__(128) unsigned char smem[];
-  const size_t sbytes = stage_bytes(K, BV, kOut, V3);
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  unsigned char* smem = smem_raw;
+  if constexpr (WG) smem += (1024u - (smem_addr(smem_raw) & 1023u)) & 1023u;  // swizzle atoms: 1024-aligned
+  const size_t sbytes = WG ? wg_stage_bytes(K, BV, kOut) : stage_bytes(K, BV, kOut, V3);
   T* ostage = reinterpret_cast<T*>(smem + NS * sbytes) + warp * C * kLdo;
   auto stage_ptrs = [&](int st, T*& w, T*& q, T*& k, T*& aq, T*& u, float*& gm) {
     w = reinterpret_cast<T*>(smem + sbytes * size_t(st));  // W, or Tu (V3)
@@ -728,17 +875,19 @@ __global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256)
       const int r = e >> sk, col = (e & (per_k - 1)) * 8;
       const bool ok = r < L;
       const int off = (ok ? r : 0) * sq + col;
-      if constexpr (!V3) cp16(w + r * ldk + col, wg + rw0 * K + (ok ? r : 0) * (sw * K) + col, ok);
-      if constexpr (kOut) cp16(q + r * ldk + col, q0 + off, ok);
-      cp16(k + r * ldk + col, k0 + off, ok);
+      const int dst = WG ? swz(r, col) : r * ldk + col;
+      if constexpr (!V3) cp16(w + dst, wg + rw0 * K + (ok ? r : 0) * (sw * K) + col, ok);
+      if constexpr (kOut) cp16(q + dst, q0 + off, ok);
+      cp16(k + dst, k0 + off, ok);
     }
     if constexpr (kOut || V3) {
       for (int e = tid; e < C * (C / 8); e += nthreads) {
         const int r = e >> 3, col = (e & 7) * 8;
         const bool ok = r < L;
         const int64_t off = rw0 * C + (ok ? r : 0) * (sw * C) + col;
-        if constexpr (kOut) cp16(aq + r * lda + col, ag + off, ok);
-        if constexpr (V3) cp16(w + r * lda + col, tug + off, ok);
+        const int dst = WG ? swz(r, col) : r * lda + col;
+        if constexpr (kOut) cp16(aq + dst, ag + off, ok);
+        if constexpr (V3) cp16(w + dst, tug + off, ok);
       }
     }
     const int ucol = transfer ? 0 : v0;  // M's recurrence has U = 0 (V3: v = 0): no row is read
@@ -769,6 +918,45 @@ __global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256)
   const int rb_row = (lane >> 4) * 8 + (lane & 7), rb_col = ((lane >> 3) & 1) * 8;
   const int tb_row = ((lane >> 3) & 1) * 8 + (lane & 7), tb_col = (lane >> 4) * 8;
 
+  // v3: D = V^T - Y^T diag(e^gamma / |k|) as A operands of k-slices p0..p0+3 (the V^T fragments come
+  // from the v rows with ldmatrix.trans), from Y^T in x.
+  auto form_d = [&](uint32_t(&da)[4][4], const float(&x)[8][4], const T* us, const float* gs, int p0) {
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {
+      uint32_t u[4];
+      ldsm4t(u, us + (16 * (p0 + np) + rb_row) * ldu + vw + rb_col);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int n = 2 * np + h, r = 8 * (2 * p0 + n) + 2 * c;
+        const float e0 = gs[C + r], e1 = gs[C + r + 1];  // e^gamma n_k
+        const float2 lo = unpack2<T>(u[2 * h]), hi = unpack2<T>(u[2 * h + 1]);
+        da[np][2 * h] = pack2<T>(lo.x - x[n][0] * e0, lo.y - x[n][1] * e1);
+        da[np][2 * h + 1] = pack2<T>(hi.x - x[n][2] * e0, hi.y - x[n][3] * e1);
+      }
+    }
+  };
+  // O^T rows of pass p0 through the warp's staging tile, then 16-byte stores of whole 32-byte row pieces.
+  auto stage_o = [&](const float(&o)[8][4], int p0) {
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+      const int r = 8 * (2 * p0 + n) + 2 * c;
+      ostage[r * kLdo + g] = from_f<T>(o[n][0]);
+      ostage[(r + 1) * kLdo + g] = from_f<T>(o[n][1]);
+      ostage[r * kLdo + g + 8] = from_f<T>(o[n][2]);
+      ostage[(r + 1) * kLdo + g + 8] = from_f<T>(o[n][3]);
+    }
+  };
+  auto store_o = [&](int64_t t0, int L) {
+    __syncwarp();
+    T* og = static_cast<T*>(a.o) + (t0 * a.ho + j) * V + v0 + vw;
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      const int e = lane + 32 * m, r = e / 2, half = e % 2;
+      if (r < L)
+        *reinterpret_cast<uint4*>(og + r * a.ho * V + 8 * half) = *reinterpret_cast<const uint4*>(ostage + r * kLdo + 8 * half);
+    }
+  };
+
   // One commit group per chunk slot, empty past the end, so that "all but the newest NS - 2 groups"
   // is always chunk t0.
 #pragma unroll
@@ -781,9 +969,13 @@ __global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256)
     const int L = int(imin(C, end - t0));
     const int st = it % NS;
     cp_wait_group<NS - 2>();
+    if constexpr (WG) fence_async_smem();  // before the barrier: every thread's copies, then wgmma reads
     __syncthreads();  // chunk t0 is visible to every warp, and every warp is done with chunk t0 - C's stage
-    if (t0 + int64_t(NS - 1) * C < end) queue(t0 + int64_t(NS - 1) * C, (it + NS - 1) % NS);
-    else cp_commit();
+    auto refill = [&]() {
+      if (t0 + int64_t(NS - 1) * C < end) queue(t0 + int64_t(NS - 1) * C, (it + NS - 1) % NS);
+      else cp_commit();
+    };
+    if constexpr (!WG) refill();  // v4 issues it behind its first products
     T *ws, *qs, *ks, *as, *us;
     float* gs;
     stage_ptrs(st, ws, qs, ks, as, us, gs);
@@ -804,6 +996,99 @@ __global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256)
     // each A fragment of the state; v'^T = U^T - X^T gives va (its A operand for the output) and vk
     // (decayed, for the state update); then O^T = (S^T Q^T) diag(scale e^gamma) + v'^T Aqk^T, where
     // Aqk is lower triangular so pair np only needs the k-slices <= np, all from this or earlier passes.
+    if constexpr (WG) {
+      // v4: the same chunk step with warpgroup products. Each warp keeps its 16 state rows as before
+      // (an m64nNk16 register A operand per warp is the m16n8k16 A fragment, and its accumulators are
+      // the m16n8 tiles), the B tiles come from the swizzled stage without ldmatrix. Order: Y^T and
+      // S^T Q^T (two groups; D needs only the first), v'^T = D Tu^T, then O^T += v'^T Aqk^T and the
+      // state update S^T = e^glast S^T + vk K together (K as an MN-major B operand).
+      const uint32_t tu_a = smem_addr(ws), k_a = smem_addr(ks), q_a = smem_addr(qs), aq_a = smem_addr(as);
+      constexpr uint32_t kBlk = C * 64 * 2;  // bytes of one [C][64] swizzled block
+      float x[8][4], o[8][4];
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) x[n][e] = 0.f, o[n][e] = 0.f;
+      uint32_t af[K / 16][4];
+#pragma unroll
+      for (int kk = 0; kk < K / 16; ++kk) a_frag<T>(af[kk], sacc, kk);
+      fence_acc(x);
+      fence_acc(o);
+      wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < K / 16; ++kk)  // Y^T = S^T K^T
+        wgmma64<T, 0>(x, af[kk], wg_desc(k_a + (kk >> 2) * kBlk + (kk & 3) * 32, 16));
+      wg_commit();
+      if constexpr (kOut) {
+#pragma unroll
+        for (int kk = 0; kk < K / 16; ++kk)  // S^T Q^T
+          wgmma64<T, 0>(o, af[kk], wg_desc(q_a + (kk >> 2) * kBlk + (kk & 3) * 32, 16));
+        wg_commit();
+        refill();  // ~300 instructions a thread while the tensor cores work (chunk t0 - C's stage: read, waited)
+        wg_wait<1>();
+      } else {
+        refill();
+        wg_wait<0>();
+      }
+      fence_acc(x);
+      uint32_t da[4][4];
+      form_d(da, x, us, gs, 0);
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) x[n][e] = 0.f;
+      fence_acc(x);
+      wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)  // v'^T = D Tu^T (Tu's zeros above the diagonal are stored)
+        wgmma64<T, 0>(x, da[kk], wg_desc(tu_a + kk * 32, 16));
+      wg_commit();
+      wg_wait<0>();
+      fence_acc(x);
+      fence_acc(o);
+      uint32_t va[4][4], vk[4][4];
+      if constexpr (kOut)
+#pragma unroll
+        for (int np = 0; np < 4; ++np) a_frag<T>(va[np], x, np);
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        const int r = 8 * n + 2 * c;
+        const float d0 = gs[3 * C + r], d1 = gs[3 * C + r + 1];
+        x[n][0] *= d0, x[n][1] *= d1, x[n][2] *= d0, x[n][3] *= d1;
+        if constexpr (kOut) {
+          const float f0 = gs[2 * C + r], f1 = gs[2 * C + r + 1];
+          o[n][0] *= f0, o[n][1] *= f1, o[n][2] *= f0, o[n][3] *= f1;
+        }
+      }
+#pragma unroll
+      for (int np = 0; np < 4; ++np) a_frag<T>(vk[np], x, np);
+      const float decay = __expf(glast);
+#pragma unroll
+      for (int kt = 0; kt < KT; ++kt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) sacc[kt][e] *= decay;
+      fence_acc(o);
+      fence_acc(sacc);
+      wg_fence();
+      if constexpr (kOut)
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)  // O^T += v'^T Aqk^T
+          wgmma64<T, 0>(o, va[kk], wg_desc(aq_a + kk * 32, 16));
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {  // S^T += vk K: 16 chunk rows a k-slice, the K / 64 blocks LBO apart
+        const uint64_t d = wg_desc(k_a + kk * 16 * 128, kBlk);
+        if constexpr (K == 128) wgmma128<T, 1>(sacc, vk[kk], d);
+        else wgmma64<T, 1>(sacc, vk[kk], d);
+      }
+      wg_commit();
+      wg_wait<0>();
+      fence_acc(o);
+      fence_acc(sacc);
+      if constexpr (kOut) {
+        stage_o(o, 0);
+        store_o(t0, L);
+      }
+    } else {
     uint32_t va[4][4], vk[4][4];
 #pragma unroll
     for (int p0 = 0; p0 < 4; p0 += NP) {
@@ -835,19 +1120,7 @@ __global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256)
         // D = V^T - Y^T diag(e^gamma / |k|) as A operands (the V^T fragment of k-slice np is the U^T
         // load's), then x = v'^T = D Tu^T.
         uint32_t da[NP][4];
-#pragma unroll
-        for (int np = 0; np < NP; ++np) {
-          uint32_t u[4];
-          ldsm4t(u, us + (16 * (p0 + np) + rb_row) * ldu + vw + rb_col);
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int n = 2 * np + h, r = 8 * (2 * p0 + n) + 2 * c;
-            const float e0 = gs[C + r], e1 = gs[C + r + 1];  // e^gamma n_k
-            const float2 lo = unpack2<T>(u[2 * h]), hi = unpack2<T>(u[2 * h + 1]);
-            da[np][2 * h] = pack2<T>(lo.x - x[n][0] * e0, lo.y - x[n][1] * e1);
-            da[np][2 * h + 1] = pack2<T>(hi.x - x[n][2] * e0, hi.y - x[n][3] * e1);
-          }
-        }
+        form_d(da, x, us, gs, p0);
 #pragma unroll
         for (int np = 0; np < NP; ++np) {
 #pragma unroll
@@ -913,28 +1186,10 @@ __global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256)
             mma16816<T>(o[2 * np + 1], va[kk], b[2], b[3]);
           }
         }
-        // Through the warp's staging tile to 16-byte stores of whole 32-byte row pieces.
-#pragma unroll
-        for (int n = 0; n < 2 * NP; ++n) {
-          const int r = 8 * (2 * p0 + n) + 2 * c;
-          ostage[r * kLdo + g] = from_f<T>(o[n][0]);
-          ostage[(r + 1) * kLdo + g] = from_f<T>(o[n][1]);
-          ostage[r * kLdo + g + 8] = from_f<T>(o[n][2]);
-          ostage[(r + 1) * kLdo + g + 8] = from_f<T>(o[n][3]);
-        }
+        stage_o(o, p0);
       }
     }
-    if constexpr (kOut) {
-      __syncwarp();
-      T* og = static_cast<T*>(a.o) + (t0 * a.ho + j) * V + v0 + vw;
-#pragma unroll
-      for (int m = 0; m < 4; ++m) {
-        const int e = lane + 32 * m, r = e / 2, half = e % 2;
-        if (r < L)
-          *reinterpret_cast<uint4*>(og + r * a.ho * V + 8 * half) =
-              *reinterpret_cast<const uint4*>(ostage + r * kLdo + 8 * half);
-      }
-    }
+    if constexpr (kOut) store_o(t0, L);
 
     // S^T <- e^glast S^T + vk K (B = K rows through ldmatrix.trans).
     const float decay = __expf(glast);
@@ -951,6 +1206,7 @@ __global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256)
         mma16816<T>(sacc[2 * qp], vk[kk], b[0], b[1]);
         mma16816<T>(sacc[2 * qp + 1], vk[kk], b[2], b[3]);
       }
+    }  // !WG
     __syncwarp();  // the staging tile is rewritten next chunk
   }
 
@@ -1446,14 +1702,24 @@ void launch_prep_mma(const PrepParams& pp, int64_t bound, cudaStream_t st) {
 
 constexpr size_t kMaxSmem = 227 * 1024;
 
-template <class T, int K, int Mode, int NS, bool V3>
+template <class T, int K, int Mode, int NS, bool V3, bool WG = false>
 void launch_mma_stages(const PassParams& pp, int64_t ctas, cudaStream_t st) {
-  const size_t bytes = mma::smem_bytes(K, pp.a.bv, Mode == kWhole || Mode == kApply, NS, V3);
-  cudaFuncSetAttribute(state_pass_mma<T, K, Mode, NS, V3>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
-  state_pass_mma<T, K, Mode, NS, V3><<<unsigned(ctas), unsigned(pp.a.bv / 16 * 32), bytes, st>>>(pp);
+  constexpr bool out = Mode == kWhole || Mode == kApply;
+  const size_t bytes = WG ? mma::wg_smem_bytes(K, pp.a.bv, out, NS) : mma::smem_bytes(K, pp.a.bv, out, NS, V3);
+  cudaFuncSetAttribute(state_pass_mma<T, K, Mode, NS, V3, WG>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+  state_pass_mma<T, K, Mode, NS, V3, WG><<<unsigned(ctas), unsigned(pp.a.bv / 16 * 32), bytes, st>>>(pp);
 }
 template <class T, int K, int Mode, bool V3>
 void launch_mma_v(const PassParams& pp, int64_t ctas, cudaStream_t st) {
+  if constexpr (V3 && Mode != kStates) {
+    if (wg_pass(pp.a)) {
+      constexpr bool out = Mode == kWhole || Mode == kApply;
+      if (pp.a.stages >= 3 && mma::wg_smem_bytes(K, pp.a.bv, out, 3) <= kMaxSmem)
+        launch_mma_stages<T, K, Mode, 3, true, true>(pp, ctas, st);
+      else launch_mma_stages<T, K, Mode, 2, true, true>(pp, ctas, st);
+      return;
+    }
+  }
   if (pp.a.stages >= 3 && mma::smem_bytes(K, pp.a.bv, Mode == kWhole || Mode == kApply, 3, V3) <= kMaxSmem)
     launch_mma_stages<T, K, Mode, 3, V3>(pp, ctas, st);
   else

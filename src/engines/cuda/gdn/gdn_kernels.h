@@ -43,6 +43,10 @@ struct FwdArgs {
   // OPENDNN_GDN_PASS_V3=1 (unverified on a GPU): the register-state pass keeps this many chunks in
   // flight (cp.async stages) where shared memory allows, else 2.
   int stages = 2;
+  // OPENDNN_GDN_FWD_V4=1 (unverified on a GPU; with prep_v3 and bv a multiple of 64, else ignored): the v3
+  // register-state pass with its chunk products as wgmma (one warpgroup per 64 state columns, the B
+  // tiles read from 128-byte-swizzled shared memory) instead of ldmatrix + mma.sync. See state_pass_mma.
+  bool wg = false;
   // The chunked backward's recompute: no output; chunk_prep_mma also keeps the inverse T and the
   // register-state pass (kStates) the state entering every chunk and v' (see FwdSaved). Needs
   // mma_prep and mma_pass, not split.
