@@ -208,7 +208,7 @@ void check_once(const Case& c, bool mma_pass, bool prep2, bool split = false, bo
   tfin->set_output(true).set_data_type(DataType::FLOAT).set_dim({N, HO, V, K}).set_stride(st_stride);
 
   ASSERT_TRUE(gr.validate().is_good());
-  ASSERT_TRUE(gr.create_execution_plans({HeurMode::A}).is_good());
+  ASSERT_TRUE(gr.create_execution_plans(test::kOurEngines).is_good());
   ASSERT_TRUE(gr.deselect_engines({"cudnn", "reference"}).is_good());
   if (Status s = gr.check_support(); s.is_bad()) FAIL() << s.to_string();
   if (Status s = gr.build_plans(); s.is_bad()) FAIL() << s.to_string();
@@ -367,7 +367,7 @@ void check_bwd(const Case& c, bool chunked = false, bool switch_on = false) {
     const std::vector<std::string> other = oracle ? std::vector<std::string>{"cudnn", "cuda"}
                                                   : std::vector<std::string>{"cudnn", "reference"};
     EXPECT_TRUE(b.gr.validate().is_good());
-    EXPECT_TRUE(b.gr.create_execution_plans({HeurMode::A}).is_good());
+    EXPECT_TRUE(b.gr.create_execution_plans(test::kOurEngines).is_good());
     EXPECT_TRUE(b.gr.deselect_engines(other).is_good());
     if (Status s = b.gr.check_support(); s.is_bad()) ADD_FAILURE() << s.to_string();
     if (Status s = b.gr.build_plans(); s.is_bad()) ADD_FAILURE() << s.to_string();

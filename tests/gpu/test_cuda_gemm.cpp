@@ -136,7 +136,7 @@ using test::ScopedEnv;
 // cuda plan whose name contains it, and fails when there is none.
 bool plan_on_cuda(Graph& g, const char* plan = nullptr) {
   if (Status s = g.validate(); s.is_bad()) return ADD_FAILURE() << s.to_string(), false;
-  if (Status s = g.create_execution_plans({HeurMode::A}); s.is_bad()) return false;
+  if (Status s = g.create_execution_plans(test::kOurEngines); s.is_bad()) return false;
   if (Status s = g.deselect_engines({"cudnn", "reference"}); s.is_bad()) return false;
   if (g.check_support().is_bad() || g.get_execution_plan_count() == 0) return false;
   if (Status s = g.build_plans(); s.is_bad()) return ADD_FAILURE() << s.to_string(), false;

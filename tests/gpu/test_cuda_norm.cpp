@@ -79,7 +79,7 @@ double tolerance(DataType t) { return t == DataType::FLOAT ? 1e-4 : t == DataTyp
 // Plans the graph on the cuda engine alone (the test is about our kernels, not the router's choice).
 bool build_on_cuda(Graph& g) {
   if (Status s = g.validate(); s.is_bad()) return ADD_FAILURE() << s.to_string(), false;
-  if (Status s = g.create_execution_plans({HeurMode::A}); s.is_bad()) return ADD_FAILURE() << s.to_string(), false;
+  if (Status s = g.create_execution_plans(test::kOurEngines); s.is_bad()) return ADD_FAILURE() << s.to_string(), false;
   if (Status s = g.deselect_engines({"cudnn", "reference"}); s.is_bad()) return ADD_FAILURE() << s.to_string(), false;
   if (Status s = g.check_support(); s.is_bad()) return ADD_FAILURE() << s.to_string(), false;
   if (Status s = g.build_plans(); s.is_bad()) return ADD_FAILURE() << s.to_string(), false;

@@ -50,7 +50,7 @@ Status plan_for(Graph& g, bool cuda) {
   if (Status s = g.validate(); s.is_bad()) return s;
   const Target keep = default_target();
   if (!cuda) set_default_target(Target{});  // the reference engine on the CPU
-  Status s = g.create_execution_plans({HeurMode::A});
+  Status s = g.create_execution_plans(test::kOurEngines);
   if (!cuda) set_default_target(keep);
   if (s.is_bad()) return s;
   if (s = g.deselect_engines(cuda ? std::vector<std::string>{"cudnn", "reference"} : std::vector<std::string>{"cudnn", "cuda"});

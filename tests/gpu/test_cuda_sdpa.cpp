@@ -180,7 +180,7 @@ void run_case(const Case& c) {
   if (c.thd) O->set_ragged_offset(ROO);
 
   ASSERT_TRUE(g.validate().is_good()) << g.validate().to_string();
-  ASSERT_TRUE(g.create_execution_plans({HeurMode::A}).is_good());
+  ASSERT_TRUE(g.create_execution_plans(test::kOurEngines).is_good());
   ASSERT_TRUE(g.deselect_engines({"cudnn", "reference"}).is_good());
   Status sup = g.check_support();
   ASSERT_TRUE(sup.is_good()) << sup.to_string();
@@ -398,7 +398,7 @@ TEST(CudaSdpaFwd, DeclinesOutOfScope) {
   auto outs = g.sdpa(Q, K, V, NodeAttrs().set_name("attn"));
   outs[0]->set_output(true);
   ASSERT_TRUE(g.validate().is_good());
-  ASSERT_TRUE(g.create_execution_plans({HeurMode::A}).is_good());
+  ASSERT_TRUE(g.create_execution_plans(test::kOurEngines).is_good());
   ASSERT_TRUE(g.deselect_engines({"cudnn", "reference"}).is_good());
   EXPECT_TRUE(g.check_support().is_bad()) << "head dim 96 has no cuda kernel and must be declined";
 }

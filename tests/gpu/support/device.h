@@ -16,6 +16,10 @@
 
 namespace opendnn::test {
 
+// The heuristics mode of tests that run our own engines: cuDNN is not asked to propose (its runtime-compiled
+// SDPA plans cost seconds a graph, and the tests deselect them anyway).
+inline const std::vector<HeurMode> kOurEngines{HeurMode::OPENSOURCE};
+
 inline bool have_sm90_gpu() {
   Target t = default_target();
   return t.kind == DeviceKind::CUDA && t.sm_version >= 90;
