@@ -115,14 +115,14 @@ def bwd_env(settings):
 def time_ours(c, row, do, ref, fl, reps, key):
     """Plans our backward (under the current environment), checks it against `ref` and times it:
     row keys <key>_ms, <key>_tflops, <key>_bitwise_reproducible, <prefix>dQ_rel_err ... Returns
-    whether it ran correctly (False when it could not be planned)."""
+    (whether it ran correctly (False when it could not be planned), the bound plan or None)."""
     prefix = "" if key == "opendnn" else key + "_"
     sub = {}
     ours = first_run(sub, lambda: OurBwd(c, *flash_forward(c), do))
     for k, v in sub.items():
         row[prefix + k] = v
     if ours is None:
-        return False
+        return False, None
     first = [x.clone() for x in ours.grads]
     ok = ref is not None
     if ref is not None:
@@ -132,7 +132,7 @@ def time_ours(c, row, do, ref, fl, reps, key):
     row[f"{key}_ms"] = time_cuda(ours, reps=reps)
     row[f"{key}_tflops"] = fl / (row[f"{key}_ms"] * 1e-3) / 1e12
     row[f"{prefix}bitwise_reproducible"] = all(torch.equal(a, b) for a, b in zip(first, ours.grads))
-    return ok and row[f"{prefix}bitwise_reproducible"]
+    return ok and row[f"{prefix}bitwise_reproducible"], ours
 
 
 def run_bwd(c, row, variants=False):
@@ -151,17 +151,23 @@ def run_bwd(c, row, variants=False):
         except Exception as e:  # a backend that cannot run this shape: recorded, never fatal
             row[f"{peer}_error"] = failure(e, 200)
     with bwd_env({}):
-        row["correct"] = time_ours(c, row, do, ref, fl, reps, "opendnn")
+        row["correct"], ours = time_ours(c, row, do, ref, fl, reps, "opendnn")
     add_speedups(row, PEERS)
     o, lse = flash_forward(c)
-    time_router(row, lambda e: OurBwd(c, o, lse, do, e), reps)  # cudnn_engine_* / router_*
+    # cudnn_engine_* / router_*, timed in the same alternating rounds as ours (router_vs_best compares the
+    # three from those rounds; the same plan timed in two separate blocks differed by up to 9%)
+    rot = {"router_round_opendnn_ms": ours} if ours is not None else None
+    time_router(row, lambda e: OurBwd(c, o, lse, do, e), reps, rotate_with=rot)
+    if "router_round_opendnn_ms" in row and "router_ms" in row:
+        timed = [row[k] for k in ("router_round_opendnn_ms", "cudnn_engine_ms") if k in row]
+        row["router_vs_best"] = min(timed) / row["router_ms"]
     if not variants:
         return
     for key, settings in VARIANTS.items():
         if c.D not in VARIANT_DIMS.get(key, (c.D,)):  # the head dims the wgmma kernels exist for
             continue
         with bwd_env(settings):
-            row[f"{key}_ok"] = time_ours(c, row, do, ref, fl, reps, key)
+            row[f"{key}_ok"] = time_ours(c, row, do, ref, fl, reps, key)[0]
         if f"{key}_ms" in row and "opendnn_ms" in row:
             row[f"{key}_vs_default"] = row["opendnn_ms"] / row[f"{key}_ms"]
 
