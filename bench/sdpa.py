@@ -173,8 +173,14 @@ def run_fwd(c, row, v2=False, persistent=False):
 
 
 def run_router(c, row, v2=False):
-    """The cudnn engine's plan and the router's pick on this case (common.time_router)."""
-    time_router(row, (lambda e: plan_with_v2(c, v2, e)) if v2 else (lambda e: OurFwd(c, e)))
+    """The cudnn engine's plan and the router's pick on this case (common.time_router), timed in the same
+    alternating rounds as our plan (router_round_opendnn_ms, for router_vs_best)."""
+    make = (lambda e: plan_with_v2(c, v2, e)) if v2 else (lambda e: OurFwd(c, e))
+    try:
+        rot = {"router_round_opendnn_ms": make("cuda")}
+    except Exception:  # our engine declined: the row already says why
+        rot = None
+    time_router(row, make, rotate_with=rot)
 
 
 def run_bwd(c, row):

@@ -158,9 +158,6 @@ def run_bwd(c, row, variants=False):
     # three from those rounds; the same plan timed in two separate blocks differed by up to 9%)
     rot = {"router_round_opendnn_ms": ours} if ours is not None else None
     time_router(row, lambda e: OurBwd(c, o, lse, do, e), reps, rotate_with=rot)
-    if "router_round_opendnn_ms" in row and "router_ms" in row:
-        timed = [row[k] for k in ("router_round_opendnn_ms", "cudnn_engine_ms") if k in row]
-        row["router_vs_best"] = min(timed) / row["router_ms"]
     if not variants:
         return
     for key, settings in VARIANTS.items():
