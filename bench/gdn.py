@@ -4,7 +4,7 @@ flash-linear-attention's chunk_gated_delta_rule (skipped cleanly when fla is not
 process on the same inputs (in-kernel q/k l2norm, log-space gates, fp32 initial and final states).
 Writes bench/results/gdn.json (+ PNG).
 
-    python bench/gdn.py [--quick] [--bwd [--exact] [--bwd-v1]] [--split] [--v3] [--v4]
+    python bench/gdn.py [--quick] [--bwd [--exact] [--bwd-v1] [--bwd-v3]] [--split] [--v3] [--v4]
 
 Our forward runs in several variants in the same process: the default plan (opendnn_ms: the
 register-state sequential pass and the tensor-core chunk_prep), the first kernels (v1_*, both
@@ -25,7 +25,9 @@ With --bwd also the backward, one bwd_<case> row per case in gdn_bwd.json: our d
 chunked) and fla's (fla_ms, speedup_vs_fla; fla's Triton version guard lifted where it refuses, see
 fla_bwd_unguarded); with --exact also the token-exact plan (exact_*) and the errors against it; with
 --bwd-v1 also the chunked plan with its first per-chunk kernel, chunk_bwd (OPENDNN_GDN_BWD_V2=0; bwd_v1_ms,
-speedup_default_vs_v1, rel_err_v1_vs_default_*); the default is chunk_bwd_v2.
+speedup_default_vs_v1, rel_err_v1_vs_default_*); the default is chunk_bwd_v2. With --bwd-v3 (opt-in, session 8)
+also bwd_v3_*: OPENDNN_GDN_BWD_V3=1, the default plan with three chunk stages in state_bwd and in the
+recompute's register-state pass (bwd_v3_ms, speedup_v3_vs_default, rel_err_v3_vs_default_*).
 --no-variants times only the default plan and the peer (the older kernels' columns take minutes).
 
 TFLOP/s use the customary minimal count 4*K*V FLOP per token and value head. Every case is also
@@ -317,25 +319,31 @@ def backward(c, row, exact):
     return grads
 
 
-def backward_v1(c, row, grads):
-    """bwd_v1_ms: the chunked plan with its first per-chunk kernel, chunk_bwd (OPENDNN_GDN_BWD_V2=0), next to
-    the default plan (opendnn_ms, chunk_bwd_v2) in the same run, and its gradients against the default's."""
+def backward_variant(c, row, grads, p, env, older):
+    """bwd_<p>_ms: the chunked plan under `env`, next to the default plan (opendnn_ms) in the same run, and its
+    gradients against the default's. `older`: the variant is an older kernel (speedup_default_vs_<p>), else an
+    opt-in candidate (speedup_<p>_vs_default)."""
     try:
-        vfn, vgrads = c.ours_env({"OPENDNN_GDN_BWD_V2": "0"}, c.ours_bwd)
+        vfn, vgrads = c.ours_env(env, c.ours_bwd)
         if vfn is None:
-            row["bwd_v1_declined"] = vgrads
+            row[f"bwd_{p}_declined"] = vgrads
             return
         vfn()
         torch.cuda.synchronize()
-        row["bwd_v1_finite"] = all(bool(torch.isfinite(x).all().item()) for x in vgrads)
-        row["bwd_v1_ms"] = time_cuda(vfn, warmup=2, reps=10)
+        row[f"bwd_{p}_finite"] = all(bool(torch.isfinite(x).all().item()) for x in vgrads)
+        row[f"bwd_{p}_ms"] = time_cuda(vfn, warmup=2, reps=10)
         if "opendnn_ms" in row:
-            row["speedup_default_vs_v1"] = row["bwd_v1_ms"] / row["opendnn_ms"]
+            if older:
+                row[f"speedup_default_vs_{p}"] = row[f"bwd_{p}_ms"] / row["opendnn_ms"]
+            else:
+                row[f"speedup_{p}_vs_default"] = row["opendnn_ms"] / row[f"bwd_{p}_ms"]
+            if "fla_ms" in row and not older:
+                row[f"speedup_{p}_vs_fla"] = row["fla_ms"] / row[f"bwd_{p}_ms"]
         if grads is not None:
             for name, a, b in zip(GRAD_NAMES, vgrads, grads):
-                row[f"rel_err_v1_vs_default_{name}"] = rel(a, b)
+                row[f"rel_err_{p}_vs_default_{name}"] = rel(a, b)
     except Exception as e:
-        row["bwd_v1_error"] = failure(e, 200)
+        row[f"bwd_{p}_error"] = failure(e, 200)
 
 
 def main():
@@ -345,6 +353,8 @@ def main():
     ap.add_argument("--exact", action="store_true", help="with --bwd: also the token-exact backward (slow)")
     ap.add_argument("--bwd-v1", action="store_true",
                     help="with --bwd: also the chunked backward with chunk_bwd (OPENDNN_GDN_BWD_V2=0), bwd_v1_ms")
+    ap.add_argument("--bwd-v3", action="store_true",
+                    help="with --bwd: also the backward's opt-in three-stage passes (OPENDNN_GDN_BWD_V3=1), bwd_v3_ms")
     ap.add_argument("--split", action="store_true", help="also the sequence-split pass (OPENDNN_GDN_SPLIT=1)")
     ap.add_argument("--no-variants", action="store_true",
                     help="only the default plan and the peer (skip the v1/mma/prep2 columns of earlier kernels)")
@@ -358,6 +368,7 @@ def main():
     split = os.environ.pop("OPENDNN_GDN_SPLIT", None) == "1" or args.split
     os.environ.pop("OPENDNN_GDN_BWD_CHUNKED", None)  # bwd_opendnn_* is the default plan, bwd_exact_* forced
     os.environ.pop("OPENDNN_GDN_BWD_V2", None)  # only the bwd_v1 column sets it
+    os.environ.pop("OPENDNN_GDN_BWD_V3", None)  # only the bwd_v3 column sets it
     quick = QUICK + (QUICK_SPLIT if split or args.v3 or args.v4 else ())
     variants = (([] if args.no_variants else VARIANTS) + (SPLIT_VARIANTS if split else []) +
                 (V3_VARIANTS if args.v3 else []) + (V4_VARIANTS if args.v4 else []))
@@ -407,7 +418,9 @@ def main():
             brow.update({"case": f"bwd_{name}", "op": "gdn_bwd", "pass": "bwd"})
             grads = backward(c, brow, args.exact)
             if args.bwd_v1:
-                backward_v1(c, brow, grads)
+                backward_variant(c, brow, grads, "v1", {"OPENDNN_GDN_BWD_V2": "0"}, True)
+            if args.bwd_v3:
+                backward_variant(c, brow, grads, "v3", {"OPENDNN_GDN_BWD_V3": "1"}, False)
             del grads
             brows.append(brow)
             show(brow)

@@ -10,6 +10,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/dtype_convert.h"
@@ -321,12 +322,14 @@ using test::ScopedEnv;
 
 // Backward: the cuda plan against the reference engine (run on the CPU on the same rounded inputs,
 // gradients in FLOAT). Gradients of q, k, v, g, beta and the initial state within 4e-2 (RMS).
-// `chunked`: the plan must be gdn_bwd_chunked (gdn_bwd_chunked_v2 unless OPENDNN_GDN_BWD_V2=0), else
-// gdn_bwd_token_exact; `switch_on` sets OPENDNN_GDN_BWD_CHUNKED to 1 (else 0) while the plan is built.
+// `chunked`: the plan must be gdn_bwd_chunked (gdn_bwd_chunked_v2 unless OPENDNN_GDN_BWD_V2=0; the suffix _bv3
+// under OPENDNN_GDN_BWD_V3=1), else gdn_bwd_token_exact; `switch_on` sets OPENDNN_GDN_BWD_CHUNKED to 1 (else 0) while the plan is built.
 void check_bwd(const Case& c, bool chunked = false, bool switch_on = false) {
   const char* v2_env = std::getenv("OPENDNN_GDN_BWD_V2");
   const bool v2 = chunked && !(v2_env && std::string(v2_env) == "0");
-  SCOPED_TRACE("bwd " + c.name + (chunked ? (v2 ? " (chunked v2)" : " (chunked)") : ""));
+  const char* v3_env = std::getenv("OPENDNN_GDN_BWD_V3");
+  const std::string bv3 = chunked && v3_env && std::string(v3_env) == "1" ? "_bv3" : "";
+  SCOPED_TRACE("bwd " + c.name + (chunked ? (v2 ? " (chunked v2)" : " (chunked)") : "") + bv3);
   setenv("OPENDNN_GDN_BWD_CHUNKED", chunked || switch_on ? "1" : "0", 1);
   Problem pb(c, uint32_t(c.cu.back() * 11 + std::max(c.h, c.hv) * 17 + c.k));
   const int64_t T = pb.T, N = pb.N, HO = pb.HO, K = pb.K, V = pb.V;
@@ -405,8 +408,8 @@ void check_bwd(const Case& c, bool chunked = false, bool switch_on = false) {
   ASSERT_EQ(engine, "cuda");
   EXPECT_TRUE(b.gr.get_plan_name_at_index(b.gr.selected_plan(), plan).is_good());
   unsetenv("OPENDNN_GDN_BWD_CHUNKED");
-  EXPECT_EQ(plan, chunked ? (v2 ? "cuda:gdn_bwd_chunked_v2" : "cuda:gdn_bwd_chunked")
-                          : "cuda:gdn_bwd_token_exact");  // plan names carry the engine
+  EXPECT_EQ(plan, chunked ? (v2 ? "cuda:gdn_bwd_chunked_v2" : "cuda:gdn_bwd_chunked") + bv3
+                          : std::string("cuda:gdn_bwd_token_exact"));  // plan names carry the engine
   const DataType types[] = {c.io, c.io, c.io, DataType::FLOAT, beta.type, c.state_type};
   std::vector<std::unique_ptr<DevBuf>> dev;
   std::unordered_map<TensorPtr, void*> pack;
@@ -425,8 +428,8 @@ void check_bwd(const Case& c, bool chunked = false, bool switch_on = false) {
   for (size_t i = 0; i < b.outs.size(); ++i) {
     const double e = rel_err(dev[i]->values(types[i], sizes[i]), want[i]);
     EXPECT_LT(e, 4e-2) << names[i];
-    std::printf("[ gdn bwd%s ] %-28s rms err %-16s %.2e\n", chunked ? (v2 ? " chunked v2" : " chunked") : "",
-                c.name.c_str(), names[i], e);
+    std::printf("[ gdn bwd%s%s ] %-28s rms err %-16s %.2e\n", chunked ? (v2 ? " chunked v2" : " chunked") : "",
+                bv3.c_str(), c.name.c_str(), names[i], e);
   }
 }
 
@@ -832,6 +835,102 @@ TEST_F(CudaGdn, ChunkedBackwardV2BenchData) {
   ScopedEnv v2("OPENDNN_GDN_BWD_V2", "1");
   c.name = "v2 " + c.name;
   check_bwd(c, true);
+}
+
+}  // namespace
+
+// The backward's v3 (opt-in OPENDNN_GDN_BWD_V3=1, UNVERIFIED on a GPU when written): three chunk stages in
+// state_bwd and in the recompute's register-state pass (kStates), on chunk_bwd_v2. The V2 cases above under
+// the switch, plus one-warp 16-column slices. Which ring each case takes (small grids: both passes three
+// stages; WideSlices: 192 CTAs > 132 SMs, so the recompute keeps two while state_bwd, one CTA an SM at
+// K = 128 either way, takes three; K = 64 above the SM count: both keep two) is in the comments.
+namespace {
+
+void check_bwd_v3(Case c) {
+  ScopedEnv v2("OPENDNN_GDN_BWD_V2", "1");
+  ScopedEnv v3("OPENDNN_GDN_BWD_V3", "1");
+  c.name = "v3 " + c.name;
+  check_bwd(c, true);
+}
+
+TEST_F(CudaGdn, ChunkedBackwardV3VarlenGva) {
+  check_bwd_v3({"varlen GVA HV=2H K=V=64", {0, 100, 100, 230}, 2, 4, 64, 64});
+}
+
+TEST_F(CudaGdn, ChunkedBackwardV3ReverseGroupsStrongDecay) {
+  Case c{"H=2HV strong decay K=V=128", {0, 70, 71, 135}, 4, 2, 128, 128};
+  c.g_lo = -8.0, c.g_hi = -0.5;
+  c.torch_state_layout = true;
+  check_bwd_v3(c);
+}
+
+TEST_F(CudaGdn, ChunkedBackwardV3NoStateFp16) {
+  Case c{"fp16 no h0 K=128 V=64", {0, 1, 66}, 2, 2, 128, 64, DataType::HALF};
+  c.init = false;
+  c.l2 = false;
+  check_bwd_v3(c);
+}
+
+TEST_F(CudaGdn, ChunkedBackwardV3LongSequencesK128) {
+  // 10 and 6 chunks: the three-stage ring wraps several times, and its tail (empty groups) at both ends.
+  Case c{"HV=4H K=V=128 long", {0, 640, 640, 1000}, 2, 8, 128, 128};
+  c.g_lo = -0.05, c.g_hi = 0.0;
+  c.state_type = DataType::BFLOAT16;
+  check_bwd_v3(c);
+}
+
+TEST_F(CudaGdn, ChunkedBackwardV3WideSlices) {
+  check_bwd_v3({"HV=4H K=V=128 wide slices", {0, 64, 64, 250}, 8, 32, 128, 128});
+}
+
+TEST_F(CudaGdn, ChunkedBackwardV3Slices16) {
+  // One-warp CTAs (bv = 16), 3 x 4 x 8 = 96 of them: three stages in both passes; several sequences with
+  // partial chunks, fp16.
+  ScopedEnv bv("OPENDNN_GDN_BWD_BV", "16");
+  Case c{"bv16 fp16 HV=4H K=V=128", {0, 200, 457, 458}, 1, 4, 128, 128, DataType::HALF};
+  check_bwd_v3(c);
+}
+
+TEST_F(CudaGdn, ChunkedBackwardV3MixedDims) {
+  Case c{"K=64 V=128 scale 0.5", {0, 64, 65, 200}, 3, 3, 64, 128};
+  c.scale = 0.5;
+  check_bwd_v3(c);
+}
+
+TEST_F(CudaGdn, ChunkedBackwardV3K64GvaEmptyEnds) {
+  Case c{"HV=4H K=V=64 empty ends", {0, 0, 17, 81, 81, 209, 209}, 2, 8, 64, 64};
+  c.g_lo = -6.0, c.g_hi = -0.2;
+  check_bwd_v3(c);
+}
+
+TEST_F(CudaGdn, ChunkedBackwardV3ManyHeadsK64) {
+  // 2 x 64 heads x 1 slice = 128 CTAs at bv = 64 (K = 64: 92 KB at two stages, two CTAs an SM would fit):
+  // under the SM count, so both passes take three stages.
+  Case c{"HV=4H K=V=64 many heads", {0, 130, 300}, 16, 64, 64, 64};
+  check_bwd_v3(c);
+}
+
+TEST_F(CudaGdn, ChunkedBackwardV3LeadingTokens) {
+  // 40 tokens before the first sequence: their gradients must be zero (the outputs start poisoned). At HV = 2H
+  // (chunk_bwd_v2 writes dv) v3's lean post has no dv rows, so the dq rows of those tokens zero dv, q/k head h
+  // taking value heads [2h, 2h + 2); at H = 2HV (dv summed in post) it keeps its dv rows, with 8-byte stores.
+  // The default plan first, so that a failure of both points at the leading tokens rather than at v3.
+  for (auto [h, hv] : {std::pair<int64_t, int64_t>{2, 4}, {4, 2}}) {
+    Case c{"leading tokens H=" + std::to_string(h) + " HV=" + std::to_string(hv) + " K=V=64", {40, 100, 230}, h, hv,
+           64, 64};
+    {
+      ScopedEnv v2("OPENDNN_GDN_BWD_V2", "1");
+      check_bwd(c, true);
+    }
+    check_bwd_v3(c);
+  }
+}
+
+TEST_F(CudaGdn, ChunkedBackwardV3BenchData) {
+  Case c{"bench data HV=4H K=V=128", {0, 300, 577}, 2, 8, 128, 128};
+  c.bench_data = true;
+  c.beta_f32 = true;
+  check_bwd_v3(c);
 }
 
 }  // namespace

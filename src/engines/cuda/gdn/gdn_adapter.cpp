@@ -151,6 +151,9 @@ std::string match_backward(const Node& n, const Target& target, gdn::BwdArgs& a)
   // every ChunkedBackwardV2* test passed; H16 HV64 32k tokens 11.31 ms vs 13.16, gradients equal to the first
   // kernel's within 5e-7). OPENDNN_GDN_BWD_V2=0 keeps the first kernel.
   a.chunk_v2 = env_flag("OPENDNN_GDN_BWD_V2", true);
+  // Three chunk stages in the recompute's register-state pass and in state_bwd (BwdArgs::v3); opt-in via
+  // OPENDNN_GDN_BWD_V3=1 until a GPU run verifies state_bwd's deeper ring.
+  a.v3 = env_flag("OPENDNN_GDN_BWD_V3", false);
   return "";
 }
 
@@ -259,7 +262,7 @@ void propose(const Graph& g, const Target& t, Proposal& out) {
       gdn::BwdArgs cb = b;
       cb.chunked = true;
       PlanCandidate c;
-      c.name = cb.chunk_v2 ? "gdn_bwd_chunked_v2" : "gdn_bwd_chunked";
+      c.name = std::string(cb.chunk_v2 ? "gdn_bwd_chunked_v2" : "gdn_bwd_chunked") + (cb.v3 ? "_bv3" : "");
       c.local_index = kChunkedBwd;
       // Asked for by name (the switch), so ranked ahead of the token-exact plan whatever the guess says.
       c.estimated_us = std::min(estimate_bwd_us(cb), 0.5 * estimate_bwd_us(b));

@@ -18,9 +18,10 @@
 //                 keeping T), the register-state pass in kStates mode (the state entering every chunk and v').
 //   state_bwd     per (sequence, output head, V slice): walks the chunks backwards with dS^T (bv x K) in
 //                 fp32 mma.sync accumulators, the mirror of state_pass_mma; writes dS' per chunk and dVn.
+//                 OPENDNN_GDN_BWD_V3=1: three chunk stages here and in the recompute's pass (BwdArgs::v3).
 //   chunk_bwd     per (chunk, output head), in parallel: dq~, dk~, dv per output head (fp32 scratch), dg, dbeta;
 //                 chunk_bwd_v2 (OPENDNN_GDN_BWD_V2=1) is the same in 112 KB, two CTAs an SM.
-//   post          (gdn_bwd_kernels.cu) the GVA head sums and the l2norm backward.
+//   post          (gdn_bwd_kernels.cu) the GVA head sums and the l2norm backward (v3: the lean post).
 // exp(gamma_i - gamma_j) is evaluated only under the causal mask (strong gates underflow to 0, never inf * 0).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -51,6 +52,9 @@ FwdArgs forward_args(const BwdArgs& b) {
   f.t = b.t, f.n = b.n, f.h = b.h, f.hv = b.hv, f.ho = b.ho, f.k = b.k, f.v = b.v;
   f.scale = b.scale, f.l2norm = b.l2norm, f.bv = b.bv;
   f.mma_pass = true, f.mma_prep = true, f.keep = true;
+  // v3: the kStates pass with three chunk stages, only where every CTA has an SM to itself anyway (at two
+  // stages, K = 128 bv = 64 takes 90 KB: two CTAs an SM would fit, and three stages (135 KB) would halve that).
+  f.stages = b.v3 && b.n * b.ho * (b.v / b.bv) <= b.grid ? 3 : 2;
   f.q = b.q, f.kk = b.kk, f.vv = b.vv, f.g = b.g, f.beta = b.beta, f.cu = b.cu, f.init = b.init;
   for (int i = 0; i < 4; ++i) f.init_stride[i] = b.init_stride[i];
   return f;
@@ -146,13 +150,23 @@ __device__ __forceinline__ void add_rows_minus_cols(const float* X, int ld, floa
 // state_bwd: grid N * HO * (V / bv), bv / 16 warps. Warp w owns dS^T rows v0 + 16w .. +15 over all of K
 // (the forward pass's state layout), so dVn^T = dS'^T Kd^T + dO^T P and the update
 // dS^T <- e^gL dS^T + dO^T Qg - dVn^T W read only the chunk tiles from shared memory. Chunk c - 1 streams
-// in with cp.async while chunk c computes.
+// in with cp.async while chunk c computes; NS = 3 (the backward's v3, OPENDNN_GDN_BWD_V3=1) queues chunk
+// c - 2 as well, the forward pass's deeper ring. Why [arithmetic, H16 HV64 K=V=128 32k tokens, bv = 64]:
+// 128 CTAs of 4 warps, one an SM (two stages already take 139 KB), walk 512 chunks in ~2.1 ms = ~4.1 us a
+// step. A CTA's step reads 64 KB (K, Q, W 48; Aqk 8; dO 8) and writes 24 KB (dS' 16, dVn 8); across the
+// grid, with K and Q shared by 8 CTAs and W/Aqk by 2 through L2, ~3 MB a step come from HBM and ~3 MB go
+// back (dS' 2, dVn 1): ~1.7 us at 3.5 TB/s. A warp's products are ~212 mma.sync (dVn 64 + 20, update 128)
+// = ~1500 clk at ~7 clk each = ~0.8 us. Floors of the pass: bandwidth ~3.1 GB (dS' 1.07 GB, dVn 0.5, W
+// 0.5, dO 0.5, Aqk 0.27, q/k 0.27) = ~0.9 ms; products 512 x 0.8 us = ~0.4 ms. With one chunk in flight
+// a step pays most of its loads' latency after the products; the same change in the recompute's pass
+// (kStates, session 7) took it from ~1.87 to 1.56 ms. Expected: ~1.6-1.8 ms (from ~2.1).
 __host__ __device__ constexpr size_t bstage_bytes(int k, int bv) {
   return size_t(C * (bv + kPad16) + C * (C + kPad16) + 3 * C * (k + kPad16)) * 2 + C * sizeof(float);
 }
 
-template <class T, int K>
+template <class T, int K, int NS>
 __global__ void __launch_bounds__(128) state_bwd(Params p) {
+  static_assert(NS == 2 || NS == 3, "chunk stages");
   constexpr int ldk = K + kPad16, ldp = C + kPad16, KT = K / 8;
   const BwdArgs& a = p.a;
   const int V = int(a.v), BV = a.bv, ldo = BV + kPad16;
@@ -223,16 +237,75 @@ __global__ void __launch_bounds__(128) state_bwd(Params p) {
     for (int r = tid; r < C; r += nthreads) cp4(gm + r, p.f.gam + (r < L ? (t0 + r) * a.ho + j : 0), r < L);
     cp_commit();
   };
+  // NS = 3's loads: the same tiles with each source's chunk row formed once, 32-bit row offsets (a row stride
+  // times 63 stays below 2^31: HO, H <= 65535, K, V <= 128) and shifts instead of the runtime division by
+  // bv / 8 (the forward pass's issue_fast). Past-the-end rows point at the chunk's first row (zero-filled).
+  static_assert(C == 64, "row = e >> 3 below");
+  const int su = 31 - __clz(BV / 8);  // log2 of the 16-byte pieces in a dO row slice
+  auto issue_fast = [&](int ci, int st) {
+    T *o, *pm, *k, *q, *w;
+    float* gm;
+    stage_ptrs(st, o, pm, k, q, w, gm);
+    const int64_t t0 = start + int64_t(ci) * C;
+    const int L = int(imin(C, end - t0));
+    const int sq = int(a.h) * K, sw = int(a.ho);  // q/k row stride (elements), [T, HO, ...] row stride (rows)
+    const int64_t rw0 = t0 * a.ho + j;
+    const T* k0 = kg + (t0 * a.h + hq) * K;
+    const T* q0 = qg + (t0 * a.h + hq) * K;
+    const T* w0 = wg + rw0 * K;
+    constexpr int per_k = K / 8, sk = K == 128 ? 4 : 3;
+    static_assert(per_k == 1 << sk, "K is 64 or 128");
+    for (int e = tid; e < C * per_k; e += nthreads) {
+      const int r = e >> sk, col = (e & (per_k - 1)) * 8;
+      const bool ok = r < L;
+      const int rr = ok ? r : 0;
+      cp16(k + r * ldk + col, k0 + rr * sq + col, ok);
+      cp16(q + r * ldk + col, q0 + rr * sq + col, ok);
+      cp16(w + r * ldk + col, w0 + rr * (sw * K) + col, ok);
+    }
+    const T* p0 = pg + rw0 * C;
+    for (int e = tid; e < C * (C / 8); e += nthreads) {
+      const int r = e >> 3, col = (e & 7) * 8;
+      const bool ok = r < L;
+      cp16(pm + r * ldp + col, p0 + (ok ? r : 0) * (sw * C) + col, ok);
+    }
+    const T* o0 = dog + rw0 * V + v0;
+    for (int e = tid; e < (C << su); e += nthreads) {
+      const int r = e >> su, col = (e & ((1 << su) - 1)) * 8;
+      const bool ok = r < L;
+      cp16(o + r * ldo + col, o0 + (ok ? r : 0) * (sw * V) + col, ok);
+    }
+    const float* g0 = p.f.gam + rw0;
+    for (int r = tid; r < C; r += nthreads) cp4(gm + r, g0 + (r < L ? r : 0) * sw, r < L);
+    cp_commit();
+  };
 
   const int r8 = lane & 7, b3 = (lane >> 3) & 1, b4 = lane >> 4;
-  if (nch > 0) issue(nch - 1, 0);
+  // NS = 3: one commit group per queued chunk, empty ones past the sequence's first chunk, so that "all
+  // but the newest group" is always chunk ci (the forward pass's ring, walked backwards). NS = 2 keeps the
+  // verified default's code.
+  if constexpr (NS == 2) {
+    if (nch > 0) issue(nch - 1, 0);
+  } else {
+#pragma unroll
+    for (int i = 0; i < NS - 1; ++i) {
+      if (nch - 1 - i >= 0) issue_fast(nch - 1 - i, i);
+      else cp_commit();
+    }
+  }
   for (int ci = nch - 1, it = 0; ci >= 0; --ci, ++it) {
     const int64_t t0 = start + int64_t(ci) * C;
     const int L = int(imin(C, end - t0));
-    const int st = it & 1;
-    cp_wait_all();
-    __syncthreads();  // chunk ci is visible; every warp is done with the other stage
-    if (ci > 0) issue(ci - 1, st ^ 1);
+    const int st = NS == 2 ? it & 1 : it % NS;
+    if constexpr (NS == 2) cp_wait_all();
+    else cp_wait_but_one();
+    __syncthreads();  // chunk ci is visible; every warp is done with the stage chunk ci + 1 used
+    if constexpr (NS == 2) {
+      if (ci > 0) issue(ci - 1, st ^ 1);
+    } else {
+      if (ci >= NS - 1) issue_fast(ci - (NS - 1), (it + NS - 1) % NS);
+      else cp_commit();
+    }
     T *os, *ps, *ks, *qs, *ws;
     float* gs;
     stage_ptrs(st, os, ps, ks, qs, ws, gs);
@@ -1072,12 +1145,24 @@ void launch_kv_v2(const Params& p, cudaStream_t st) {
   cudaFuncSetAttribute(chunk_bwd_v2<T, K, V>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
   chunk_bwd_v2<T, K, V><<<unsigned(p.f.bound * p.a.ho), 256, bytes, st>>>(p);
 }
+template <class T, int K, int NS>
+void launch_state_bwd(const Params& p, cudaStream_t st) {
+  const BwdArgs& a = p.a;
+  const size_t bytes = NS * bstage_bytes(K, a.bv);
+  cudaFuncSetAttribute(state_bwd<T, K, NS>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+  state_bwd<T, K, NS><<<unsigned(a.n * a.ho * (a.v / a.bv)), unsigned(a.bv / 16 * 32), bytes, st>>>(p);
+}
+// v3's three stages where they fit and cost no co-resident CTA: either every CTA has an SM to itself, or two
+// stages already leave room for one CTA an SM only (K = 128, bv = 64: 139 KB).
+bool deep_ring(const BwdArgs& a, size_t stage) {
+  if (!a.v3 || 3 * stage > kMaxSmem) return false;
+  return a.n * a.ho * (a.v / a.bv) <= a.grid || 2 * (2 * stage + 1024) > 228 * 1024;
+}
 template <class T, int K>
 void launch_k(const Params& p, cudaStream_t st) {
   const BwdArgs& a = p.a;
-  const size_t bytes = 2 * bstage_bytes(K, a.bv);
-  cudaFuncSetAttribute(state_bwd<T, K>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
-  state_bwd<T, K><<<unsigned(a.n * a.ho * (a.v / a.bv)), unsigned(a.bv / 16 * 32), bytes, st>>>(p);
+  if (deep_ring(a, bstage_bytes(K, a.bv))) launch_state_bwd<T, K, 3>(p, st);
+  else launch_state_bwd<T, K, 2>(p, st);
   if (p.f.bound > 0 && a.chunk_v2) {
     if (a.v == 64) launch_kv_v2<T, K, 64>(p, st);
     else launch_kv_v2<T, K, 128>(p, st);

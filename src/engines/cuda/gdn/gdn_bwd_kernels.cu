@@ -290,11 +290,17 @@ __device__ __forceinline__ void add4(float* acc, const T* p, bool vec, int n) {
 // A lane owns 4 consecutive columns per 128 (one vector load when the row allows), and the head sum's
 // loads are unrolled, so that each lane keeps several loads in flight: the pass is bound by the scratch
 // it reads. S: the dq/dk scratch's type (float, or the io type T).
-template <class T, class S>
+// Lean (the chunked backward's v3, OPENDNN_GDN_BWD_V3=1; unverified on a GPU): with des == nullptr the grid
+// has no dv rows (the dq rows of tokens outside every sequence zero their share of dv instead), and the q/k
+// rows and the outputs move in 8-byte pieces. Why [arithmetic, H16 HV64 K=V=128 32k tokens]: the pass must
+// read dq~/dk~ (2 x 32768 x 64 x 128 x 2 B = 1.07 GB), q and k (0.27 GB) and write dq, dk (0.27 GB): 1.6 GB
+// = 0.46 ms at 3.5 TB/s, measured 1.20 ms. Of its 393k CTAs, 262k are dv rows that only return (2M warps),
+// and each lane read its q/k row and wrote its outputs in 2-byte pieces (12 accesses where 3 do).
+template <class T, class S, bool Lean = false>
 __global__ void __launch_bounds__(kThreads) post(PostParams p) {
   const BwdArgs& a = p.a;
   const int64_t row = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
-  const int64_t qrows = a.t * a.h, vrows = a.t * a.hv;
+  const int64_t qrows = a.t * a.h, vrows = Lean && !p.des ? 0 : a.t * a.hv;
   if (row >= 2 * qrows + vrows) return;
   const int lane = threadIdx.x % 32;
   const int which = row < qrows ? 0 : row < 2 * qrows ? 1 : 2;  // dq, dk, dv
@@ -327,7 +333,16 @@ __global__ void __launch_bounds__(kThreads) post(PostParams p) {
 #pragma unroll 4
       for (int64_t gi = 0; gi < G; ++gi) add4(acc[i], base + gi * W, vec, n);
     }
-    if (which < 2 && a.l2norm)
+    if (Lean && vec && which < 2 && a.l2norm) {  // n == 4 here: W and d0 are multiples of 4
+      const uint2 u = *reinterpret_cast<const uint2*>(static_cast<const T*>(which == 0 ? a.q : a.kk) + r * W + d0);
+      const T* hx = reinterpret_cast<const T*>(&u);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        x[i][e] = to_f(hx[e]);
+        ss += x[i][e] * x[i][e];
+        xdy += x[i][e] * acc[i][e];
+      }
+    } else if (which < 2 && a.l2norm)
 #pragma unroll
       for (int e = 0; e < 4; ++e)
         if (d0 + e < W) {
@@ -348,11 +363,30 @@ __global__ void __launch_bounds__(kThreads) post(PostParams p) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[i][e] = rr * (acc[i][e] - x[i][e] * rr * rr * xdy);
   }
+  if (Lean && vec) {
 #pragma unroll
-  for (int i = 0; i < kGroups; ++i)
+    for (int i = 0; i < kGroups; ++i) {
+      const int d0 = 128 * i + 4 * lane;
+      if (d0 < W) {
+        uint2 u;
+        T* h4 = reinterpret_cast<T*>(&u);
 #pragma unroll
-    for (int e = 0; e < 4; ++e)
-      if (128 * i + 4 * lane + e < W) out[128 * i + 4 * lane + e] = from_f<T>(acc[i][e]);
+        for (int e = 0; e < 4; ++e) h4[e] = from_f<T>(acc[i][e]);
+        *reinterpret_cast<uint2*>(out + d0) = u;
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kGroups; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (128 * i + 4 * lane + e < W) out[128 * i + 4 * lane + e] = from_f<T>(acc[i][e]);
+  }
+  // Lean without dv rows: dv of a token outside every sequence is zeroed by its dq rows, q/k head h taking the
+  // value heads [h HV / H, (h + 1) HV / H) (a partition of the HV heads whether HV >= H or not).
+  if (Lean && !p.des && which == 0 && !inside)
+    for (int64_t hv = h * a.hv / a.h; hv < (h + 1) * a.hv / a.h; ++hv)
+      for (int col = lane; col < a.v; col += 32) static_cast<T*>(a.dv)[(t * a.hv + hv) * a.v + col] = from_f<T>(0.f);
   if (which == 0 && !inside && lane < G)
     for (int64_t gi = lane; gi < G; gi += 32) {
       store_any(a.g_type, a.dg, t * a.ho + h * G + gi, 0.f);
@@ -379,10 +413,18 @@ bool backward_supported_dims(int64_t k, int64_t v) {
 
 const char* launch_backward_post(const BwdArgs& a, const void* dqs, const void* dks, const float* des, bool qk_io,
                                  void* stream) {
-  const int64_t rows = 2 * a.t * a.h + a.t * a.hv;
+  // Lean's 8-byte stores need dq, dk (and dv where its rows are summed here) 8-byte aligned; q and k are 16,
+  // checked by the chunked launcher.
+  auto al8 = [](const void* x) { return reinterpret_cast<uintptr_t>(x) % 8 == 0; };
+  const bool lean = a.v3 && a.chunked && qk_io && al8(a.dq) && al8(a.dk) && (!des || al8(a.dv));
+  const int64_t rows = 2 * a.t * a.h + (lean && !des ? 0 : a.t * a.hv);
   const PostParams p{a, dqs, dks, des, qk_io};
   auto st = static_cast<cudaStream_t>(stream);
-  if (rows > 0) {
+  if (rows > 0 && lean) {
+    const unsigned grid = unsigned((rows + kWarps - 1) / kWarps);
+    if (a.io == DataType::HALF) post<__half, __half, true><<<grid, kThreads, 0, st>>>(p);
+    else post<__nv_bfloat16, __nv_bfloat16, true><<<grid, kThreads, 0, st>>>(p);
+  } else if (rows > 0) {
     const unsigned grid = unsigned((rows + kWarps - 1) / kWarps);
     if (a.io == DataType::HALF) {
       if (qk_io) post<__half, __half><<<grid, kThreads, 0, st>>>(p);

@@ -1727,9 +1727,16 @@ void launch_mma_v(const PassParams& pp, int64_t ctas, cudaStream_t st) {
 }
 template <class T, int K, int Mode>
 void launch_mma_mode(const PassParams& pp, int64_t ctas, cudaStream_t st) {
-  if constexpr (Mode == kStates)  // the backward's recompute keeps the verified two-stage kernel
-    launch_mma_stages<T, K, Mode, 2, false>(pp, ctas, st);
-  else if (prep3(pp.a))
+  // The backward's recompute keeps the verified two-stage kernel unless its v3 asked for three (stages >= 3,
+  // OPENDNN_GDN_BWD_V3=1: 1.56 ms vs ~1.87 at H16 HV64 32k tokens when session 7 ran it so). Its floor there
+  // [arithmetic]: a step moves ~1 MB of W, 0.25 of K and 1 of U from HBM and writes 2 MB of entering states
+  // and 1 of v' (~5.3 MB: ~1.5 us at 3.5 TB/s, 0.77 ms for 512 steps); a warp's ~200 mma.sync ~0.75 us.
+  if constexpr (Mode == kStates) {
+    if (pp.a.stages >= 3 && mma::smem_bytes(K, pp.a.bv, false, 3, false) <= kMaxSmem)
+      launch_mma_stages<T, K, Mode, 3, false>(pp, ctas, st);
+    else
+      launch_mma_stages<T, K, Mode, 2, false>(pp, ctas, st);
+  } else if (prep3(pp.a))
     launch_mma_v<T, K, Mode, true>(pp, ctas, st);
   else
     launch_mma_v<T, K, Mode, false>(pp, ctas, st);

@@ -49,7 +49,8 @@ struct FwdArgs {
   bool wg = false;
   // The chunked backward's recompute: no output; chunk_prep_mma also keeps the inverse T and the
   // register-state pass (kStates) the state entering every chunk and v' (see FwdSaved). Needs
-  // mma_prep and mma_pass, not split.
+  // mma_prep and mma_pass, not split. stages >= 3 with keep (the backward's v3): the kStates pass with three
+  // chunk stages where they fit shared memory, else two.
   bool keep = false;
   const void *q = nullptr, *kk = nullptr, *vv = nullptr, *g = nullptr, *beta = nullptr, *cu = nullptr;
   const void* init = nullptr;  // may be null (zero initial state)
@@ -109,6 +110,11 @@ struct BwdArgs {
   // The chunked backward's chunk_bwd_v2 (two CTAs an SM) instead of chunk_bwd: set by the adapter, on unless
   // OPENDNN_GDN_BWD_V2=0.
   bool chunk_v2 = false;
+  // OPENDNN_GDN_BWD_V3=1 (unverified on a GPU; set by the adapter): three chunk stages in the two sequential
+  // passes, the recompute's register-state pass (kStates) and state_bwd, where shared memory allows and the
+  // deeper ring does not cost an SM a co-resident CTA (see deep_ring in gdn_bwd_chunked.cu); and the lean
+  // post (no dv rows when chunk_bwd wrote dv, 8-byte q/k/dq/dk accesses; see post in gdn_bwd_kernels.cu).
+  bool v3 = false;
   const void *q = nullptr, *kk = nullptr, *vv = nullptr, *g = nullptr, *beta = nullptr, *cu = nullptr;
   const void* d_o = nullptr;
   const void* init = nullptr;  // may be null
