@@ -36,6 +36,9 @@ struct BwdProblem {
   // dQ adds off the consumers' path.
   // Problems TMA cannot take (per-batch lengths, THD, unaligned pointers) run the fused kernel.
   bool v4 = false;
+  // v4 with v3 only, d64/d128 (sdpa_bwd_v2.cuh): v5, the next step's first GEMMs issued behind this step's dQ
+  // GEMM and the dQ park under them (OPENDNN_SDPA_BWD_V5=1, read when building; UNVERIFIED). Ignored at d256.
+  bool v5 = false;
   // v4 only: the two consumer warpgroups take turns issuing their first GEMMs (OPENDNN_SDPA_BWD_V4_TURNS=0
   // turns it off).
   bool v4_turns = true;
