@@ -184,7 +184,7 @@ def main():
                     help="comma- or slash-separated head dims, in the order they run (e.g. 256/128/64)")
     args = ap.parse_args()
     if args.only_variants:
-        args.variants = {k for k in args.only_variants.split(",") if k}
+        args.variants = {k for k in args.only_variants.replace("/", ",").split(",") if k}
         unknown = args.variants - set(VARIANTS)
         if unknown:
             ap.error(f"unknown variants: {sorted(unknown)}")
