@@ -13,10 +13,11 @@ Our plan is the cuda engine's first choice: the v2 forward (TMA producer warp, p
 warpgroups) where it applies (head dims 64/128/256, no mask other than causal), else the first kernel.
 `--v2` pins v2 (OPENDNN_SDPA_FWD_V2=1 while our plan is made), also times the first kernel on the same
 inputs (OPENDNN_SDPA_FWD_V2=0: opendnn_v1_ms / v2_speedup_vs_v1) and writes bench/results/sdpa_v2.json.
-`--persistent` also plans with OPENDNN_SDPA_FWD_PERSISTENT=1 and =2 (v2's persistent schedule, d64/d128,
-with one or two Q buffers) and times each plan on the same inputs beside the default one: plan_<key>,
-<key>_ms, <key>_speedup (opendnn_pair_<key>_ms / <key>_ms, the two timed in alternating rounds) and
-<key>_speedup_vs_<peer>, for key persistent and persistent_q2; their results are checked like ours.
+At d64/d128 the default is v2's persistent schedule with two Q buffers. `--persistent` also plans with
+OPENDNN_SDPA_FWD_PERSISTENT=0 (v2's grid schedule, key `grid`) and =1 (one Q buffer, key `persistent`) and
+times each plan on the same inputs beside the default one: plan_<key>, <key>_ms, <key>_speedup
+(opendnn_pair_<key>_ms / <key>_ms, the two timed in alternating rounds: below 1 where the default is
+faster) and <key>_speedup_vs_<peer>; their results are checked like ours.
 Writes bench/results/sdpa_persistent.json; with --quick, the short sequences it is for (d64/d128,
 S 512-2048, causal and not) plus d128 S 4096.
 """
@@ -152,7 +153,7 @@ def run_fwd(c, row, v2=False, persistent=False):
             row["opendnn_v1_ms"] = time_cuda(old)
             row["v2_speedup_vs_v1"] = row["opendnn_v1_ms"] / row["opendnn_ms"]
     if persistent:  # the persistent schedule on the same inputs, same run (d256 keeps the grid one)
-        for mode, key in (("1", "persistent"), ("2", "persistent_q2")):
+        for mode, key in (("0", "grid"), ("1", "persistent")):
             pr = {}
             pers = first_run(pr, lambda m=mode: plan_with_env(c, "OPENDNN_SDPA_FWD_PERSISTENT", m))
             if pers is None:
@@ -195,7 +196,7 @@ def main():
     ap.add_argument("--mode", choices=("fwd", "bwd", "all"), default="fwd")
     ap.add_argument("--v2", action="store_true", help="opt in to the v2 forward kernel (writes sdpa_v2.json)")
     ap.add_argument("--persistent", action="store_true",
-                    help="also time v2's persistent schedule (OPENDNN_SDPA_FWD_PERSISTENT=1; writes sdpa_persistent.json)")
+                    help="also time v2's grid schedule and the one-Q-buffer persistent one (OPENDNN_SDPA_FWD_PERSISTENT=0/1; writes sdpa_persistent.json)")
     args = ap.parse_args()
     out_name = "sdpa_v2" if args.v2 else "sdpa_persistent" if args.persistent else "sdpa"
     if args.quick and args.persistent:
