@@ -12,11 +12,9 @@ kernel with the TMA producer warp, turns and dQ writer warps, i.e. v4 + v3; d256
 `--variants` (alias --v2/--v3/--v4) also times, in the same row, each earlier schedule with the
 variables that select it (read when a plan is made): v1_* the mma.sync kernel (V2=0), v2_* the plain
 fused wgmma kernel (V3=0 V4=0), v2tp_* its two-pass schedule (V2_TWO_PASS=1), v3_* bulk dQ adds in the
-consumers (V4=0), v4_* producer warp without writers (V3=0), v4nt_* the same without turns, v5_* the
-default with step idx + 1's T1/T2 issued behind step idx's dQ GEMM (V5=1, d64/d128 opt-in); at d256
-d256v2* the d256 wgmma kernel's turn options, d256v4_* its v4 (D256_V4=1: producer warp, dQ writers) and
-d256v5_* its v5 (D256_V5=1: v4 with the next S / dP GEMM between the dQ quarters); each with its errors,
-reproducibility (<key>_ok) and <key>_vs_default = opendnn_ms / <key>_ms.
+consumers (V4=0), v4_* producer warp without writers (V3=0), v4nt_* the same without turns; at d256
+d256v2* the d256 wgmma kernel's turn options and d256v4_* its v4 (D256_V4=1: producer warp, dQ writers); each with
+its errors, reproducibility (<key>_ok) and <key>_vs_default = opendnn_ms / <key>_ms.
 
 cudnn_engine_* / router_*: our cudnn engine's plan and the router's pick among every engine, on the same
 inputs (router_vs_best = the faster of our two engines / the pick).
@@ -78,7 +76,7 @@ def peer_backward(c, backend, do):
 
 VARS = ("OPENDNN_SDPA_BWD_V2", "OPENDNN_SDPA_BWD_V2_TWO_PASS", "OPENDNN_SDPA_BWD_V3", "OPENDNN_SDPA_BWD_V4",
         "OPENDNN_SDPA_BWD_V4_TURNS", "OPENDNN_SDPA_BWD_D256_V2", "OPENDNN_SDPA_BWD_D256_V2_EARLY_TURNS",
-        "OPENDNN_SDPA_BWD_D256_V4", "OPENDNN_SDPA_BWD_D256_V5", "OPENDNN_SDPA_BWD_V5")
+        "OPENDNN_SDPA_BWD_D256_V4")
 # key -> the variables (suffix after OPENDNN_SDPA_BWD_) that select that schedule; the rest are unset.
 VARIANTS = {
     "v1": {"V2": "0"},
@@ -87,15 +85,13 @@ VARIANTS = {
     "v3": {"V4": "0"},
     "v4": {"V3": "0"},
     "v4nt": {"V3": "0", "V4_TURNS": "0"},
-    "v5": {"V5": "1"},  # v4 + V3 with the next T1/T2 issued behind this step's dQ (d64/d128, opt-in)
     "d256v2": {"D256_V4": "0"},  # the d256 wgmma backward's v2 schedule (d256 rows only)
     "d256v2et": {"D256_V4": "0", "D256_V2_EARLY_TURNS": "1"},  # ... with early turns (its default under a causal mask)
     "d256v2nt": {"D256_V4": "0", "D256_V2_EARLY_TURNS": "0"},  # ... without early turns (its default without one)
     "d256v4": {"D256_V4": "1"},  # ... its v4: TMA producer warp, dQ writer warps (the default)
-    "d256v5": {"D256_V5": "1"},  # ... v5: v4, the next S / dP GEMM issued between the dQ quarters (opt-in)
 }
 # Head dims each variant exists for (absent: every head dim).
-VARIANT_DIMS = {"d256v2": (256,), "d256v2et": (256,), "d256v2nt": (256,), "d256v4": (256,), "d256v5": (256,), **{k: (64, 128) for k in ("v2", "v2tp", "v3", "v4", "v4nt", "v5")}}
+VARIANT_DIMS = {"d256v2": (256,), "d256v2et": (256,), "d256v2nt": (256,), "d256v4": (256,), **{k: (64, 128) for k in ("v2", "v2tp", "v3", "v4", "v4nt")}}
 
 
 @contextlib.contextmanager
@@ -177,9 +173,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="d64/128/256 at S=2048, causal and not")
     ap.add_argument("--variants", "--v2", "--v3", "--v4", action="store_true", dest="variants",
-                    help="also time the earlier schedules (v1, v2, v2tp, v3, v4, v4nt, v5; d256v2, d256v4, d256v5 at d256) in each row")
+                    help="also time the earlier schedules (v1, v2, v2tp, v3, v4, v4nt; d256v2, d256v4 at d256) in each row")
     ap.add_argument("--only-variants", default="",
-                    help="comma-separated subset of the --variants keys to time (e.g. v5), implies --variants")
+                    help="comma- or slash-separated subset of the --variants keys to time (e.g. v4nt/d256v2), implies --variants")
     ap.add_argument("--head-dims", default="64,128,256",
                     help="comma- or slash-separated head dims, in the order they run (e.g. 256/128/64)")
     args = ap.parse_args()

@@ -40,13 +40,11 @@ struct Case {
   bool v3 = false;           // with v2: OPENDNN_SDPA_BWD_V3=1 too (bulk dQ reductions, loads behind T1/T2)
   bool v4 = false;           // with v2: OPENDNN_SDPA_BWD_V4=1 too (TMA producer warp, warpgroup turns)
   bool v4_no_turns = false;  // with v4: OPENDNN_SDPA_BWD_V4_TURNS=0
-  bool v5 = false;           // with v4 and v3: OPENDNN_SDPA_BWD_V5=1 (d64/d128: next T1/T2 behind this step's dQ)
   // OPENDNN_SDPA_BWD_D256_V2=1 while planning (unset otherwise); with v2 the d256 wgmma plan is required,
   // without it (V2 then unset, not 0) the first kernel is, i.e. the d256 plan must decline the problem.
   bool d256v2 = false;
   bool d256_plain_turns = false;  // with d256v2: OPENDNN_SDPA_BWD_D256_V2_EARLY_TURNS=0
   bool d256v4 = false;            // with d256v2: OPENDNN_SDPA_BWD_D256_V4=1 (TMA producer warp, dQ writer warps), else =0
-  bool d256v5 = false;            // with d256v4: OPENDNN_SDPA_BWD_D256_V5=1 (v5: dQ quarters), else unset
   // Bytes allocated past the end of every input buffer, all 0xff (NaN) when tail_nan, else zeros: a
   // kernel reading past a tensor's last row then fails visibly (NaN) or deterministically passes.
   int64_t tail = 0;
@@ -292,13 +290,11 @@ void run_case(const Case& c, bool check_reproducible = false) {
       ScopedEnv d256_env("OPENDNN_SDPA_BWD_D256_V2", c.d256v2 ? "1" : nullptr);
       ScopedEnv d256_turns_env("OPENDNN_SDPA_BWD_D256_V2_EARLY_TURNS", c.d256_plain_turns ? "0" : "1");
       ScopedEnv d256_v4_env("OPENDNN_SDPA_BWD_D256_V4", c.d256v4 ? "1" : "0");  // v4 is the default: 0 tests v2
-      ScopedEnv d256_v5_env("OPENDNN_SDPA_BWD_D256_V5", c.d256v5 ? "1" : nullptr);
       ScopedEnv two_pass("OPENDNN_SDPA_BWD_V2_TWO_PASS", c.v2_two_pass ? "1" : nullptr);
       // v4 + v3 is the default schedule: cases that do not ask for them pin the plain fused kernel.
       ScopedEnv v3_env("OPENDNN_SDPA_BWD_V3", c.v3 ? "1" : "0");
       ScopedEnv v4_env("OPENDNN_SDPA_BWD_V4", c.v4 ? "1" : "0");
       ScopedEnv turns_env("OPENDNN_SDPA_BWD_V4_TURNS", c.v4_no_turns ? "0" : nullptr);
-      ScopedEnv v5_env("OPENDNN_SDPA_BWD_V5", c.v5 ? "1" : nullptr);
       ScopedEnv sink_env("OPENDNN_SDPA_BWD_SINK", c.sink ? "1" : nullptr);
       built = build_on_cuda(g);
     }
@@ -313,8 +309,9 @@ void run_case(const Case& c, bool check_reproducible = false) {
       bo(r.o.v.size() * es + tail), bdo(dO.v.size() * es + tail), bst(r.lse.size() * 4 + tail), bdq(q.v.size() * es),
       bdk(k.v.size() * es), bdv(v.v.size() * es), bsq(size_t(c.B) * 4), bskv(size_t(c.B) * 4),
       brq(size_t(c.B + 1) * 4), brkv(size_t(c.B + 1) * 4), bsink(size_t(c.Hq) * 4), bdsink(size_t(c.Hq) * 4);
-  if (tail > 0)
+  if (tail > 0) {
     for (DevBuf* d : {&bq, &bk, &bv, &bo, &bdo, &bst}) ASSERT_EQ(cudaMemset(d->p, c.tail_nan ? 0xff : 0, d->n), cudaSuccess);
+  }
   bq.put(q.bits(c.dt));
   bk.put(k.bits(c.dt));
   bv.put(v.bits(c.dt));
@@ -853,80 +850,6 @@ TEST(CudaSdpaBwd, V4FallbackThdRaggedCausalGqa) {
   run_case(v4(c));
 }
 
-// v5 (OPENDNN_SDPA_BWD_V5=1 on top of v4 + V3, d64/d128: step idx + 1's T1 issued behind step idx's dQ
-// wgmma, the dQ park between T1 and T2, P/dS of step idx + 1 at the end of step idx): the V4Writer cases
-// again, plus one-step and two-step items (the prologue and the last step's branch alone), key tiles
-// without queries (no step at all), NaN tails, sinks, and a fallback problem (the switch changes nothing).
-Case v5(Case c) {
-  c.v5 = true;
-  return v4_writer(c);
-}
-TEST(CudaSdpaBwd, V5D128MqaOdd) { run_case(v5(shape(1, 4, 1, 333, 301, 128, 128)), true); }
-TEST(CudaSdpaBwd, V5D64DenseGqa) { run_case(v5(shape(2, 2, 1, 333, 900, 64, 64)), true); }
-TEST(CudaSdpaBwd, V5CausalGqaD128) {
-  Case c = shape(1, 4, 2, 700, 700, 128, 128);
-  c.causal = true;
-  run_case(v5(c), true);
-}
-TEST(CudaSdpaBwd, V5D128Fp16CausalBottomRightMqa) {
-  Case c = shape(1, 4, 1, 100, 257, 128, 128, DataType::HALF);
-  c.causal = c.bottom_right = true;
-  run_case(v5(c));
-}
-TEST(CudaSdpaBwd, V5D64CausalMoreQueriesThanKeys) {
-  Case c = shape(1, 2, 2, 300, 130, 64, 64);
-  c.causal = true;
-  run_case(v5(c));
-}
-TEST(CudaSdpaBwd, V5LeftBoundOnly) {
-  Case c = shape(1, 2, 2, 500, 520, 64, 64);
-  c.left = 100;
-  run_case(v5(c));
-}
-TEST(CudaSdpaBwd, V5WindowBottomRightD128Fp16) {
-  Case c = shape(1, 2, 1, 300, 600, 128, 128, DataType::HALF);
-  c.causal = c.bottom_right = true;
-  c.left = 200;
-  run_case(v5(c));
-}
-TEST(CudaSdpaBwd, V5BitwiseReproducible) {
-  Case c = shape(2, 8, 2, 257, 257, 128, 128);
-  c.causal = true;
-  run_case(v5(c), true);
-}
-TEST(CudaSdpaBwd, V5BitwiseReproducibleD64) { run_case(v5(shape(1, 4, 4, 640, 640, 64, 64)), true); }
-TEST(CudaSdpaBwd, V5OneStepD128) { run_case(v5(shape(2, 2, 2, 64, 200, 128, 128)), true); }
-TEST(CudaSdpaBwd, V5TwoTilesD64Gqa) { run_case(v5(shape(1, 4, 2, 65, 130, 64, 64)), true); }
-TEST(CudaSdpaBwd, V5KeyTilesWithoutQueries) {
-  Case c = shape(1, 2, 1, 64, 300, 64, 64);
-  c.causal = true;
-  run_case(v5(c));
-}
-TEST(CudaSdpaBwd, V5NoTurnsBshdFp16) {
-  Case c = shape(2, 4, 2, 333, 300, 128, 128, DataType::HALF);
-  c.bshd = c.v4_no_turns = true;
-  run_case(v5(c), true);
-}
-TEST(CudaSdpaBwd, V5NaNTailCausalGqaD128) {
-  Case c = shape(2, 4, 2, 130, 201, 128, 128);
-  c.causal = true;
-  c.tail = 256 * 1024;
-  c.tail_nan = true;
-  run_case(v5(c), true);
-}
-TEST(CudaSdpaBwd, V5NaNTailD64Dense) {
-  Case c = shape(1, 2, 2, 200, 333, 64, 64);
-  c.tail = 256 * 1024;
-  c.tail_nan = true;
-  run_case(v5(c), true);
-}
-TEST(CudaSdpaBwd, V5FallbackPaddingD128) {
-  Case c = shape(2, 2, 2, 256, 192, 128, 128);
-  c.len_q = {200, 3};
-  c.len_kv = {192, 70};
-  run_case(v5(c));
-}
-
 // The d256 wgmma backward (sdpa_bwd_v2_d256.cuh, opt-in OPENDNN_SDPA_BWD_D256_V2=1): unmasked and
 // causal (both alignments), lengths that leave partial 64-row key and query tiles, GQA/MQA, BSHD
 // strides, bf16 and fp16, bitwise reproducibility; then problems it declines (they keep sdpa_bwd_d256).
@@ -1033,57 +956,6 @@ TEST(CudaSdpaBwd, D256V4NaNTailCausalGqa) {
   run_case(d256v4(c), true);
 }
 
-// d256 v5 (OPENDNN_SDPA_BWD_D256_V5=1: v4 with dQ in 64-column quarters and the next step's S / dP GEMM
-// issued between them): the D256V4 cases again. Steps of one item (the last step issues nothing), odd
-// item counts (the ring's parity), both turn orders and NaN tails cover the new issue order.
-Case d256v5(Case c) {
-  c = d256v4(c);
-  c.d256v5 = true;
-  return c;
-}
-TEST(CudaSdpaBwd, D256V5DenseOdd) { run_case(d256v5(shape(1, 2, 2, 130, 201, 256, 256)), true); }
-TEST(CudaSdpaBwd, D256V5DenseFp16Gqa) { run_case(d256v5(shape(2, 4, 2, 77, 150, 256, 256, DataType::HALF))); }
-TEST(CudaSdpaBwd, D256V5CausalOdd) {
-  Case c = shape(1, 2, 2, 200, 200, 256, 256);
-  c.causal = true;
-  run_case(d256v5(c), true);
-}
-TEST(CudaSdpaBwd, D256V5Fp16CausalBottomRightMqa) {
-  Case c = shape(1, 4, 1, 100, 257, 256, 256, DataType::HALF);
-  c.causal = c.bottom_right = true;
-  run_case(d256v5(c));
-}
-TEST(CudaSdpaBwd, D256V5CausalMoreQueriesThanKeys) {
-  Case c = shape(1, 2, 2, 150, 90, 256, 256);
-  c.causal = true;
-  run_case(d256v5(c));
-}
-TEST(CudaSdpaBwd, D256V5CausalBottomRightMoreQueries) {
-  Case c = shape(1, 2, 1, 190, 70, 256, 256);
-  c.causal = c.bottom_right = true;
-  run_case(d256v5(c));
-}
-TEST(CudaSdpaBwd, D256V5BshdCausalGqaFp16) {
-  Case c = shape(2, 4, 2, 96, 160, 256, 256, DataType::HALF);
-  c.bshd = true;
-  c.causal = true;
-  run_case(d256v5(c));
-}
-TEST(CudaSdpaBwd, D256V5BitwiseReproducibleManyTiles) {
-  Case c = shape(1, 4, 2, 333, 301, 256, 256);
-  c.causal = true;
-  run_case(d256v5(c), true);
-}
-TEST(CudaSdpaBwd, D256V5ManyKeyTilesGqa) { run_case(d256v5(shape(1, 4, 2, 320, 700, 256, 256)), true); }
-TEST(CudaSdpaBwd, D256V5NaNTailCausalGqa) {
-  Case c = shape(2, 4, 2, 130, 201, 256, 256);
-  c.causal = true;
-  c.tail = 256 * 1024;
-  c.tail_nan = true;
-  run_case(d256v5(c), true);
-}
-TEST(CudaSdpaBwd, D256V5SingleQueryTile) { run_case(d256v5(shape(1, 2, 2, 40, 100, 256, 256)), true); }
-
 TEST(CudaSdpaBwd, D256V2DeclinesPadding) {
   Case c = shape(2, 2, 2, 128, 128, 256, 256);
   c.d256v2 = true;
@@ -1145,20 +1017,6 @@ TEST(CudaSdpaBwd, SinkD256V4CausalFp16) {
   Case c = shape(1, 2, 2, 90, 90, 256, 256, DataType::HALF);
   c.causal = true;
   run_case(with_sink(d256v4(c)));
-}
-TEST(CudaSdpaBwd, SinkV5D64Dense) {
-  Case c = shape(1, 3, 3, 100, 180, 64, 64);
-  run_case(with_sink(v5(c)), true);
-}
-TEST(CudaSdpaBwd, SinkV5D128CausalGqa) {
-  Case c = shape(2, 4, 2, 150, 150, 128, 128);
-  c.causal = true;
-  run_case(with_sink(v5(c)), true);
-}
-TEST(CudaSdpaBwd, SinkD256V5CausalFp16) {
-  Case c = shape(1, 2, 2, 90, 90, 256, 256, DataType::HALF);
-  c.causal = true;
-  run_case(with_sink(d256v5(c)));
 }
 
 }  // namespace

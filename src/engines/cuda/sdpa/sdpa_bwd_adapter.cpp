@@ -223,8 +223,6 @@ Status build(const Graph& g, const Target&, const PlanCandidate& c, std::unique_
     a.v3 = !a.v2_two_pass && v3_enabled();
     a.v4 = !a.v2_two_pass && v4_enabled() && sdpa::bwd_v4_available();  // the encoder's lookup happens here
     a.v4_turns = v4_turns();
-    // v5 (sdpa_bwd_v2.cuh: v4 + V3 with the next T1/T2 issued before this step's dQ completes): opt-in, =1.
-    a.v5 = a.v4 && a.v3 && a.p.d_qk != 256 && env_is_1("OPENDNN_SDPA_BWD_V5");
     // Early dQ turns pay under a causal mask and cost without one (H200, B8 H8 S2048 bf16: 2.43 vs 2.73 ms
     // causal, 5.82 vs 5.26 dense, session 7); =1 / =0 force them.
     a.d256_early_turns = env_is_1("OPENDNN_SDPA_BWD_D256_V2_EARLY_TURNS") ||
@@ -232,8 +230,6 @@ Status build(const Graph& g, const Target&, const PlanCandidate& c, std::unique_
     // v4 (sdpa_bwd_v2_d256.cuh): H200, session 8, every D256V4 test passed; B8 H8 S2048 bf16 2.71 ms dense,
     // 1.26 causal (v2 5.23 / 2.43, cuDNN 2.28 / 1.26). =0 keeps v2.
     a.d256_v4 = a.p.d_qk == 256 && !env_is_0("OPENDNN_SDPA_BWD_D256_V4") && sdpa::bwd_v4_available();
-    // v5 (sdpa_bwd_v2_d256.cuh: v4 with the next S / dP GEMM issued between this step's dQ quarters): opt-in, =1.
-    a.d256_v5 = a.d256_v4 && env_is_1("OPENDNN_SDPA_BWD_D256_V5");
   }
   if (!why.empty()) return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cuda sdpa backward: " + why};
   out = std::make_unique<SdpaBwdPlan>(a, s);

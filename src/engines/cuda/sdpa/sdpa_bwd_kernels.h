@@ -36,9 +36,6 @@ struct BwdProblem {
   // dQ adds off the consumers' path.
   // Problems TMA cannot take (per-batch lengths, THD, unaligned pointers) run the fused kernel.
   bool v4 = false;
-  // v4 with v3 only, d64/d128 (sdpa_bwd_v2.cuh): v5, the next step's first GEMMs issued behind this step's dQ
-  // GEMM and the dQ park under them (OPENDNN_SDPA_BWD_V5=1, read when building; UNVERIFIED). Ignored at d256.
-  bool v5 = false;
   // v4 only: the two consumer warpgroups take turns issuing their first GEMMs (OPENDNN_SDPA_BWD_V4_TURNS=0
   // turns it off).
   bool v4_turns = true;
@@ -50,9 +47,6 @@ struct BwdProblem {
   // warps with bulk reductions; OPENDNN_SDPA_BWD_D256_V4=1, read when building; UNVERIFIED). Problems TMA
   // cannot take run the d256 kernel without it; d256_early_turns does not apply to it.
   bool d256_v4 = false;
-  // d256 v4 only: v5 (sdpa_bwd_v2_d256.cuh: dQ in 64-column quarters, the next step's S / dP GEMM issued
-  // between them; OPENDNN_SDPA_BWD_D256_V5=1, read when building; UNVERIFIED).
-  bool d256_v5 = false;
   // With sink_token: the gradient of the sink logits, [1,Hq,1,1] FLOAT (null when not requested). dQ, dK
   // and dV need nothing else, the sink being part of the Stats input.
   float* dsink = nullptr;

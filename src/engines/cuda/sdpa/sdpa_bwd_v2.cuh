@@ -55,35 +55,8 @@
 //   each query tile two steps before tile n, so the order is descending key tiles and the grid runs
 //   them last-first; without one all tiles reach a query tile at the same step and the order is
 //   ascending (CTA n then waits about n turn latencies once, at its first tile).
-// v5 (opt-in, OPENDNN_SDPA_BWD_V5=1 on top of v4 + V3; d64/d128 BHSD where v4 runs; UNVERIFIED on a GPU):
-//   v4 + V3 with the step boundary moved under the tensor cores. A v4 step ends, per consumer warpgroup,
-//   with wait(dV, dK, dQ) -> arrive empty -> wait dq_empty -> park 32 fp32 -> fence -> arrive dq_full ->
-//   wait full -> turn barrier -> issue T1/T2; both warpgroups leave the dS barrier together, so both
-//   reach this boundary together and the tensor cores idle for all of it. v5: wait(dV, dK) -> arrive
-//   empty -> wait full -> turn barrier -> issue T1 of step idx + 1 (queued behind dQ) -> wait(dQ) ->
-//   park -> issue T2 -> P/dS of step idx + 1, so the park, its dq_empty wait and the fences run under
-//   T1. The loop is rotated (step 0's T1/T2 and P/dS run in the first iteration, step idx + 1's at the
-//   end of step idx) because ptxas counts wgmma groups only within one iteration and one branch: a group
-//   still in flight at the back edge or at a branch's join makes it serialize every wgmma (C7514, C7515,
-//   C7517); and T2 gets its own wgmma.fence, else ptxas puts one inside the park's divergent dq_empty
-//   wait (C7520). Registers: dQ (32) and T1 (32) are live together next to dK/dV (128), then T1 and T2;
-//   the peak stays the softmax's 224 (T1, T2, P, dS, dK/dV), as in v4; ptxas -v: no spill in the
-//   consumers (the 48 B are the 24-register producer/writer warps', as v4's). The writer also frees the
-//   parked block once the bulk reduction has read it (wait_group.read), before the write completes.
-//   Same operations on the same values in the same order as v4 + V3: bitwise equal results, same turns.
-//   Arithmetic (dense d128, one CTA = 128 keys, step = 64 queries): 5 GEMMs of 2*128*64*128 = 2.10
-//   MFLOP = 10.5 MFLOP a step; at 990 TFLOP/s over 132 SMs (7.5 TFLOP/s an SM) 1.40 us. B8 H16 S2048:
-//   2048 CTAs x 32 steps over 132 SMs = 16 waves x 32 = 512 steps on the busiest SM: v4 + V3's 1.80 ms
-//   is 3.5 us a step, cuDNN's 1.42 ms 2.8 us a step (the tensor floor 0.72 ms, 1.40 us). Estimated v4
-//   step: T1/T2 0.56 us + dV/dK 0.56 + dQ 0.28 of tensor time at peak (~2.1 us at the ~650 TFLOP/s the
-//   m64n64 SS wgmma sustain: their operands need the SM's whole 128 B/clock of shared memory at peak);
-//   a warpgroup's softmax/dS ~0.3 us (32 ex2 + ~200 other instructions a thread, the two warpgroups
-//   sharing each SM quarter), about half of it not under the other's GEMMs; the dS barrier; and the
-//   step boundary above, ~0.2-0.35 us with no wgmma in flight (wgmma drain, 16 st.shared.v2,
-//   fence.proxy.async, three mbarrier operations, a named barrier, the first wgmma's latency).
-//   Prediction: v5 removes most of the boundary: d128 dense 1.80 -> 1.65-1.75 ms (0.81-0.86x cuDNN),
-//   causal 1.02 -> 0.95-1.0; d64 (shorter steps, same boundary) 5-10% faster. 1.0x cuDNN needs more
-//   than this: the softmax/dS issue time and the dS barrier stay on the path.
+//   Rotating the loop of v4 with V3 (the next step's T1 issued behind this step's dQ wgmma, the dQ park
+//   under it) ran at 0.955-1.002x this schedule (H200, B8 S2048 bf16) and was removed.
 // The same shared-memory tile of U (W) serves as the K-major B operand of T1 (T2) and as the
 // MN-major B operand of acc1 (acc2): both views give (row, col) the same swizzled address.
 // Deterministic: every accumulator sums its terms in one fixed order, so the results are bitwise
@@ -349,7 +322,7 @@ struct DqAccum {
   int64_t mt = 0;
 };
 
-template <class T, int kD, bool kDkDv, bool kFuse, bool kV3 = false, bool kV4 = false, bool kV5 = false>
+template <class T, int kD, bool kDkDv, bool kFuse, bool kV3 = false, bool kV4 = false>
 __global__ void __launch_bounds__(kV4 ? kV4Threads : kThreads, 1)
     bwd_kernel(const BwdProblem a, const float* __restrict__ delta, const DqAccum acc,
                const __grid_constant__ BwdV4Descs tma) {
@@ -367,7 +340,6 @@ __global__ void __launch_bounds__(kV4 ? kV4Threads : kThreads, 1)
   static_assert(kDkDv || !kFuse, "dQ is fused into the dK/dV pass");
   static_assert(kFuse || !kV3, "v3 is the fused schedule");
   static_assert(kFuse || !kV4, "v4 is the fused schedule");
-  static_assert(!kV5 || (kV3 && kV4), "v5 is v4 + V3 (the writer warps) with the next step's T1/T2 issued early");
   // Fused dQ under a right bound: the turn order of the dQ tiles is descending key tiles, and a CTA
   // may only wait for CTAs launched before it, so the grid runs key tiles last-first.
   const bool descending = kFuse && a.p.has_right;
@@ -436,18 +408,10 @@ __global__ void __launch_bounds__(kV4 ? kV4Threads : kThreads, 1)
             const int turn = int(descending ? kt.hi - int64_t(tile) : int64_t(tile) - kt.lo);
             wait_until_equal(counter, turn, dst);
             fence_proxy_async_global();  // the bulk add comes after the previous contributor's
-            if constexpr (kV5) {
-              // The consumer may park its next block once the reduction has read this one.
-              bulk_dq_issue(dst, park, kStep * Cfg::kDqN * int(sizeof(float)), turn != 0);
-              asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
-              sm.dq_empty[w].arrive();
-              asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
-            } else {
-              bulk_dq_put(dst, park, kStep * Cfg::kDqN * int(sizeof(float)), turn != 0);
-            }
+            bulk_dq_put(dst, park, kStep * Cfg::kDqN * int(sizeof(float)), turn != 0);
             fence_proxy_async_global();  // ... and is performed before the release
             release_increment(counter);
-            if constexpr (!kV5) sm.dq_empty[w].arrive();
+            sm.dq_empty[w].arrive();
             if (++tile_i == int(ntiles)) tile_i = 0, ++head_i;
             phase ^= 1;
           }
@@ -669,8 +633,39 @@ __global__ void __launch_bounds__(kV4 ? kV4Threads : kThreads, 1)
   // it back after the loop, leaving both barriers empty).
   const bool turns = kV4 && a.v4_turns;
   bool broken = false;  // v4: a ring wait timed out; dK/dV become NaN
-  // P and dS of step idx from its T1/T2 (issued, not waited for), dS into shared memory (fused dQ).
-  auto front = [&](int64_t idx, int buf, int64_t s0) {
+  if constexpr (kV4) {
+    if (turns && wg == 1) named_arrive(kTurnBar + 0, 256);
+    if (total > 0) broken = !ring_wait(&sm.res_full, 0);
+  } else {
+    stage_item(0, 0);
+    stage_item(1, 1);
+  }
+  for (int64_t idx = 0; idx < total; ++idx) {
+    const int buf = int(idx % kStages);
+    if constexpr (kV4) {
+      if (!broken) broken = !ring_wait(&sm.full[buf], uint32_t((idx / kStages) & 1));  // TMA bytes landed, LSE/D stored
+    } else {
+      asm volatile("cp.async.wait_group 1;\n" ::);  // item idx (and the resident tile) landed
+      // cp.async and zero-fill stores are generic-proxy writes; wgmma reads through the async proxy.
+      cutlass::arch::fence_view_async_shared();
+      __syncthreads();  // item idx visible to all; step idx - 1 finished everywhere (its slot is free)
+      if constexpr (!kV3) stage_item(idx + 2, int((idx + 2) % kStages));
+    }
+    const int64_t s0 = first + (kDkDv ? idx % ntiles : idx) * kStep;
+
+    if (turns) named_sync(kTurnBar + wg, 256);
+    warpgroup_fence_operand(t1);
+    warpgroup_fence_operand(t2);
+    warpgroup_arrive();
+    v2::issue(mma_t, tXr, tUr(_, _, _, buf), t1, false);
+    warpgroup_commit_batch();
+    v2::issue(mma_t, tYr, tWr(_, _, _, buf), t2, false);
+    warpgroup_commit_batch();
+    if (turns) named_arrive(kTurnBar + (wg ^ 1), 256);
+    // v3: the next loads go out behind T1/T2 (another slot), so warps 0-1 wait for their LSE/D loads
+    // while the tensor cores work instead of holding back the warpgroup's wgmma issue.
+    if constexpr (kV3 && !kV4) stage_item(idx + 2, int((idx + 2) % kStages));
+
     // (i, j) = (i0 + qi, j0 + kj): the query and key of a T element; LSE/D of its query.
     const int64_t i0 = kDkDv ? s0 : r0, j0 = kDkDv ? r0 : s0;
     const bool full = m.covers(i0, i0 + (kDkDv ? kStep : kRes), j0, j0 + (kDkDv ? kRes : kStep));
@@ -729,47 +724,6 @@ __global__ void __launch_bounds__(kV4 ? kV4Threads : kThreads, 1)
         asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(lo | (hi << 16)) : "memory");
       }
     }
-  };
-  if constexpr (kV4) {
-    if (turns && wg == 1) named_arrive(kTurnBar + 0, 256);
-    if (total > 0) broken = !ring_wait(&sm.res_full, 0);
-  } else {
-    stage_item(0, 0);
-    stage_item(1, 1);
-  }
-  for (int64_t idx = 0; idx < total; ++idx) {
-    const int buf = int(idx % kStages);
-    if constexpr (kV4) {
-      // v5: step idx > 0's T1/T2 and P/dS ran at the end of step idx - 1, behind its dQ (below).
-      if (!kV5 || idx == 0)
-        if (!broken) broken = !ring_wait(&sm.full[buf], uint32_t((idx / kStages) & 1));  // TMA bytes landed, LSE/D stored
-    } else {
-      asm volatile("cp.async.wait_group 1;\n" ::);  // item idx (and the resident tile) landed
-      // cp.async and zero-fill stores are generic-proxy writes; wgmma reads through the async proxy.
-      cutlass::arch::fence_view_async_shared();
-      __syncthreads();  // item idx visible to all; step idx - 1 finished everywhere (its slot is free)
-      if constexpr (!kV3) stage_item(idx + 2, int((idx + 2) % kStages));
-    }
-    const int64_t s0 = first + (kDkDv ? idx % ntiles : idx) * kStep;
-
-    // v5: every wgmma is waited for in the iteration (and branch) that issues it; ptxas does not count
-    // wgmma groups across the loop's back edge or a branch's join (C7514/C7515/C7517: every wgmma serialized).
-    if (!kV5 || idx == 0) {
-      if (turns) named_sync(kTurnBar + wg, 256);
-      warpgroup_fence_operand(t1);
-      warpgroup_fence_operand(t2);
-      warpgroup_arrive();
-      v2::issue(mma_t, tXr, tUr(_, _, _, buf), t1, false);
-      warpgroup_commit_batch();
-      v2::issue(mma_t, tYr, tWr(_, _, _, buf), t2, false);
-      warpgroup_commit_batch();
-      if (turns) named_arrive(kTurnBar + (wg ^ 1), 256);
-      // v3: the next loads go out behind T1/T2 (another slot), so warps 0-1 wait for their LSE/D loads
-      // while the tensor cores work instead of holding back the warpgroup's wgmma issue.
-      if constexpr (kV3 && !kV4) stage_item(idx + 2, int((idx + 2) % kStages));
-
-      front(idx, buf, s0);
-    }
 
     warpgroup_fence_operand(tPr);
     warpgroup_fence_operand(tdSr);
@@ -805,8 +759,7 @@ __global__ void __launch_bounds__(kV4 ? kV4Threads : kThreads, 1)
         else if constexpr (!kV3) add_dq(idx - 1, parked_s0);
       }
     }
-    if constexpr (kV5) warpgroup_wait<1>();  // dV and dK; dQ may still run
-    else warpgroup_wait<0>();
+    warpgroup_wait<0>();
     warpgroup_fence_operand(acc1);
     if constexpr (kDkDv) warpgroup_fence_operand(acc2);
     warpgroup_fence_operand(tPr);
@@ -814,41 +767,7 @@ __global__ void __launch_bounds__(kV4 ? kV4Threads : kThreads, 1)
     // v4: this warp's reads of the stage (wgmma operands, LSE/D) are over.
     if constexpr (kV4)
       if (tid % 32 == 0) sm.empty[buf].arrive();
-    if constexpr (kV5) {
-      // The writer has read step idx - 1's block (its dq_empty phase idx - 1), so the area is free.
-      auto park = [&] {
-        warpgroup_fence_operand(dq);
-        if (idx > 0) sm.dq_empty[wg].wait(uint32_t((idx - 1) & 1));
-        park_dq_bulk(dq);
-        sm.dq_full[wg].arrive();
-      };
-      // The next step's T1 goes in behind this step's dQ, the park and the dq_empty wait run under it, then
-      // T2 and the next step's P/dS. The dQ, T1 and T2 accumulators are never live together: at most
-      // 32 + 32 registers next to dK/dV's 128 here, the softmax's 224 peak stays v4's.
-      if (idx + 1 < total) {
-        const int nbuf = int((idx + 1) % kStages);
-        if (!broken) broken = !ring_wait(&sm.full[nbuf], uint32_t(((idx + 1) / kStages) & 1));
-        if (turns) named_sync(kTurnBar + wg, 256);
-        warpgroup_fence_operand(t1);
-        warpgroup_arrive();
-        v2::issue(mma_t, tXr, tUr(_, _, _, nbuf), t1, false);
-        warpgroup_commit_batch();
-        warpgroup_wait<1>();  // this step's dQ; T1 stays in flight
-        park();
-        // An explicit wgmma.fence: without it ptxas puts its own inside the park's divergent dq_empty
-        // wait and serializes every wgmma (C7520).
-        warpgroup_fence_operand(t2);
-        warpgroup_arrive();
-        v2::issue(mma_t, tYr, tWr(_, _, _, nbuf), t2, false);
-        warpgroup_commit_batch();
-        if (turns) named_arrive(kTurnBar + (wg ^ 1), 256);
-        front(idx + 1, nbuf, first + (kDkDv ? (idx + 1) % ntiles : idx + 1) * kStep);
-      } else {
-        warpgroup_wait<0>();
-        park();
-      }
-    }
-    if constexpr (kFuse && !kV5) {
+    if constexpr (kFuse) {
       warpgroup_fence_operand(dq);
       if constexpr (kV3 && kV4) {
         // The writer has read step idx - 1's block (its dq_empty phase idx - 1), so the area is free.
@@ -947,12 +866,11 @@ const char* launch_t(const BwdProblem& a, void* workspace, cudaStream_t st) {
   auto fused_v3 = bwd_kernel<T, kD, true, true, true>;
   auto fused_v4 = bwd_kernel<T, kD, true, true, false, true>;
   auto fused_v4_bulk = bwd_kernel<T, kD, true, true, true, true>;
-  auto fused_v5 = bwd_kernel<T, kD, true, true, true, true, true>;
   static const cudaError_t attr = [&] {
     cudaError_t e = cudaSuccess;
     for (auto k : {kv, q, fused, fused_v3})
       if (e == cudaSuccess) e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
-    for (auto k : {fused_v4, fused_v4_bulk, fused_v5})
+    for (auto k : {fused_v4, fused_v4_bulk})
       if (e == cudaSuccess) e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytesV4);
     return e;
   }();
@@ -982,8 +900,7 @@ const char* launch_t(const BwdProblem& a, void* workspace, cudaStream_t st) {
     // v4 where TMA can describe the problem (host work of a few microseconds: four encodes), else the
     // fused kernel with the same workspace layout.
     if (a.v4 && bwd_v4_encode(a, descs) == nullptr)
-      (a.v3 ? (a.v5 ? fused_v5 : fused_v4_bulk) : fused_v4)<<<kv_grid, kV4Threads, Cfg::kSmemBytesV4, st>>>(a, delta, acc,
-                                                                                                       descs);
+      (a.v3 ? fused_v4_bulk : fused_v4)<<<kv_grid, kV4Threads, Cfg::kSmemBytesV4, st>>>(a, delta, acc, descs);
     else
       (a.v3 ? fused_v3 : fused)<<<kv_grid, kThreads, Cfg::kSmemBytes, st>>>(a, delta, acc, descs);
     if (const char* e = bwd::err(cudaGetLastError())) return e;

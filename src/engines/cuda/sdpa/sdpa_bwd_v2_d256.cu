@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // SDPA backward v2 for d_qk = d_v = 256 (sdpa_bwd_v2_d256.cuh; bf16 and fp16; the default d256
-// plan, OPENDNN_SDPA_BWD_D256_V2=0 withholds it; its v4 is the default, OPENDNN_SDPA_BWD_D256_V4=0 keeps v2;
-// v5 is opt-in, OPENDNN_SDPA_BWD_D256_V5=1).
+// plan, OPENDNN_SDPA_BWD_D256_V2=0 withholds it; its v4 is the default,
+// OPENDNN_SDPA_BWD_D256_V4=0 keeps v2).
 #include "engines/cuda/sdpa/sdpa_bwd_v2_d256.cuh"
 
 namespace opendnn::cuda::sdpa {

@@ -60,44 +60,13 @@
 // 9 mbarriers 72 B: 217 KiB + 72 B, 218 KiB with the struct's 1 KiB alignment, +1 KiB for aligning the
 // dynamic base: 219 of 227. A third 64-row stage would need 64 KiB more;
 // 32-row stages (4 in 128 KiB) would make the dQ GEMM 32 x 128 (wgmma needs M = 64: dQ^T = K^T dS
-// instead), left for later, as is overlapping the next step's S / dP GEMM with this step's dQ GEMM:
-// tried (the dQ half in two 64 x 64 quarters, the next S / dP issued between them, both quarters live),
-// ptxas serialized every wgmma for want of registers at 232 a thread, and at 240 the producer warpgroup's
-// 24 spilled; v5 below parks the first quarter before the issue, which fits.
+// instead), left for later. Overlapping the next step's S / dP GEMM with this step's dQ GEMM does not
+// pay: with the dQ half in two 64 x 64 quarters and the next S / dP issued between them, both quarters
+// live, ptxas serialized every wgmma for want of registers at 232 a thread, and at 240 the producer
+// warpgroup's 24 spilled; with the first quarter parked before the issue it compiled clean but ran at
+// 0.90-0.91x this schedule (H200, B8 H8 S2048 bf16), and was removed.
 // dq_full is per stage: with one barrier per warpgroup the consumers could complete its phase twice
 // (steps idx and idx + 1) before the writer waited for idx, and a parity wait would then hang.
-//
-// v5 (opt-in, OPENDNN_SDPA_BWD_D256_V5=1, a.d256_v5; wherever v4 runs; UNVERIFIED on a GPU). Where v4's
-// step goes, B8 H8 S2048 bf16 dense: 2048 CTAs x 32 steps = 65536 steps, 496 an SM (512 on the SMs that run 16
-// CTAs). Tensor work a step: 5 GEMMs of 64 x 64 x 256 = 5.24 M MAC; at 989 TFLOP/s over 132 SMs (2048 MAC a
-// clock an SM at 1.83 GHz) 2560 clocks = 1.40 us, i.e. 0.7 ms for the kernel. Measured (2.709 ms less ~0.08
-// for D and dq_convert) ~5.2 us a step, 27% of peak (cuDNN 2.28 ms ~ 4.4 us; 1.2x cuDNN = 1.90 ms ~ 3.6 us).
-// Shared memory a step: tile GEMMs 128 KiB (SS at N = 64 read 4 KiB per 64x64x16: 128 B a clock at peak MAC
-// rate, the SM's whole bandwidth), dV / dK B 64, dQ 48, P 32, dS 8, dQ park 64, bulk reads 64, TMA writes 64:
-// ~470 KiB = ~3700 clocks = 2.0 us, a floor above the tensor one. v4's chain a step (clocks): both tile
-// GEMMs 1024 (interleaved, so S and dP finish together) -> P ~250 (warpgroup 1 and the tensor pipe idle) ->
-// dV, dS, dK ~1100 -> dQ 512 -> park of 64 KiB ~512 (tensor pipe idle) -> ring wait, issue ~100: ~3500 =
-// 1.9 us, ~850 of it with no GEMM in flight. The rest of the measured 5.2 us is not accounted for here: the
-// writers (turn poll + 32 KiB bulk reduction + fence + release, ~2-3 us a block, two stages of slack) or
-// the L2's fp32 reductions (64 KiB a step, ~1.6 TB/s over the GPU) are the candidates.
-// v5 removes the idle spans and nothing else: each warpgroup computes its dQ half as two 64-column
-// quarters, the first into t (the S / dP registers, dead once P / dS are formed), the second into dq4; once
-// the first quarter is parked, t takes the next item's tile GEMM, which then runs under the second
-// quarter's GEMM and park, the next step's set-up and, since warpgroup 0 (S) reaches this point a dQ GEMM
-// ahead of warpgroup 1 (dP), under warpgroup 0's P: S ends before dP, P is ready when dP is, and the tensor
-// pipe sees dQ(0), dQ(1), S, dP, dV, dK back to back. Live at the issue: accum 128 + t 32 + dq4 32 = v4's
-// peak (accum + dQ half). Costs: dS^T is read twice (N = 64 dQ GEMMs, +16 KiB of shared reads a step, ~3%),
-// and the consumers wait for the next stage before they hand the second quarter to the writer (it lands
-// about when the writer is done with the previous block anyway). Every dQ element still sums its 64 keys
-// in one fixed k order and the turns are v4's: bitwise reproducible; v4's workspace and park layout (the
-// second quarter's block is + 64 floats, as bulk_dq_offset's XOR stays below column 64). ptxas: no spills,
-// no serialized wgmma, no injected waits (the first tile GEMM is issued inside the loop, an explicit wait
-// follows it).
-// Its writers poll the turn before they wait for the parked block (the turn depends on earlier CTAs only):
-// an L2 round trip (~0.5-1 us) leaves the path from a park to the stage's refill, which v5 needs a quarter
-// of a step earlier than v4 (the consumers wait for stage idx + 1 before they hand over idx's second quarter).
-// Prediction: if the consumer chain is the bound, up to ~850 of ~3500 clocks (<= 25%); if the writers or
-// L2 are, ~0. Dense 2.3-2.7 ms (point estimate 2.45), causal 1.08-1.26 (1.17).
 #pragma once
 
 #include "engines/cuda/sdpa/sdpa_bwd_v2.cuh"
@@ -132,9 +101,6 @@ struct Config {
                                                cute::Step<cute::_2, cute::_1>{}));
   using SmemResT = decltype(cute::tile_to_shape(cute::GMMA::Layout_MN_SW128_Atom<T>{}, cute::Shape<DqN, R>{},
                                                 cute::Step<cute::_2, cute::_1>{}));
-  using Q4 = cute::Int<kDqN / 2>;  // v5: dQ in quarters of 64 columns (one 64-column block of K each)
-  using SmemResT4 = decltype(cute::tile_to_shape(cute::GMMA::Layout_MN_SW128_Atom<T>{}, cute::Shape<Q4, R>{},
-                                                 cute::Step<cute::_2, cute::_1>{}));
   // S / dP = (K or V) (Q or dO)^T: 64 x 64 over k = 256, both K-major.
   using MmaT = decltype(cute::make_tiled_mma(cute::GMMA::ss_op_selector<T, T, float, cute::Shape<R, N, D>>(), One{}));
   // dV / dK += (P or dS) (dO or Q): 64 x 256 over k = 64; A from registers, B MN-major.
@@ -143,9 +109,6 @@ struct Config {
   // dQ half = dS^T K[:, half]: 64 x 128 over k = 64 keys, both MN-major.
   using MmaDq = decltype(cute::make_tiled_mma(
       cute::GMMA::ss_op_selector<T, T, float, cute::Shape<N, DqN, R>, cute::GMMA::Major::MN, cute::GMMA::Major::MN>(), One{}));
-  // v5: a dQ quarter = dS^T K[:, quarter], 64 x 64 over k = 64 keys: the tile GEMM's accumulator shape.
-  using MmaDq4 = decltype(cute::make_tiled_mma(
-      cute::GMMA::ss_op_selector<T, T, float, cute::Shape<N, Q4, R>, cute::GMMA::Major::MN, cute::GMMA::Major::MN>(), One{}));
   struct Smem {
     alignas(1024) T k[cute::cosize_v<SmemRes>];
     alignas(1024) T v[cute::cosize_v<SmemRes>];
@@ -191,7 +154,7 @@ __device__ __forceinline__ void stage_tile(Dst dst, const T* src, int64_t rs, in
   }
 }
 
-template <class T, bool kEarly, bool kV4 = false, bool kV5 = false>
+template <class T, bool kEarly, bool kV4 = false>
 __global__ void __launch_bounds__(kV4 ? bwd2::kV4Threads : kThreads, 1)
     bwd_kernel(const BwdProblem a, const float* __restrict__ delta, const bwd2::DqAccum acc,
                const __grid_constant__ BwdV4Descs tma) {
@@ -204,7 +167,6 @@ __global__ void __launch_bounds__(kV4 ? bwd2::kV4Threads : kThreads, 1)
   const uint32_t raw_addr = cute::cast_smem_ptr_to_uint(smem_raw);
   auto& sm = *reinterpret_cast<Smem*>(smem_raw + ((1024u - (raw_addr & 1023u)) & 1023u));
   static_assert(!(kV4 && kEarly), "v4's turns are kept by its dQ writers");
-  static_assert(!kV5 || kV4, "v5 is v4 with the tile GEMM issued a step ahead");
 
   // Under a right bound the turn order of a query tile's contributors is descending key tiles, and a
   // CTA may only wait for CTAs launched before it: the grid runs key tiles last-first.
@@ -257,8 +219,7 @@ __global__ void __launch_bounds__(kV4 ? bwd2::kV4Threads : kThreads, 1)
         bool broken = false;  // a parked block that never came: keep the turns going (others wait on them)
         for (int idx = 0; idx < int(total); ++idx) {
           const int st = idx % kStages;
-          if constexpr (!kV5)
-            if (!broken) broken = !bwd2::ring_wait(&sm.dq_full[w][st], uint32_t((idx / kStages) & 1));
+          if (!broken) broken = !bwd2::ring_wait(&sm.dq_full[w][st], uint32_t((idx / kStages) & 1));
           const int64_t s0 = first + int64_t(tile_i) * kStep;
           const int64_t slot = ((b * p.hq + h0 + head_i) * acc.mt + s0 / kStep) * 2 + w;
           int* counter = acc.counters + slot;
@@ -266,11 +227,6 @@ __global__ void __launch_bounds__(kV4 ? bwd2::kV4Threads : kThreads, 1)
           const bwd2::KeyTiles kt = bwd2::contributors<kRes>(m, s0);
           const int turn = int(descending ? kt.hi - int64_t(tile) : int64_t(tile) - kt.lo);
           bwd2::wait_until_equal(counter, turn, dst);
-          // v5 polls the turn first, while the consumers still compute the block: the turn's L2 round trip
-          // then leaves the path from the park to the stage's refill (the turn depends on earlier CTAs
-          // only, so waiting for it first cannot deadlock).
-          if constexpr (kV5)
-            if (!broken) broken = !bwd2::ring_wait(&sm.dq_full[w][st], uint32_t((idx / kStages) & 1));
           bwd2::fence_proxy_async_global();  // the bulk add comes after the previous contributor's
           bwd2::bulk_dq_issue(dst, park0 + uint32_t(st * kTileElems * int(sizeof(T))), kStep * kDqN * int(sizeof(float)),
                               turn != 0);
@@ -407,17 +363,6 @@ __global__ void __launch_bounds__(kV4 ? bwd2::kV4Threads : kThreads, 1)
   Tensor tDsA = thr_dq.make_fragment_A(thr_dq.partition_A(sDsA));
   Tensor tKt = thr_dq.make_fragment_B(thr_dq.partition_B(sKt));
   Tensor cDq = thr_dq.partition_C(make_identity_tensor(DqShape{}));
-  // v5: the warpgroup's half as two quarters (K column blocks wg * 2 and wg * 2 + 1, kRes * 64 elements each).
-  typename Cfg::MmaDq4 mma_dq4;
-  auto thr_dq4 = mma_dq4.get_thread_slice(wt);
-  using Dq4Shape = Shape<typename Cfg::N, typename Cfg::Q4>;
-  constexpr int kQ4 = kDqN / 2;
-  Tensor tDsA4 = thr_dq4.make_fragment_A(thr_dq4.partition_A(sDsA));
-  Tensor tKt4a = thr_dq4.make_fragment_B(
-      thr_dq4.partition_B(make_tensor(make_smem_ptr(sm.k + wg * kDqN * kRes), typename Cfg::SmemResT4{})));
-  Tensor tKt4b = thr_dq4.make_fragment_B(
-      thr_dq4.partition_B(make_tensor(make_smem_ptr(sm.k + (wg * kDqN + kQ4) * kRes), typename Cfg::SmemResT4{})));
-  Tensor cDq4 = thr_dq4.partition_C(make_identity_tensor(Dq4Shape{}));
 
   // This thread's tile elements are (rb + dr, cb + dc), dr in {0, 8}, dc % 8 in {0, 1}.
   const int rb = get<0>(cT(0)), cb = get<1>(cT(0));
@@ -483,29 +428,14 @@ __global__ void __launch_bounds__(kV4 ? bwd2::kV4Threads : kThreads, 1)
   bool broken = false;  // v4: a ring wait timed out; dK/dV become NaN
   if constexpr (kV4)
     if (total > 0) broken = !bwd2::ring_wait(&sm.res_full, 0);
-  // v5: item idx's tile GEMM is issued by step idx - 1 (between the two quarters of its dQ), the first one
-  // by step 0 itself (inside the loop: issued before it, ptxas waited for it at the loop entry, C7517).
-  auto issue_tile = [&](int64_t item) {
-    const int ibuf = int(item & 1);
-    if constexpr (kV5)  // (only v4's shared memory has the ring barriers)
-      if (!broken) broken = !bwd2::ring_wait(&sm.full[ibuf], uint32_t((item >> 1) & 1));
-    warpgroup_fence_operand(t);
-    warpgroup_arrive();
-    v2::issue(mma_t, tXr, tUr(_, _, _, ibuf), t, false);
-    warpgroup_commit_batch();
-  };
   for (int64_t idx = 0; idx < total; ++idx) {
     const int buf = int(idx & 1);
-    if constexpr (kV5)
-      if (idx == 0) issue_tile(0);
     if constexpr (kV4) {
       // Item idx's TMA bytes landed and its LSE/D rows are stored. No CTA barrier: P and dS are handed
       // over by kBarP / kBarDs, which also order their reuse (warpgroup 0 writes P of step idx after
       // kBarDs of idx - 1, which warpgroup 1 reaches after reading P of idx - 1; warpgroup 1 writes dS
       // of idx after kBarP of idx, which warpgroup 0 reaches after its dQ wgmma of idx - 1 completed).
-      // v5 waited before it issued item idx's tile GEMM (in step idx - 1, or at the top of step 0).
-      if constexpr (!kV5)
-        if (!broken) broken = !bwd2::ring_wait(&sm.full[buf], uint32_t((idx >> 1) & 1));
+      if (!broken) broken = !bwd2::ring_wait(&sm.full[buf], uint32_t((idx >> 1) & 1));
     } else {
       asm volatile("cp.async.wait_group 0;\n" ::);  // item idx (and at idx 0 K, V) landed
       // cp.async and zero-fill stores are generic-proxy writes; wgmma reads through the async proxy.
@@ -514,12 +444,10 @@ __global__ void __launch_bounds__(kV4 ? bwd2::kV4Threads : kThreads, 1)
       __syncthreads();
     }
 
-    if constexpr (!kV5) {
-      warpgroup_fence_operand(t);
-      warpgroup_arrive();
-      v2::issue(mma_t, tXr, tUr(_, _, _, buf), t, false);
-      warpgroup_commit_batch();
-    }
+    warpgroup_fence_operand(t);
+    warpgroup_arrive();
+    v2::issue(mma_t, tXr, tUr(_, _, _, buf), t, false);
+    warpgroup_commit_batch();
     // The next item's loads go out behind the tile GEMM, so no warp's LSE/D loads (warps 5-6) or
     // turn (kEarly: the keepers) hold back a wgmma issue.
     if constexpr (!kV4) stage_item(idx + 1 < total, next_h, next_s0, buf ^ 1);
@@ -591,61 +519,27 @@ __global__ void __launch_bounds__(kV4 ? bwd2::kV4Threads : kThreads, 1)
     warpgroup_wait<0>();
     warpgroup_fence_operand(accum);
     warpgroup_fence_operand(tFr);
-    if constexpr (kV5) {
-      // dQ half as two quarters: the first into t (dead since P / dS), the second into dq4. Once the first
-      // is parked, t takes the next item's S / dP GEMM, which then runs under the second quarter's GEMM,
-      // its park and the next step's set-up instead of after them. Live: accum 128 + t 32 + dq4 32, v4's
-      // accum + dQ peak. The park area is v4's (the stage's dO / Q tile this warpgroup's accumulator GEMM
-      // read); a quarter's block offset is + 64 floats (bulk_dq_offset's XOR stays below column 64).
-      float* const park = reinterpret_cast<float*>((wg == 0 ? sm.dout : sm.q) + buf * kTileElems);
-      static_assert(decltype(size(t))::value == decltype(size(partition_fragment_C(mma_dq4, Dq4Shape{})))::value,
-                    "a dQ quarter has the tile GEMM's accumulator layout");
-      Tensor dq4 = partition_fragment_C(mma_dq4, Dq4Shape{});
-      warpgroup_fence_operand(t);
-      warpgroup_fence_operand(dq4);
-      warpgroup_arrive();
-      v2::issue(mma_dq4, tDsA4, tKt4a, t, false);
-      warpgroup_commit_batch();
-      v2::issue(mma_dq4, tDsA4, tKt4b, dq4, false);
-      warpgroup_commit_batch();
-      warpgroup_wait<1>();
-      warpgroup_fence_operand(t);
-      bwd2::park_dq_block<kDqN>(park, t, cDq4);
-      if (idx + 1 < total) {
-        issue_tile(idx + 1);
-        warpgroup_wait<1>();  // the second quarter; the tile GEMM stays in flight
-      } else {
-        warpgroup_wait<0>();
-      }
-      warpgroup_fence_operand(dq4);
-      bwd2::park_dq_block<kDqN>(park + kQ4, dq4, cDq4);
+    // Declared per step: its registers are free while S / dP and P / dS are live.
+    Tensor dq = partition_fragment_C(mma_dq, DqShape{});
+    warpgroup_fence_operand(dq);
+    warpgroup_arrive();
+    v2::issue(mma_dq, tDsA, tKt, dq, false);
+    warpgroup_commit_batch();
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(dq);
+    if constexpr (kV4) {
+      // The dQ half (64 x 128 fp32, 32 KiB) goes into the stage's tile that this warpgroup's accumulator
+      // GEMM read (warpgroup 0: dO, 1: Q): that GEMM is waited for, and the other warpgroup read the
+      // tile only in its tile GEMM, which it waited for before kBarP (warpgroup 0) / kBarDs (1).
+      bwd2::park_dq_block<kDqN>(reinterpret_cast<float*>((wg == 0 ? sm.dout : sm.q) + buf * kTileElems), dq, cDq);
       cutlass::arch::fence_view_async_shared();  // generic writes, read by the writer's bulk copy (async proxy)
       sm.dq_full[wg][buf].arrive();
     } else {
-      // Declared per step: its registers are free while S / dP and P / dS are live.
-      Tensor dq = partition_fragment_C(mma_dq, DqShape{});
-      warpgroup_fence_operand(dq);
-      warpgroup_arrive();
-      v2::issue(mma_dq, tDsA, tKt, dq, false);
-      warpgroup_commit_batch();
-      warpgroup_wait<0>();
-      warpgroup_fence_operand(dq);
-      if constexpr (kV4) {
-        // The dQ half (64 x 128 fp32, 32 KiB) goes into the stage's tile that this warpgroup's accumulator
-        // GEMM read (warpgroup 0: dO, 1: Q): that GEMM is waited for, and the other warpgroup read the
-        // tile only in its tile GEMM, which it waited for before kBarP (warpgroup 0) / kBarDs (1).
-        bwd2::park_dq_block<kDqN>(reinterpret_cast<float*>((wg == 0 ? sm.dout : sm.q) + buf * kTileElems), dq, cDq);
-        cutlass::arch::fence_view_async_shared();  // generic writes, read by the writer's bulk copy (async proxy)
-        sm.dq_full[wg][buf].arrive();
-      } else {
-        add_dq(dq);
-      }
+      add_dq(dq);
     }
     h = next_h, s0 = next_s0;
     advance(next_h, next_s0);
   }
-  // v5: the last step issued no tile GEMM, so nothing is in flight; ptxas cannot tell (C7517 otherwise).
-  if constexpr (kV5) warpgroup_wait<0>();
   if constexpr (kV4) {
     if (broken)
       for (int e = 0; e < size(accum); ++e) accum(e) = __int_as_float(0x7fffffff);
@@ -670,11 +564,9 @@ const char* launch_t(const BwdProblem& a, void* workspace, cudaStream_t st) {
   auto early = bwd_kernel<T, true>;
   auto plain = bwd_kernel<T, false>;
   auto v4 = bwd_kernel<T, false, true>;
-  auto v5 = bwd_kernel<T, false, true, true>;
   static const cudaError_t attr = [&] {
     cudaError_t e = cudaFuncSetAttribute(early, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
     if (e == cudaSuccess) e = cudaFuncSetAttribute(plain, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(v5, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytesV4);
     return e != cudaSuccess ? e : cudaFuncSetAttribute(v4, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytesV4);
   }();
   if (attr != cudaSuccess) return cudaGetErrorString(attr);
@@ -691,7 +583,7 @@ const char* launch_t(const BwdProblem& a, void* workspace, cudaStream_t st) {
   const bool use_v4 = a.d256_v4 && bwd_v4_encode(a, descs) == nullptr;
   if (p.skv > 0) {
     const dim3 grid(unsigned((p.skv + kRes - 1) / kRes), unsigned(p.hk), unsigned(p.b));
-    if (use_v4) (a.d256_v5 ? v5 : v4)<<<grid, bwd2::kV4Threads, Cfg::kSmemBytesV4, st>>>(a, delta, acc, descs);
+    if (use_v4) v4<<<grid, bwd2::kV4Threads, Cfg::kSmemBytesV4, st>>>(a, delta, acc, descs);
     else (a.d256_early_turns ? early : plain)<<<grid, kThreads, Cfg::kSmemBytes, st>>>(a, delta, acc, descs);
     if (const char* e = bwd::err(cudaGetLastError())) return e;
   }
