@@ -4,7 +4,7 @@ flash-linear-attention's chunk_gated_delta_rule (skipped cleanly when fla is not
 process on the same inputs (in-kernel q/k l2norm, log-space gates, fp32 initial and final states).
 Writes bench/results/gdn.json (+ PNG).
 
-    python bench/gdn.py [--quick] [--bwd [--exact] [--bwd-v1] [--bwd-v3]] [--split] [--v3] [--v4]
+    python bench/gdn.py [--quick] [--bwd [--exact] [--bwd-v1] [--bwd-2stage]] [--split] [--v3] [--mma-pass]
 
 Our forward runs in several variants in the same process: the default plan (opendnn_ms: the
 register-state sequential pass and the tensor-core chunk_prep), the first kernels (v1_*, both
@@ -17,17 +17,18 @@ OPENDNN_GDN_PREP_V3=1 and OPENDNN_GDN_PASS_V3=1), prep3_* (chunk_prep_mma v3 alo
 v' formed in the pass, fused l2norm, gate prefetch) and pass3_* (three chunk stages in the register-state
 pass alone); --quick --v3 also runs h4_hv8_1x32k, where the default plan is the split pass and the v3
 columns are the split pass with the v3 kernels. OPENDNN_BENCH_KERNELS=1 prints each kernel's time.
-With --v4 (opt-in, session 8) also v4_*: OPENDNN_GDN_FWD_V4=1, the default (v3) plan with its register-state
-pass's chunk products on wgmma (where its state slices are 64 or 128 columns wide: the 1x32k cases and
-the split); --quick --v4 also runs h4_hv8_1x32k.
+The default register-state pass (v4, session 9) takes its chunk products on wgmma where its state slices
+are 64 or 128 columns wide; with --mma-pass also mmapass_*: OPENDNN_GDN_FWD_V4=0, the same plan with
+mma.sync products (v3); --quick --mma-pass also runs h4_hv8_1x32k.
 
 With --bwd also the backward, one bwd_<case> row per case in gdn_bwd.json: our default plan (opendnn_*:
 chunked) and fla's (fla_ms, speedup_vs_fla; fla's Triton version guard lifted where it refuses, see
 fla_bwd_unguarded); with --exact also the token-exact plan (exact_*) and the errors against it; with
 --bwd-v1 also the chunked plan with its first per-chunk kernel, chunk_bwd (OPENDNN_GDN_BWD_V2=0; bwd_v1_ms,
-speedup_default_vs_v1, rel_err_v1_vs_default_*); the default is chunk_bwd_v2. With --bwd-v3 (opt-in, session 8)
-also bwd_v3_*: OPENDNN_GDN_BWD_V3=1, the default plan with three chunk stages in state_bwd and in the
-recompute's register-state pass (bwd_v3_ms, speedup_v3_vs_default, rel_err_v3_vs_default_*).
+speedup_default_vs_v1, rel_err_v1_vs_default_*); the default is chunk_bwd_v2 with three chunk stages in
+state_bwd and in the recompute's register-state pass (session 9). With --bwd-2stage also bwd_2stage_*:
+OPENDNN_GDN_BWD_V3=0, two stages and the full post (bwd_2stage_ms, speedup_default_vs_2stage,
+rel_err_2stage_vs_default_*).
 --no-variants times only the default plan and the peer (the older kernels' columns take minutes).
 
 TFLOP/s use the customary minimal count 4*K*V FLOP per token and value head. Every case is also
@@ -211,8 +212,8 @@ V3_VARIANTS = [  # session 5, unverified until a GPU run: only with --v3
 ]
 
 
-V4_VARIANTS = [  # session 8, unverified until a GPU run: only with --v4
-    ("v4", {"OPENDNN_GDN_FWD_V4": "1"}),
+MMA_PASS_VARIANTS = [  # the default's register-state pass before wgmma (session 8's): only with --mma-pass
+    ("mmapass", {"OPENDNN_GDN_FWD_V4": "0"}),
 ]
 
 
@@ -353,14 +354,15 @@ def main():
     ap.add_argument("--exact", action="store_true", help="with --bwd: also the token-exact backward (slow)")
     ap.add_argument("--bwd-v1", action="store_true",
                     help="with --bwd: also the chunked backward with chunk_bwd (OPENDNN_GDN_BWD_V2=0), bwd_v1_ms")
-    ap.add_argument("--bwd-v3", action="store_true",
-                    help="with --bwd: also the backward's opt-in three-stage passes (OPENDNN_GDN_BWD_V3=1), bwd_v3_ms")
+    ap.add_argument("--bwd-2stage", action="store_true",
+                    help="with --bwd: also the backward with two chunk stages and the full post (OPENDNN_GDN_BWD_V3=0)")
     ap.add_argument("--split", action="store_true", help="also the sequence-split pass (OPENDNN_GDN_SPLIT=1)")
     ap.add_argument("--no-variants", action="store_true",
                     help="only the default plan and the peer (skip the v1/mma/prep2 columns of earlier kernels)")
     ap.add_argument("--v3", action="store_true",
                     help="also session 5's opt-in forward kernels (v3_*, prep3_*, pass3_*)")
-    ap.add_argument("--v4", action="store_true", help="also the wgmma register-state pass (v4_*, OPENDNN_GDN_FWD_V4=1)")
+    ap.add_argument("--mma-pass", action="store_true",
+                    help="also the register-state pass with mma.sync products (mmapass_*, OPENDNN_GDN_FWD_V4=0)")
     args = ap.parse_args()
     for name in ("OPENDNN_GDN_PREP_V3", "OPENDNN_GDN_PASS_V3", "OPENDNN_GDN_FWD_V4"):  # only their columns set them
         os.environ.pop(name, None)
@@ -368,10 +370,10 @@ def main():
     split = os.environ.pop("OPENDNN_GDN_SPLIT", None) == "1" or args.split
     os.environ.pop("OPENDNN_GDN_BWD_CHUNKED", None)  # bwd_opendnn_* is the default plan, bwd_exact_* forced
     os.environ.pop("OPENDNN_GDN_BWD_V2", None)  # only the bwd_v1 column sets it
-    os.environ.pop("OPENDNN_GDN_BWD_V3", None)  # only the bwd_v3 column sets it
-    quick = QUICK + (QUICK_SPLIT if split or args.v3 or args.v4 else ())
+    os.environ.pop("OPENDNN_GDN_BWD_V3", None)  # only the bwd_2stage column sets it
+    quick = QUICK + (QUICK_SPLIT if split or args.v3 or args.mma_pass else ())
     variants = (([] if args.no_variants else VARIANTS) + (SPLIT_VARIANTS if split else []) +
-                (V3_VARIANTS if args.v3 else []) + (V4_VARIANTS if args.v4 else []))
+                (V3_VARIANTS if args.v3 else []) + (MMA_PASS_VARIANTS if args.mma_pass else []))
     if fla_gdn is None:
         print(f"flash-linear-attention not available, peer skipped: {FLA_ERROR}")
     rows, brows = [], []
@@ -419,8 +421,8 @@ def main():
             grads = backward(c, brow, args.exact)
             if args.bwd_v1:
                 backward_variant(c, brow, grads, "v1", {"OPENDNN_GDN_BWD_V2": "0"}, True)
-            if args.bwd_v3:
-                backward_variant(c, brow, grads, "v3", {"OPENDNN_GDN_BWD_V3": "1"}, False)
+            if args.bwd_2stage:
+                backward_variant(c, brow, grads, "2stage", {"OPENDNN_GDN_BWD_V3": "0"}, True)
             del grads
             brows.append(brow)
             show(brow)

@@ -226,9 +226,13 @@ void check_once(const Case& c, bool mma_pass, bool prep2, bool split = false, bo
   EXPECT_EQ(plan.find("_prep2") != std::string::npos, prep2_applies) << plan;
   EXPECT_EQ(plan.find("_prep3") != std::string::npos, v3 && prep2_applies && (mma_applies || split_applies)) << plan;
   EXPECT_EQ(plan.find("_pass3") != std::string::npos, pass3 && (mma_applies || split_applies)) << plan;
-  // v4 (OPENDNN_GDN_FWD_V4=1, see check_v4): wherever prep3 applies, the V4 cases give it 64- or 128-column slices.
+  // v4 (the default; OPENDNN_GDN_FWD_V4=0 withholds it): wherever prep3 applies with state slices a multiple of
+  // 64 columns: the split's always, the unsplit pass's where V is and OPENDNN_GDN_BV does not force 16 or 32.
   const char* v4_env = std::getenv("OPENDNN_GDN_FWD_V4");
-  const bool v4 = v4_env && std::strcmp(v4_env, "1") == 0 && v3 && prep2_applies && (mma_applies || split_applies);
+  const char* bv_env = std::getenv("OPENDNN_GDN_BV");
+  const bool wide = V % 64 == 0 && (!bv_env || std::atoi(bv_env) % 64 == 0);
+  const bool v4 = !(v4_env && std::strcmp(v4_env, "0") == 0) && v3 && prep2_applies &&
+                  (split_applies || (mma_applies && wide));
   EXPECT_EQ(plan.find("_v4") != std::string::npos, v4) << plan;
 
   int64_t ws = 0;
@@ -322,13 +326,13 @@ using test::ScopedEnv;
 
 // Backward: the cuda plan against the reference engine (run on the CPU on the same rounded inputs,
 // gradients in FLOAT). Gradients of q, k, v, g, beta and the initial state within 4e-2 (RMS).
-// `chunked`: the plan must be gdn_bwd_chunked (gdn_bwd_chunked_v2 unless OPENDNN_GDN_BWD_V2=0; the suffix _bv3
-// under OPENDNN_GDN_BWD_V3=1), else gdn_bwd_token_exact; `switch_on` sets OPENDNN_GDN_BWD_CHUNKED to 1 (else 0) while the plan is built.
+// `chunked`: the plan must be gdn_bwd_chunked (gdn_bwd_chunked_v2 unless OPENDNN_GDN_BWD_V2=0; then the suffix
+// _bv3 unless OPENDNN_GDN_BWD_V3=0), else gdn_bwd_token_exact; `switch_on` sets OPENDNN_GDN_BWD_CHUNKED to 1 (else 0) while the plan is built.
 void check_bwd(const Case& c, bool chunked = false, bool switch_on = false) {
   const char* v2_env = std::getenv("OPENDNN_GDN_BWD_V2");
   const bool v2 = chunked && !(v2_env && std::string(v2_env) == "0");
   const char* v3_env = std::getenv("OPENDNN_GDN_BWD_V3");
-  const std::string bv3 = chunked && v3_env && std::string(v3_env) == "1" ? "_bv3" : "";
+  const std::string bv3 = v2 && !(v3_env && std::string(v3_env) == "0") ? "_bv3" : "";
   SCOPED_TRACE("bwd " + c.name + (chunked ? (v2 ? " (chunked v2)" : " (chunked)") : "") + bv3);
   setenv("OPENDNN_GDN_BWD_CHUNKED", chunked || switch_on ? "1" : "0", 1);
   Problem pb(c, uint32_t(c.cu.back() * 11 + std::max(c.h, c.hv) * 17 + c.k));
@@ -523,7 +527,7 @@ TEST_F(CudaGdn, SplitNoInitialStateMixedDims) {
   check_split(c);
 }
 
-// v3 (OPENDNN_GDN_PREP_V3 + OPENDNN_GDN_PASS_V3, unverified on a GPU until these pass): GTEST_FILTER=CudaGdn.V3*
+// v3 (OPENDNN_GDN_PREP_V3 + OPENDNN_GDN_PASS_V3, the default chunk_prep and pass depth): GTEST_FILTER=CudaGdn.V3*
 TEST_F(CudaGdn, V3VarlenGvaL2) {
   // Empty sequences, partial chunks, a one-token sequence, HV = 2H, the fused l2norm at K = 64.
   check_v3({"v3 varlen GVA HV=2H K=V=64", {0, 100, 100, 300, 364, 365, 365}, 2, 4, 64, 64});
@@ -618,7 +622,7 @@ TEST_F(CudaGdn, V3HeadDim256FallsBack) {
   check_v3({"v3 K=V=256 falls back", {0, 70, 200}, 1, 2, 256, 256});
 }
 
-// v4 (OPENDNN_GDN_FWD_V4=1, unverified on a GPU until these pass; GTEST_FILTER='CudaGdn.V4*'): the v3 pass
+// v4 (the default; forced here with OPENDNN_GDN_FWD_V4=1; GTEST_FILTER='CudaGdn.V4*'): the v3 pass
 // with wgmma chunk products. Unsplit with 64-column slices (one warpgroup a CTA; OPENDNN_GDN_BV=64 so the
 // small cases take it too), then split (bv = 128 at K = V = 128: two warpgroups a CTA; 64 otherwise). Both
 // with prep3 (v4 needs it) and three stages where they fit.
@@ -689,7 +693,7 @@ TEST_F(CudaGdn, V4BenchGates) {
 }
 
 TEST_F(CudaGdn, V4Off) {
-  // The switch unset or 0: no v4 plan (the default stays v3).
+  // The switch at 0: no v4 plan (the v3 pass with mma.sync products).
   ScopedEnv off("OPENDNN_GDN_FWD_V4", "0");
   check_once({"v4 off HV=4H K=V=128", {0, 250}, 2, 8, 128, 128}, true, true, false, true);
   unset_v3_env();
@@ -779,11 +783,13 @@ namespace {
 
 TEST_F(CudaGdn, ChunkedBackwardV2VarlenGva) {
   ScopedEnv v2("OPENDNN_GDN_BWD_V2", "1");
+  ScopedEnv two_stages("OPENDNN_GDN_BWD_V3", "0");  // v3 (the default) has its own cases below
   check_bwd({"v2 varlen GVA HV=2H K=V=64", {0, 100, 100, 230}, 2, 4, 64, 64}, true);
 }
 
 TEST_F(CudaGdn, ChunkedBackwardV2ReverseGroupsStrongDecay) {
   ScopedEnv v2("OPENDNN_GDN_BWD_V2", "1");
+  ScopedEnv two_stages("OPENDNN_GDN_BWD_V3", "0");  // v3 (the default) has its own cases below
   Case c{"v2 H=2HV strong decay K=V=128", {0, 70, 71, 135}, 4, 2, 128, 128};
   c.g_lo = -8.0, c.g_hi = -0.5;
   c.torch_state_layout = true;
@@ -792,6 +798,7 @@ TEST_F(CudaGdn, ChunkedBackwardV2ReverseGroupsStrongDecay) {
 
 TEST_F(CudaGdn, ChunkedBackwardV2NoStateFp16) {
   ScopedEnv v2("OPENDNN_GDN_BWD_V2", "1");
+  ScopedEnv two_stages("OPENDNN_GDN_BWD_V3", "0");  // v3 (the default) has its own cases below
   Case c{"v2 fp16 no h0 K=128 V=64", {0, 1, 66}, 2, 2, 128, 64, DataType::HALF};
   c.init = false;
   c.l2 = false;
@@ -800,6 +807,7 @@ TEST_F(CudaGdn, ChunkedBackwardV2NoStateFp16) {
 
 TEST_F(CudaGdn, ChunkedBackwardV2LongSequencesK128) {
   ScopedEnv v2("OPENDNN_GDN_BWD_V2", "1");
+  ScopedEnv two_stages("OPENDNN_GDN_BWD_V3", "0");  // v3 (the default) has its own cases below
   Case c{"v2 HV=4H K=V=128 long", {0, 640, 640, 1000}, 2, 8, 128, 128};
   c.g_lo = -0.05, c.g_hi = 0.0;
   c.state_type = DataType::BFLOAT16;
@@ -808,11 +816,13 @@ TEST_F(CudaGdn, ChunkedBackwardV2LongSequencesK128) {
 
 TEST_F(CudaGdn, ChunkedBackwardV2WideSlices) {
   ScopedEnv v2("OPENDNN_GDN_BWD_V2", "1");
+  ScopedEnv two_stages("OPENDNN_GDN_BWD_V3", "0");  // v3 (the default) has its own cases below
   check_bwd({"v2 HV=4H K=V=128 wide slices", {0, 64, 64, 250}, 8, 32, 128, 128}, true);
 }
 
 TEST_F(CudaGdn, ChunkedBackwardV2MixedDims) {
   ScopedEnv v2("OPENDNN_GDN_BWD_V2", "1");
+  ScopedEnv two_stages("OPENDNN_GDN_BWD_V3", "0");  // v3 (the default) has its own cases below
   Case c{"v2 K=64 V=128 scale 0.5", {0, 64, 65, 200}, 3, 3, 64, 128};
   c.scale = 0.5;
   check_bwd(c, true);
@@ -820,6 +830,7 @@ TEST_F(CudaGdn, ChunkedBackwardV2MixedDims) {
 
 TEST_F(CudaGdn, ChunkedBackwardV2K64GvaEmptyEnds) {
   ScopedEnv v2("OPENDNN_GDN_BWD_V2", "1");
+  ScopedEnv two_stages("OPENDNN_GDN_BWD_V3", "0");  // v3 (the default) has its own cases below
   Case c{"v2 HV=4H K=V=64 empty ends", {0, 0, 17, 81, 81, 209, 209}, 2, 8, 64, 64};
   c.g_lo = -6.0, c.g_hi = -0.2;
   check_bwd(c, true);
@@ -839,7 +850,7 @@ TEST_F(CudaGdn, ChunkedBackwardV2BenchData) {
 
 }  // namespace
 
-// The backward's v3 (opt-in OPENDNN_GDN_BWD_V3=1, UNVERIFIED on a GPU when written): three chunk stages in
+// The backward's v3 (the default on chunk_bwd_v2; forced here with OPENDNN_GDN_BWD_V3=1): three chunk stages in
 // state_bwd and in the recompute's register-state pass (kStates), on chunk_bwd_v2. The V2 cases above under
 // the switch, plus one-warp 16-column slices. Which ring each case takes (small grids: both passes three
 // stages; WideSlices: 192 CTAs > 132 SMs, so the recompute keeps two while state_bwd, one CTA an SM at

@@ -107,11 +107,13 @@ std::string match_forward(const Node& n, const Target& target, gdn::FwdArgs& a) 
   if (!a.split) a.bv = !a.mma_pass ? gdn::choose_bv(a, sms) : a.prep_v3 ? gdn::choose_bv_mma(a, sms) : 16;
   if (const char* e = std::getenv("OPENDNN_GDN_BV"); e && !a.split) a.bv = forced_slice(e, a.v);
   if (a.bv == 0) return "no state slice width fits shared memory for V = " + std::to_string(a.v) + " (or OPENDNN_GDN_BV is not 16, 32 or 64 dividing V)";
-  // v4 (unverified on a GPU, opt-in): the v3 pass with wgmma chunk products; a warpgroup owns 64 state
-  // columns. The unsplit pass is bound by its per-chunk step, not by how many SMs it fills (H16 HV32 32k:
-  // 128 CTAs of 2 warps at bv = 32, ~3 us a step), so v4 takes 64-column slices even where that leaves
-  // SMs idle (64 CTAs there), unless OPENDNN_GDN_BV forces a width; the split keeps its own (64 or 128).
-  if (env_flag("OPENDNN_GDN_FWD_V4", false) && a.prep_v3) {
+  // v4 (default since session 9; OPENDNN_GDN_FWD_V4=0 keeps the mma.sync products): the v3 pass with wgmma
+  // chunk products; a warpgroup owns 64 state columns. The unsplit pass is bound by its per-chunk step, not
+  // by how many SMs it fills (H16 HV32 32k: 128 CTAs of 2 warps at bv = 32, ~3 us a step), so v4 takes
+  // 64-column slices even where that leaves SMs idle (64 CTAs there), unless OPENDNN_GDN_BV forces a width;
+  // the split keeps its own (64 or 128). H200 (bench/gdn.py --quick): H16 HV64 32k tokens 1.96 ms vs 2.28,
+  // H4 HV8 (split) 0.448 vs 0.524, outputs and final states bitwise equal to the v3 pass's.
+  if (env_flag("OPENDNN_GDN_FWD_V4", true) && a.prep_v3) {
     if (!a.split && a.v % 64 == 0 && !std::getenv("OPENDNN_GDN_BV")) a.bv = 64;
     a.wg = a.bv % 64 == 0;
   }
@@ -151,9 +153,11 @@ std::string match_backward(const Node& n, const Target& target, gdn::BwdArgs& a)
   // every ChunkedBackwardV2* test passed; H16 HV64 32k tokens 11.31 ms vs 13.16, gradients equal to the first
   // kernel's within 5e-7). OPENDNN_GDN_BWD_V2=0 keeps the first kernel.
   a.chunk_v2 = env_flag("OPENDNN_GDN_BWD_V2", true);
-  // Three chunk stages in the recompute's register-state pass and in state_bwd (BwdArgs::v3); opt-in via
-  // OPENDNN_GDN_BWD_V3=1 until a GPU run verifies state_bwd's deeper ring.
-  a.v3 = env_flag("OPENDNN_GDN_BWD_V3", false);
+  // Three chunk stages in the recompute's register-state pass and in state_bwd, and the lean post
+  // (BwdArgs::v3), on chunk_bwd_v2 only (the lean post skips the dv rows that chunk_bwd_v2 writes itself).
+  // Default since session 9 (H200: ChunkedBackwardV3* pass; H16 HV64 32k tokens 10.43 ms vs 11.35, gradients
+  // equal within 2e-7); OPENDNN_GDN_BWD_V3=0 keeps two stages and the full post.
+  a.v3 = a.chunk_v2 && env_flag("OPENDNN_GDN_BWD_V3", true);
   return "";
 }
 
