@@ -270,6 +270,34 @@ __device__ __forceinline__ bool ring_wait(const void* bar, uint32_t parity) {
     if (done()) return true;
   return false;
 }
+// The producer warp's walk over its items (query tiles first, then the group's heads): from the ring's
+// second round on it waits for the stage to be free, lane 0 issues the stage's TMA loads (issue(stage,
+// first query, head within the group)), each lane stores its rows (lane, lane + 32, ...) of the stage's
+// log2-scaled LSE and D (0 past sq), and arrives. A timed-out wait poisons LSE with NaN, so that every
+// result does instead of the GPU hanging. Shared by the d64/d128 and d256 producers.
+template <int kStages, int kStep, class Smem, class Params, class Issue>
+__device__ __forceinline__ void produce_query_items(Smem& sm, const Params& p, const float* lse0, const float* d0,
+                                                    int total, int first, int nt, int sq, int lane, Issue issue) {
+  int st = 0, tile_i = 0, head_i = 0;
+  uint32_t phase = 0;
+  bool broken = false;
+  for (int idx = 0; idx < total; ++idx) {
+    if (idx >= kStages && !broken) broken = !ring_wait(&sm.empty[st], phase ^ 1);
+    const int s0 = first + tile_i * kStep;
+    if (lane == 0) issue(st, s0, head_i);
+    const float* lb = lse0 + head_i * p.lse_stride[1];
+    const float* db = d0 + head_i * p.sq;
+    CUTE_UNROLL
+    for (int k = 0; k < kStep / 32; ++k) {
+      const int r = lane + 32 * k, i = s0 + r;
+      sm.lse[st][r] = broken ? __int_as_float(0x7fffffff) : i < sq ? lb[i * p.lse_stride[2]] * bwd::kLog2e : 0.f;
+      sm.delta[st][r] = i < sq ? db[i] : 0.f;
+    }
+    sm.full[st].arrive();  // releases this lane's LSE/D stores to the consumers' wait
+    if (++tile_i == nt) tile_i = 0, ++head_i;
+    if (++st == kStages) st = 0, phase ^= 1;
+  }
+}
 
 // Bulk dQ: the workspace holds each (b, h, query tile, warpgroup) block of 64 rows x n fp32 columns
 // contiguously, 16-byte groups of a row rotated by XOR with row % 8, so that shared memory (which a bulk
@@ -439,29 +467,11 @@ __global__ void __launch_bounds__(kV4 ? kV4Threads : kThreads, 1)
       const int h0 = int(hk * group), nt = int(ntiles), sq = int(m.sq);
       const float* lse0 = p.lse + p.lse_base(b) + h0 * p.lse_stride[1];
       const float* d0 = delta + (b * p.hq + h0) * p.sq;
-      int st = 0, tile_i = 0, head_i = 0;
-      uint32_t phase = 0;
-      bool broken = false;  // an empty wait timed out: LSE becomes NaN, so every result does
-      for (int idx = 0; idx < int(total); ++idx) {
-        if (idx >= kStages && !broken) broken = !ring_wait(&sm.empty[st], phase ^ 1);
-        const int s0 = int(first) + tile_i * kStep;
-        if (lane == 0) {
-          sm.full[st].expect_transaction(uint32_t(2 * kStep * kD * sizeof(T)));
-          load(0, sm.full[st], sm.u + st * (kStep * kD), 64, kStep, s0, h0 + head_i);
-          load(1, sm.full[st], sm.w + st * (kStep * kD), 64, kStep, s0, h0 + head_i);
-        }
-        const float* lb = lse0 + head_i * p.lse_stride[1];
-        const float* db = d0 + head_i * p.sq;
-        CUTE_UNROLL
-        for (int k = 0; k < kStep / 32; ++k) {
-          const int r = lane + 32 * k, i = s0 + r;
-          sm.lse[st][r] = broken ? __int_as_float(0x7fffffff) : i < sq ? lb[i * p.lse_stride[2]] * kLog2e : 0.f;
-          sm.delta[st][r] = i < sq ? db[i] : 0.f;
-        }
-        sm.full[st].arrive();  // releases this lane's LSE/D stores to the consumers' wait
-        if (++tile_i == nt) tile_i = 0, ++head_i;
-        if (++st == kStages) st = 0, phase ^= 1;
-      }
+      produce_query_items<kStages, kStep>(sm, p, lse0, d0, int(total), int(first), nt, sq, lane, [&](int st, int s0, int head_i) {
+        sm.full[st].expect_transaction(uint32_t(2 * kStep * kD * sizeof(T)));
+        load(0, sm.full[st], sm.u + st * (kStep * kD), 64, kStep, s0, h0 + head_i);
+        load(1, sm.full[st], sm.w + st * (kStep * kD), 64, kStep, s0, h0 + head_i);
+      });
       return;
     }
     cutlass::arch::warpgroup_reg_alloc<240>();

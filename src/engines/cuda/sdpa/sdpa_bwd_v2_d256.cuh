@@ -259,29 +259,12 @@ __global__ void __launch_bounds__(kV4 ? bwd2::kV4Threads : kThreads, 1)
       const int sq = int(m.sq);
       const float* lse0 = p.lse + p.lse_base(b) + h0 * p.lse_stride[1];
       const float* d0 = delta + (b * p.hq + h0) * p.sq;
-      int st = 0, tile_i = 0, head_i = 0;
-      uint32_t phase = 0;
-      bool broken = false;  // an empty wait timed out: LSE becomes NaN, so every result does
-      for (int idx = 0; idx < int(total); ++idx) {
-        if (idx >= kStages && !broken) broken = !bwd2::ring_wait(&sm.empty[st], phase ^ 1);
-        const int s0 = int(first) + tile_i * kStep;
-        if (lane == 0) {
-          sm.full[st].expect_transaction(uint32_t(2 * kTileElems * sizeof(T)));
-          load(0, sm.full[st], sm.q + st * kTileElems, s0, h0 + head_i);
-          load(1, sm.full[st], sm.dout + st * kTileElems, s0, h0 + head_i);
-        }
-        const float* lb = lse0 + head_i * p.lse_stride[1];
-        const float* db = d0 + head_i * p.sq;
-        CUTE_UNROLL
-        for (int k = 0; k < kStep / 32; ++k) {
-          const int r = lane + 32 * k, i = s0 + r;
-          sm.lse[st][r] = broken ? __int_as_float(0x7fffffff) : i < sq ? lb[i * p.lse_stride[2]] * kLog2e : 0.f;
-          sm.delta[st][r] = i < sq ? db[i] : 0.f;
-        }
-        sm.full[st].arrive();  // releases this lane's LSE/D stores to the consumers' wait
-        if (++tile_i == nt) tile_i = 0, ++head_i;
-        if (++st == kStages) st = 0, phase ^= 1;
-      }
+      bwd2::produce_query_items<kStages, kStep>(sm, p, lse0, d0, int(total), int(first), nt, sq, lane,
+                                                [&](int st, int s0, int head_i) {
+                                                  sm.full[st].expect_transaction(uint32_t(2 * kTileElems * sizeof(T)));
+                                                  load(0, sm.full[st], sm.q + st * kTileElems, s0, h0 + head_i);
+                                                  load(1, sm.full[st], sm.dout + st * kTileElems, s0, h0 + head_i);
+                                                });
       return;
     }
     cutlass::arch::warpgroup_reg_alloc<232>();
