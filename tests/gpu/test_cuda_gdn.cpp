@@ -327,8 +327,10 @@ using test::ScopedEnv;
 // Backward: the cuda plan against the reference engine (run on the CPU on the same rounded inputs,
 // gradients in FLOAT). Gradients of q, k, v, g, beta and the initial state within 4e-2 (RMS).
 // `chunked`: the plan must be gdn_bwd_chunked (gdn_bwd_chunked_v2 unless OPENDNN_GDN_BWD_V2=0; then the suffix
-// _bv3 unless OPENDNN_GDN_BWD_V3=0), else gdn_bwd_token_exact; `switch_on` sets OPENDNN_GDN_BWD_CHUNKED to 1 (else 0) while the plan is built.
-void check_bwd(const Case& c, bool chunked = false, bool switch_on = false) {
+// _bv3 unless OPENDNN_GDN_BWD_V3=0), else gdn_bwd_token_exact (_sliced where K * V > 16384 under
+// OPENDNN_GDN_BWD_SLICED=1); `switch_on` sets OPENDNN_GDN_BWD_CHUNKED to 1 (else 0) while the plan is built.
+// `twice`: a second run on an all-NaN workspace must give the same gradients, bit for bit.
+void check_bwd(const Case& c, bool chunked = false, bool switch_on = false, bool twice = false) {
   const char* v2_env = std::getenv("OPENDNN_GDN_BWD_V2");
   const bool v2 = chunked && !(v2_env && std::string(v2_env) == "0");
   const char* v3_env = std::getenv("OPENDNN_GDN_BWD_V3");
@@ -412,8 +414,11 @@ void check_bwd(const Case& c, bool chunked = false, bool switch_on = false) {
   ASSERT_EQ(engine, "cuda");
   EXPECT_TRUE(b.gr.get_plan_name_at_index(b.gr.selected_plan(), plan).is_good());
   unsetenv("OPENDNN_GDN_BWD_CHUNKED");
+  const char* sliced_env = std::getenv("OPENDNN_GDN_BWD_SLICED");
+  const bool sliced = !chunked && K * V > 16384 && sliced_env && std::string(sliced_env) == "1";
+  // Plan names carry the engine.
   EXPECT_EQ(plan, chunked ? (v2 ? "cuda:gdn_bwd_chunked_v2" : "cuda:gdn_bwd_chunked") + bv3
-                          : std::string("cuda:gdn_bwd_token_exact"));  // plan names carry the engine
+                          : std::string("cuda:gdn_bwd_token_exact") + (sliced ? "_sliced" : ""));
   const DataType types[] = {c.io, c.io, c.io, DataType::FLOAT, beta.type, c.state_type};
   std::vector<std::unique_ptr<DevBuf>> dev;
   std::unordered_map<TensorPtr, void*> pack;
@@ -435,6 +440,15 @@ void check_bwd(const Case& c, bool chunked = false, bool switch_on = false) {
     std::printf("[ gdn bwd%s%s ] %-28s rms err %-16s %.2e\n", chunked ? (v2 ? " chunked v2" : " chunked") : "",
                 bv3.c_str(), c.name.c_str(), names[i], e);
   }
+  if (!twice) return;
+  std::vector<std::vector<uint8_t>> first;
+  for (size_t i = 0; i < b.outs.size(); ++i) first.push_back(dev[i]->get<uint8_t>(dev[i]->n));
+  work.poison();
+  for (auto& d : dev) d->poison();
+  if (Status s = b.gr.execute(pack, work.p); s.is_bad()) FAIL() << s.to_string();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  for (size_t i = 0; i < b.outs.size(); ++i)
+    EXPECT_TRUE(dev[i]->get<uint8_t>(dev[i]->n) == first[i]) << names[i] << " differs between runs";
 }
 
 class CudaGdn : public ::testing::Test {
@@ -942,6 +956,55 @@ TEST_F(CudaGdn, ChunkedBackwardV3BenchData) {
   c.bench_data = true;
   c.beta_f32 = true;
   check_bwd_v3(c);
+}
+
+}  // namespace
+
+// The V-sliced token-exact backward (OPENDNN_GDN_BWD_SLICED=1; K * V > 16384, which the unsliced sweep declines):
+// K = V = 256, K = 256 V = 128 and K = 128 V = 256. Which slicing each case takes on a 132-SM H200 (the widest,
+// 16384 / K rows, unless few (sequence, head) items let thinner ones, down to 16 rows, fill the grid) is in the
+// comments. GTEST_FILTER='CudaGdn.SlicedBackward*'
+namespace {
+
+void check_bwd_sliced(const Case& c, bool twice = false) {
+  ScopedEnv sliced("OPENDNN_GDN_BWD_SLICED", "1");
+  check_bwd(c, false, false, twice);
+}
+
+TEST_F(CudaGdn, SlicedBackwardVarlenGva) {
+  // HV = 2H, an empty sequence, partial chunks, fp32 h0, l2norm; 3 x 8 items: 4 slices of 64 rows.
+  check_bwd_sliced({"sliced HV=2H K=V=256 varlen", {0, 70, 70, 200}, 4, 8, 256, 256});
+}
+
+TEST_F(CudaGdn, SlicedBackwardReverseGroupsFp16NoState) {
+  // H = 2HV, fp16, no initial state, no l2norm, a one-token sequence; 3 x 2 items: 16 slices of 16 rows.
+  Case c{"sliced H=2HV fp16 no h0 K=V=256", {0, 1, 66, 130}, 2, 1, 256, 256, DataType::HALF};
+  c.init = false;
+  c.l2 = false;
+  check_bwd_sliced(c);
+}
+
+TEST_F(CudaGdn, SlicedBackwardK256V128) {
+  // A bf16 initial state in torch's layout, strong decay, scale 0.5; 2 x 2 items: 8 slices of 16 rows.
+  Case c{"sliced K=256 V=128 bf16 h0", {0, 64, 150}, 1, 2, 256, 128};
+  c.state_type = DataType::BFLOAT16;
+  c.torch_state_layout = true;
+  c.g_lo = -8.0, c.g_hi = -0.5;
+  c.scale = 0.5;
+  check_bwd_sliced(c);
+}
+
+TEST_F(CudaGdn, SlicedBackwardK128V256Fp16) {
+  // fp16, HV = 2H, an empty sequence; 3 x 16 items: 2 slices of 128 rows.
+  Case c{"sliced K=128 V=256 fp16", {0, 100, 100, 165}, 8, 16, 128, 256, DataType::HALF};
+  check_bwd_sliced(c);
+}
+
+TEST_F(CudaGdn, SlicedBackwardReproducible) {
+  // 2 x 4 items: 16 slices of 16 rows, the longest sums; the second run on an all-NaN workspace, bitwise equal.
+  Case c{"sliced K=V=256 twice", {0, 90, 150}, 2, 4, 256, 256};
+  c.g_lo = -0.05, c.g_hi = 0.0;
+  check_bwd_sliced(c, true);
 }
 
 }  // namespace

@@ -123,7 +123,14 @@ std::string match_forward(const Node& n, const Target& target, gdn::FwdArgs& a) 
 std::string match_backward(const Node& n, const Target& target, gdn::BwdArgs& a) {
   if (std::string why = match_common(n, a); !why.empty()) return why;
   if (n.in("state_checkpoints")) return "not supported: state_checkpoints input";
-  if (!gdn::backward_supported_dims(a.k, a.v)) return "backward needs K * V <= 16384 (the fp32 state and its gradient in shared memory)";
+  if (!gdn::backward_supported_dims(a.k, a.v)) {
+    // Larger states only fit the V-sliced sweep, opt-in until a GPU run verifies it.
+    a.sliced = env_flag("OPENDNN_GDN_BWD_SLICED", false) && gdn::sliced_backward_supported_dims(a.k, a.v);
+    const char* hint = " (OPENDNN_GDN_BWD_SLICED=1 offers an unverified V-sliced sweep)";
+    if (!a.sliced)
+      return std::string("backward needs K * V <= 16384 (the fp32 state and its gradient in shared memory)") +
+             (gdn::sliced_backward_supported_dims(a.k, a.v) ? hint : "");
+  }
   const TensorPtr& d_o = n.in("dO");
   if (d_o->get_data_type() != a.io || !packed(d_o)) return "dO must be packed with q's data type";
   const char* outs[] = {"dQ", "dK", "dV", "dG", "dBeta"};
@@ -203,7 +210,9 @@ double estimate_bwd_us(const gdn::BwdArgs& a) {
     const double depth = double(a.t) / 64.0 / double(a.n > 0 ? a.n : 1);
     return 20.0 + 4.0 * flops / 60e6 + 2.0 * depth * 1.5;
   }
-  const double waves = std::ceil(double(a.n * a.ho) / double(a.grid > 0 ? a.grid : 1));
+  // Sliced: each slice is an item whose step costs about what an unsliced one of the same state size does.
+  const double items = double(a.n * a.ho * gdn::backward_sweep_slices(a));
+  const double waves = std::ceil(items / double(a.grid > 0 ? a.grid : 1));
   return 10.0 + waves * double(a.t) / double(a.n > 0 ? a.n : 1) * 3.0;
 }
 
@@ -275,7 +284,7 @@ void propose(const Graph& g, const Target& t, Proposal& out) {
     }
   }
   PlanCandidate c;
-  c.name = backward ? "gdn_bwd_token_exact"
+  c.name = backward ? std::string("gdn_bwd_token_exact") + (b.sliced ? "_sliced" : "")
                     : std::string("gdn_fwd_chunk64") + (f.split ? "_split" : f.mma_pass ? "_mma" : "") +
                           (f.mma_prep ? "_prep2" : "") + (f.prep_v3 ? "_prep3" : "") + (f.stages > 2 ? "_pass3" : "") +
                           (f.wg ? "_v4" : "");

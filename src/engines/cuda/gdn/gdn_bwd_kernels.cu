@@ -8,6 +8,11 @@
 //          global scratch, and walk them backwards accumulating dM, writing d(q~), d(k~) and dv per
 //          output head (fp32 scratch) and dg, dbeta directly.
 //   post   per token and q/k/v head: sum the output heads that read it, then the l2norm backward.
+//
+// Sliced (BwdArgs::sliced, K * V > 16384): the columns of S (rows of M) evolve independently, so a work
+// item is (sequence, output head, V-slice) with a bv x K state and gradient in shared memory. What sums
+// over all rows (d(q~), d(k~), dg, dbeta) goes per slice into [slices, ...] fp32 partials, which
+// sum_slices adds up in slice order before the post; dv and d(initial state) are per row.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -24,12 +29,30 @@ constexpr int kMaxState = 128 * 128;
 
 size_t align_up(size_t x) { return (x + 255) & ~size_t(255); }
 
+// How the sweep splits M's rows: `slices` items per (sequence, output head), slice i holding rows
+// [i bv, min((i + 1) bv, V)). Unsliced: one slice of V rows.
+struct Slicing {
+  int slices, bv;
+};
+Slicing slicing(const BwdArgs& a) {
+  if (!a.sliced) return {1, int(a.v)};
+  const int V = int(a.v), widest = kMaxState / int(a.k);  // rows as large as the unsliced sweep's largest state
+  int slices = (V + widest - 1) / widest;
+  // A step costs about its slice's rows, so where (sequence, head) items leave most of the grid idle, thinner
+  // slices (down to 16 rows) shorten the sequential chain instead; the partials grow with the slices, but
+  // only while N * HO * slices stays under the grid.
+  while (a.n * a.ho * slices * 2 <= a.grid && (V + 2 * slices - 1) / (2 * slices) >= 16) slices *= 2;
+  const int bv = (V + slices - 1) / slices;
+  return {(V + bv - 1) / bv, bv};
+}
+
 struct Scratch {
   float* ckpt;    // [T/64 + N, HO, V*K]: sequence s, chunk c at row cu[s]/64 + s + c
-  float* states;  // [grid, 64, V*K] the states inside one chunk, per CTA
-  float* dqs;     // [T, HO, K] gradient of the (normalised) q seen by each output head
-  float* dks;     // [T, HO, K]
+  float* states;  // [grid, 64, bv*K] the states inside one chunk, per CTA
+  float* dqs;     // [slices, T, HO, K] gradient of the (normalised) q seen by each output head
+  float* dks;     // [slices, T, HO, K]
   float* des;     // [T, HO, V] gradient of v seen by each output head
+  float *dgp, *dbp;  // sliced only: [slices, T, HO] the slices' shares of dg and dbeta
   size_t bytes;
 };
 Scratch carve(const BwdArgs& a, char* base) {
@@ -40,12 +63,17 @@ Scratch carve(const BwdArgs& a, char* base) {
     off += align_up(floats * sizeof(float));
     return p;
   };
-  const size_t vk = size_t(a.v * a.k), rows = size_t(a.t) * size_t(a.ho);
+  const Slicing sl = slicing(a);
+  const size_t vk = size_t(a.v * a.k), rows = size_t(a.t) * size_t(a.ho), parts = size_t(sl.slices);
   w.ckpt = take((size_t(a.t / 64) + size_t(a.n)) * size_t(a.ho) * vk);
-  w.states = take(size_t(a.grid) * 64 * vk);
-  w.dqs = take(rows * size_t(a.k));
-  w.dks = take(rows * size_t(a.k));
+  w.states = take(size_t(a.grid) * 64 * size_t(sl.bv) * size_t(a.k));
+  w.dqs = take(parts * rows * size_t(a.k));
+  w.dks = take(parts * rows * size_t(a.k));
   w.des = take(rows * size_t(a.v));
+  if (a.sliced) {
+    w.dgp = take(parts * rows);
+    w.dbp = take(parts * rows);
+  }
   w.bytes = off;
   return w;
 }
@@ -53,6 +81,7 @@ Scratch carve(const BwdArgs& a, char* base) {
 struct Params {
   BwdArgs a;
   Scratch w;
+  Slicing sl;
 };
 struct PostParams {
   BwdArgs a;
@@ -61,7 +90,8 @@ struct PostParams {
   bool qk_io;
 };
 
-size_t sweep_smem(int k, int v) { return size_t(2 * v * k + 2 * k + 4 * v + 32) * sizeof(float); }
+// rows: of M per item (V, or the slice width).
+size_t sweep_smem(int k, int rows) { return size_t(2 * rows * k + 2 * k + 4 * rows + 32) * sizeof(float); }
 
 // Shared-memory layout of one sweep CTA.
 struct Tile {
@@ -100,40 +130,46 @@ __device__ void forward_rows(const Tile& s, int K, int V, float alpha, float bet
   }
 }
 
-template <class T>
+// Sliced: an item owns rows [v0, v0 + R) of M; the unsliced instantiation folds slices to 1, v0 to 0 and
+// R to V, which leaves its arithmetic as it was before slicing existed.
+template <class T, bool Sliced>
 __global__ void __launch_bounds__(kThreads) sweep(Params p) {
   const BwdArgs& a = p.a;
   const int K = int(a.k), V = int(a.v), VK = K * V;
+  const int slices = Sliced ? p.sl.slices : 1, BV = Sliced ? p.sl.bv : V, SK = BV * K;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   extern __shared__ __align__(16) float smem[];
   Tile s;
   s.M = smem;
-  s.dM = s.M + VK;
-  s.q = s.dM + VK;
+  s.dM = s.M + SK;
+  s.q = s.dM + SK;
   s.k = s.q + K;
   s.v = s.k + K;
-  s.dov = s.v + V;
-  s.e = s.dov + V;
-  s.de = s.e + V;
-  s.red = s.de + V;
-  float* my_states = p.w.states + int64_t(blockIdx.x) * 64 * VK;
+  s.dov = s.v + BV;
+  s.e = s.dov + BV;
+  s.de = s.e + BV;
+  s.red = s.de + BV;
+  float* my_states = p.w.states + int64_t(blockIdx.x) * 64 * SK;
   const T* q = static_cast<const T*>(a.q);
   const T* k = static_cast<const T*>(a.kk);
   const T* v = static_cast<const T*>(a.vv);
   const T* dO = static_cast<const T*>(a.d_o);
 
-  for (int64_t item = blockIdx.x; item < a.n * a.ho; item += gridDim.x) {
-    const int64_t sq = item / a.ho;
-    const int j = int(item % a.ho);
+  // The slices of one (sequence, head) are neighbouring items: they read the same q, k, g, beta rows together.
+  for (int64_t item = blockIdx.x; item < a.n * a.ho * slices; item += gridDim.x) {
+    const int sl = int(item % slices), v0 = sl * BV, R = Sliced ? min(BV, V - v0) : V, RK = R * K;
+    const int64_t part = int64_t(sl) * a.t * a.ho;  // the slice's rows in the [slices, T, HO] partials
+    const int64_t sq = item / slices / a.ho;
+    const int j = int(item / slices % a.ho);
     const int64_t hq = j / (a.ho / a.h), hvv = j / (a.ho / a.hv);
     const int64_t start = cu_at(a.cu, a.cu_int64, sq), end = cu_at(a.cu, a.cu_int64, sq + 1);
-    float* ck = p.w.ckpt + ((start / 64 + sq) * a.ho + j) * int64_t(VK);
+    float* ck = p.w.ckpt + ((start / 64 + sq) * a.ho + j) * int64_t(VK) + int64_t(v0) * K;
     const int64_t ck_stride = a.ho * int64_t(VK);  // next chunk of the same head
     const int64_t n_chunks = end > start ? (end - start + 63) / 64 : 0;
 
     __syncthreads();  // the previous item is done with shared memory
-    for (int i = threadIdx.x; i < VK; i += blockDim.x) {
-      const int r = i / K, c = i % K;
+    for (int i = threadIdx.x; i < RK; i += blockDim.x) {
+      const int r = v0 + i / K, c = i % K;
       s.M[i] = a.init ? load_any(a.init_type, a.init,
                                  sq * a.init_stride[0] + j * a.init_stride[1] + r * a.init_stride[2] + c * a.init_stride[3])
                       : 0.f;
@@ -146,7 +182,7 @@ __global__ void __launch_bounds__(kThreads) sweep(Params p) {
     // Stages k~, v, alpha, beta of token t for a forward step; returns (alpha, beta).
     auto stage_forward = [&](int64_t t, float& alpha, float& beta) {
       if (warp == 0) load_unit_row(k + (t * a.h + hq) * K, K, a.l2norm, s.k);
-      for (int i = threadIdx.x; i < V; i += blockDim.x) s.v[i] = to_f(v[(t * a.hv + hvv) * V + i]);
+      for (int i = threadIdx.x; i < R; i += blockDim.x) s.v[i] = to_f(v[(t * a.hv + hvv) * V + v0 + i]);
       alpha = __expf(load_any(a.g_type, a.g, t * a.ho + j));
       beta = load_any(a.beta_type, a.beta, t * a.ho + j);
       __syncthreads();
@@ -156,29 +192,29 @@ __global__ void __launch_bounds__(kThreads) sweep(Params p) {
     for (int64_t t = start; t < end; ++t) {
       float alpha, beta;
       stage_forward(t, alpha, beta);
-      forward_rows(s, K, V, alpha, beta, (t - start) % 64 == 0 ? ck + ((t - start) / 64) * ck_stride : nullptr);
+      forward_rows(s, K, R, alpha, beta, (t - start) % 64 == 0 ? ck + ((t - start) / 64) * ck_stride : nullptr);
       __syncthreads();
     }
 
     for (int64_t c = n_chunks - 1; c >= 0; --c) {
       const int64_t t0 = start + c * 64;
       const int L = int(imin(64, end - t0));
-      for (int i = threadIdx.x; i < VK; i += blockDim.x) s.M[i] = ck[c * ck_stride + i];
+      for (int i = threadIdx.x; i < RK; i += blockDim.x) s.M[i] = ck[c * ck_stride + i];
       __syncthreads();
       for (int r = 0; r < L; ++r) {
         float alpha, beta;
         stage_forward(t0 + r, alpha, beta);
-        forward_rows(s, K, V, alpha, beta, my_states + int64_t(r) * VK);
+        forward_rows(s, K, R, alpha, beta, my_states + int64_t(r) * SK);
         __syncthreads();
       }
       for (int r = L - 1; r >= 0; --r) {
         const int64_t t = t0 + r;
-        const float* Mp = my_states + int64_t(r) * VK;  // the state before token t
+        const float* Mp = my_states + int64_t(r) * SK;  // the state before token t
         if (warp == 0) load_unit_row(q + (t * a.h + hq) * K, K, a.l2norm, s.q);
         if (warp == 1) load_unit_row(k + (t * a.h + hq) * K, K, a.l2norm, s.k);
-        for (int i = threadIdx.x; i < V; i += blockDim.x) {
-          s.v[i] = to_f(v[(t * a.hv + hvv) * V + i]);
-          s.dov[i] = to_f(dO[(t * a.ho + j) * V + i]);
+        for (int i = threadIdx.x; i < R; i += blockDim.x) {
+          s.v[i] = to_f(v[(t * a.hv + hvv) * V + v0 + i]);
+          s.dov[i] = to_f(dO[(t * a.ho + j) * V + v0 + i]);
         }
         const float alpha = __expf(load_any(a.g_type, a.g, t * a.ho + j));
         const float beta = load_any(a.beta_type, a.beta, t * a.ho + j);
@@ -186,7 +222,7 @@ __global__ void __launch_bounds__(kThreads) sweep(Params p) {
 
         // Rows: u = Mp k~ (so e = v - alpha u), dM += scale dO q~^T, dmk = dM k~.
         float dbeta_part = 0.f, edo_part = 0.f;
-        for (int r_ = warp; r_ < V; r_ += kWarps) {
+        for (int r_ = warp; r_ < R; r_ += kWarps) {
           float u = 0.f, dmk = 0.f;
           const float sdo = a.scale * s.dov[r_];
           for (int d = lane; d < K; d += 32) {
@@ -222,21 +258,21 @@ __global__ void __launch_bounds__(kThreads) sweep(Params p) {
         //   d(k~) = beta dM^T e - alpha Mp^T de.
         for (int d = threadIdx.x; d < K; d += blockDim.x) {
           float s1 = 0.f, s2 = 0.f, s3 = 0.f;
-          for (int r_ = 0; r_ < V; ++r_) {
+          for (int r_ = 0; r_ < R; ++r_) {
             const float mp = s.M[r_ * K + d];
             s1 += mp * s.dov[r_];
             s2 += s.dM[r_ * K + d] * s.e[r_];
             s3 += mp * s.de[r_];
           }
-          p.w.dqs[(t * a.ho + j) * K + d] = a.scale * (alpha * s1 + beta * s.k[d] * edo);
-          p.w.dks[(t * a.ho + j) * K + d] = beta * s2 - alpha * s3;
+          p.w.dqs[(part + t * a.ho + j) * K + d] = a.scale * (alpha * s1 + beta * s.k[d] * edo);
+          p.w.dks[(part + t * a.ho + j) * K + d] = beta * s2 - alpha * s3;
         }
-        for (int i = threadIdx.x; i < V; i += blockDim.x) p.w.des[(t * a.ho + j) * V + i] = s.de[i];
+        for (int i = threadIdx.x; i < R; i += blockDim.x) p.w.des[(t * a.ho + j) * V + v0 + i] = s.de[i];
         __syncthreads();
 
         // dP = dM - de k~^T; d(alpha) = <dP, Mp>; dM_{t-1} = alpha dP.
         float dal = 0.f;
-        for (int i = threadIdx.x; i < VK; i += blockDim.x) {
+        for (int i = threadIdx.x; i < RK; i += blockDim.x) {
           const float dp = s.dM[i] - s.de[i / K] * s.k[i % K];
           dal += dp * s.M[i];
           s.dM[i] = alpha * dp;
@@ -247,19 +283,55 @@ __global__ void __launch_bounds__(kThreads) sweep(Params p) {
         if (threadIdx.x == 0) {
           float sum = 0.f;
           for (int w = 0; w < kWarps; ++w) sum += s.red[2 * kWarps + w];
-          store_any(a.g_type, a.dg, t * a.ho + j, sum * alpha);  // g is the log gate: d/dg = alpha d/dalpha
-          store_any(a.beta_type, a.dbeta, t * a.ho + j, dbeta);
+          if constexpr (Sliced) {
+            p.w.dgp[part + t * a.ho + j] = sum * alpha;
+            p.w.dbp[part + t * a.ho + j] = dbeta;
+          } else {
+            store_any(a.g_type, a.dg, t * a.ho + j, sum * alpha);  // g is the log gate: d/dg = alpha d/dalpha
+            store_any(a.beta_type, a.dbeta, t * a.ho + j, dbeta);
+          }
         }
       }
     }
     __syncthreads();
     if (a.dinit)
-      for (int i = threadIdx.x; i < VK; i += blockDim.x) {
-        const int r = i / K, c = i % K;
+      for (int i = threadIdx.x; i < RK; i += blockDim.x) {
+        const int r = v0 + i / K, c = i % K;
         store_any(a.dinit_type, a.dinit,
                   sq * a.dinit_stride[0] + j * a.dinit_stride[1] + r * a.dinit_stride[2] + c * a.dinit_stride[3],
                   s.dM[i]);
       }
+  }
+}
+
+// Sliced: adds the slices' partial d(q~), d(k~) into slice 0, which the post then reads as the unsliced
+// sweep's, and their dg, dbeta into the outputs, over the tokens inside the sequences (the post zeroes the
+// rest, and no sweep wrote their partials). Every element adds slices 0, 1, 2, ... in that order whatever
+// the grid: the same sums bit for bit on every run, where atomics would add in arrival order.
+__global__ void __launch_bounds__(kThreads) sum_slices(Params p) {
+  const BwdArgs& a = p.a;
+  const int slices = p.sl.slices;
+  const int64_t rows = a.t * a.ho;
+  const int64_t lo = cu_at(a.cu, a.cu_int64, 0) * a.ho, hi = cu_at(a.cu, a.cu_int64, a.n) * a.ho;
+  const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = lo * a.k + first; i < hi * a.k; i += step) {
+    float dq = p.w.dqs[i], dk = p.w.dks[i];
+#pragma unroll 4
+    for (int sl = 1; sl < slices; ++sl) {
+      dq += p.w.dqs[sl * rows * a.k + i];
+      dk += p.w.dks[sl * rows * a.k + i];
+    }
+    p.w.dqs[i] = dq;
+    p.w.dks[i] = dk;
+  }
+  for (int64_t i = lo + first; i < hi; i += step) {
+    float dg = p.w.dgp[i], db = p.w.dbp[i];
+    for (int sl = 1; sl < slices; ++sl) {
+      dg += p.w.dgp[sl * rows + i];
+      db += p.w.dbp[sl * rows + i];
+    }
+    store_any(a.g_type, a.dg, i, dg);
+    store_any(a.beta_type, a.dbeta, i, db);
   }
 }
 
@@ -394,14 +466,19 @@ __global__ void __launch_bounds__(kThreads) post(PostParams p) {
     }
 }
 
-template <class T>
+template <class T, bool Sliced>
 const char* launch_typed(const BwdArgs& a, void* workspace, cudaStream_t st) {
-  Params p{a, carve(a, static_cast<char*>(workspace))};
-  const size_t smem = sweep_smem(int(a.k), int(a.v));
-  cudaFuncSetAttribute(sweep<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-  const int64_t items = a.n * a.ho;
+  Params p{a, carve(a, static_cast<char*>(workspace)), slicing(a)};
+  const size_t smem = sweep_smem(int(a.k), p.sl.bv);
+  cudaFuncSetAttribute(sweep<T, Sliced>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  const int64_t items = a.n * a.ho * p.sl.slices;
   const unsigned grid = unsigned(std::max<int64_t>(1, std::min<int64_t>(a.grid, items)));
-  sweep<T><<<grid, kThreads, smem, st>>>(p);
+  sweep<T, Sliced><<<grid, kThreads, smem, st>>>(p);
+  if constexpr (Sliced) {
+    // A few waves of CTAs over the T * HO * K partial elements (the loop strides over the rest).
+    const int64_t blocks = (a.t * a.ho * a.k + kThreads - 1) / kThreads;
+    sum_slices<<<unsigned(std::max<int64_t>(1, std::min<int64_t>(blocks, int64_t(a.grid) * 8))), kThreads, 0, st>>>(p);
+  }
   return launch_backward_post(a, p.w.dqs, p.w.dks, p.w.des, false, st);
 }
 
@@ -410,6 +487,12 @@ const char* launch_typed(const BwdArgs& a, void* workspace, cudaStream_t st) {
 bool backward_supported_dims(int64_t k, int64_t v) {
   return k >= 1 && v >= 1 && k <= 256 && v <= 256 && k * v <= kMaxState;
 }
+
+// Any K, V the op takes: a slice has at most 16384 / K rows (64 or more), as much state as the unsliced
+// sweep's largest.
+bool sliced_backward_supported_dims(int64_t k, int64_t v) { return k >= 1 && v >= 1 && k <= 256 && v <= 256; }
+
+int backward_sweep_slices(const BwdArgs& a) { return slicing(a).slices; }
 
 const char* launch_backward_post(const BwdArgs& a, const void* dqs, const void* dks, const float* des, bool qk_io,
                                  void* stream) {
@@ -443,7 +526,11 @@ int64_t backward_workspace_bytes(const BwdArgs& a) { return int64_t(carve(a, nul
 const char* launch_backward(const BwdArgs& a, void* workspace, void* stream) {
   if (a.n <= 0 || a.ho <= 0) return nullptr;
   auto st = static_cast<cudaStream_t>(stream);
-  return a.io == DataType::HALF ? launch_typed<__half>(a, workspace, st) : launch_typed<__nv_bfloat16>(a, workspace, st);
+  if (a.sliced)
+    return a.io == DataType::HALF ? launch_typed<__half, true>(a, workspace, st)
+                                  : launch_typed<__nv_bfloat16, true>(a, workspace, st);
+  return a.io == DataType::HALF ? launch_typed<__half, false>(a, workspace, st)
+                                : launch_typed<__nv_bfloat16, false>(a, workspace, st);
 }
 
 }  // namespace opendnn::cuda::gdn

@@ -115,6 +115,10 @@ struct BwdArgs {
   // deeper ring does not cost an SM a co-resident CTA (see deep_ring in gdn_bwd_chunked.cu); and the lean
   // post (no dv rows when chunk_bwd wrote dv, 8-byte q/k/dq/dk accesses; see post in gdn_bwd_kernels.cu).
   bool v3 = false;
+  // The token-exact sweep with M's rows (S's value columns) split into slices that run as separate work items,
+  // for K * V > 16384 where the whole fp32 state and its gradient do not fit shared memory; opt-in via
+  // OPENDNN_GDN_BWD_SLICED=1 (set by the adapter) until a GPU run verifies it. See gdn_bwd_kernels.cu.
+  bool sliced = false;
   const void *q = nullptr, *kk = nullptr, *vv = nullptr, *g = nullptr, *beta = nullptr, *cu = nullptr;
   const void* d_o = nullptr;
   const void* init = nullptr;  // may be null
@@ -126,6 +130,10 @@ struct BwdArgs {
 
 // The sweep keeps the V x K state and its gradient in fp32 shared memory: K * V <= 16384.
 bool backward_supported_dims(int64_t k, int64_t v);
+// The sliced sweep (BwdArgs::sliced) keeps a slice of the state's rows instead: K and V up to 256.
+bool sliced_backward_supported_dims(int64_t k, int64_t v);
+// Work items of the sweep per (sequence, output head): its V-slices, 1 unless sliced.
+int backward_sweep_slices(const BwdArgs& a);
 int64_t backward_workspace_bytes(const BwdArgs& a);
 const char* launch_backward(const BwdArgs& a, void* workspace, void* stream);
 // The per-output-head gradients of q~, k~ (after normalisation) and v, [T, HO, K|V] (dq/dk fp32, or the
