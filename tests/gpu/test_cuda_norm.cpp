@@ -250,6 +250,9 @@ void check_norm(bool layer, int64_t rows, int64_t cols, DataType xt, DataType wt
     } else if (env_on("OPENDNN_NORM_BWD_V2")) {
       // fp32 rows past 8192 keep the ring kernel
       EXPECT_EQ(plan.find("_bwd_v2") != std::string::npos, xt != DataType::FLOAT || cols <= 8192) << plan;
+    } else {
+      // the default: v3 for 16-bit rows of 257-512 16-byte vectors, the ring kernel elsewhere
+      EXPECT_EQ(plan.find("_bwd_v3") != std::string::npos, xt != DataType::FLOAT && cols > 2048 && cols <= 4096) << plan;
     }
     DevBuf wsb(size_t(std::max<int64_t>(1, g.get_workspace_size())));
     std::vector<uint8_t> first[3];
