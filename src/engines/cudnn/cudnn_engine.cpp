@@ -375,9 +375,20 @@ constexpr cost::TileCost kSdpaBwdSm90[3] = {{10.783, 3.048, 2.996}, {17.621, 5.0
 // 636-662, below the cuda engine's 664-739. Hence its own rate for the plain case only.
 constexpr double kPlainMatmulSm90 = 770e12;
 
-// The lead config's time: the tile model for plain attention on sm_90, the measured rate for a plain
-// matmul on sm_90, else a roofline guess (FLOPs at 700 TFLOP/s for 16-bit I/O or 50 for fp32, bytes at
-// 3.5 TB/s).
+// cuDNN 9.19's norms on the H200, bf16 (bench/results/norm.json, cudnn_ms at 8192x4096 and 32768x8192,
+// session 6): a fixed cost in us plus the bytes (X's twice forward, three times backward) at a rate in
+// bytes/us, fitted through both shapes. LayerNorm's fixed costs (19 us forward, 38 backward) are what the
+// roofline guess below misses: it puts cuDNN's LayerNorm backward at 8192x4096 at ~62 us (measured 94),
+// ahead of ours (measured 80-91).
+struct NormCost {
+  double fixed_us, bytes_per_us;
+};
+constexpr NormCost kNormSm90[2][2] = {{{4.7, 4.08e6}, {5.2, 3.81e6}},     // RMSNorm forward, backward
+                                      {{18.7, 3.75e6}, {38.3, 3.61e6}}};  // LayerNorm forward, backward
+
+// The lead config's time: the tile model for plain attention on sm_90, the measured rates for a plain
+// matmul and for a lone 16-bit norm on sm_90, else a roofline guess (FLOPs at 700 TFLOP/s for 16-bit I/O
+// or 50 for fp32, bytes at 3.5 TB/s).
 double estimate_us(const LoweredGraph& lg, bool is16, const Target& t) {
   const int64_t d = lg.attention_head_dim;
   if (lg.plain_attention && is16 && t.sm_version == 90 && (d == 64 || d == 128 || d == 256)) {
@@ -387,6 +398,10 @@ double estimate_us(const LoweredGraph& lg, bool is16, const Target& t) {
   }
   if (lg.plain_matmul && is16 && t.sm_version == 90)
     return std::max(lg.flops / kPlainMatmulSm90, lg.bytes / 3.3e12) * 1e6 + 5.0;
+  if (lg.lone_norm && is16 && t.sm_version == 90) {
+    const NormCost& c = kNormSm90[lg.norm_layer][lg.norm_backward];
+    return c.fixed_us + lg.norm_x_bytes * (lg.norm_backward ? 3 : 2) / c.bytes_per_us;
+  }
   return (lg.flops / (is16 ? 700e12 : 50e12) + lg.bytes / 3.5e12) * 1e6 + 5.0;
 }
 

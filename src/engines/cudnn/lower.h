@@ -49,6 +49,10 @@ struct LoweredGraph {
   bool plain_attention = false;
   // Set for a graph that is one MATMUL node and nothing else (no fused prologue/epilogue).
   bool plain_matmul = false;
+  // Set for a graph that is one RMS or layer norm node, forward or backward: which, and the bytes of its X
+  // (the measured norm model in cudnn_engine.cpp counts X's bytes twice forward, three times backward).
+  bool lone_norm = false, norm_layer = false, norm_backward = false;
+  double norm_x_bytes = 0;
   int sdpa_nodes = 0;
   cost::AttentionShape attention;
   int64_t attention_head_dim = 0;

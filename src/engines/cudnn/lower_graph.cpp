@@ -253,6 +253,19 @@ bool lower_graph(const Graph& g, cudnnHandle_t handle, SdpaImpl impl, size_t ver
   c.next_uid = (max_uid / 1000 + 1) * 1000 + 1000000;  // well clear of the user's uids
 
   lg->plain_matmul = g.nodes().size() == 1 && g.nodes().front()->kind() == OpKind::MATMUL;
+  if (g.nodes().size() == 1) {
+    const Node& n = *g.nodes().front();
+    const OpKind k = n.kind();
+    lg->norm_layer = k == OpKind::LAYERNORM || k == OpKind::LAYERNORM_BACKWARD;
+    lg->norm_backward = k == OpKind::LAYERNORM_BACKWARD || k == OpKind::RMSNORM_BACKWARD;
+    lg->lone_norm = (lg->norm_layer || lg->norm_backward || k == OpKind::RMSNORM) && n.in("X");
+    if (lg->lone_norm) {
+      const TensorPtr& x = n.in("X");
+      double elems = 1;
+      for (int64_t d : x->get_dim()) elems *= double(d);
+      lg->norm_x_bytes = elems * bits_of(x->get_data_type()) / 8;
+    }
+  }
   bool ok = true;
   for (const auto& n : g.nodes()) {
     std::string why;
