@@ -4,7 +4,7 @@ flash-linear-attention's chunk_gated_delta_rule (skipped cleanly when fla is not
 process on the same inputs (in-kernel q/k l2norm, log-space gates, fp32 initial and final states).
 Writes bench/results/gdn.json (+ PNG).
 
-    python bench/gdn.py [--quick] [--bwd [--exact] [--bwd-v1] [--bwd-2stage]] [--split] [--v3] [--mma-pass]
+    python bench/gdn.py [--quick] [--bwd [--exact] [--bwd-2stage]] [--split] [--v3] [--mma-pass]
 
 Our forward runs in several variants in the same process: the default plan (opendnn_ms: the
 register-state sequential pass and the tensor-core chunk_prep), the first kernels (v1_*, both
@@ -23,12 +23,10 @@ mma.sync products (v3); --quick --mma-pass also runs h4_hv8_1x32k.
 
 With --bwd also the backward, one bwd_<case> row per case in gdn_bwd.json: our default plan (opendnn_*:
 chunked) and fla's (fla_ms, speedup_vs_fla; fla's Triton version guard lifted where it refuses, see
-fla_bwd_unguarded); with --exact also the token-exact plan (exact_*) and the errors against it; with
---bwd-v1 also the chunked plan with its first per-chunk kernel, chunk_bwd (OPENDNN_GDN_BWD_V2=0; bwd_v1_ms,
-speedup_default_vs_v1, rel_err_v1_vs_default_*); the default is chunk_bwd_v2 with three chunk stages in
-state_bwd and in the recompute's register-state pass (session 9). With --bwd-2stage also bwd_2stage_*:
-OPENDNN_GDN_BWD_V3=0, two stages and the full post (bwd_2stage_ms, speedup_default_vs_2stage,
-rel_err_2stage_vs_default_*).
+fla_bwd_unguarded); with --exact also the token-exact plan (exact_*) and the errors against it. The
+default is chunk_bwd_v2 with three chunk stages in state_bwd and in the recompute's register-state pass
+(session 9). With --bwd-2stage also bwd_2stage_*: OPENDNN_GDN_BWD_V3=0, two stages and the full post
+(bwd_2stage_ms, speedup_default_vs_2stage, rel_err_2stage_vs_default_*).
 --no-variants times only the default plan and the peer (the older kernels' columns take minutes).
 
 TFLOP/s use the customary minimal count 4*K*V FLOP per token and value head. Every case is also
@@ -352,8 +350,6 @@ def main():
     ap.add_argument("--quick", action="store_true", help="one case")
     ap.add_argument("--bwd", action="store_true", help="also the backward (ours and fla's)")
     ap.add_argument("--exact", action="store_true", help="with --bwd: also the token-exact backward (slow)")
-    ap.add_argument("--bwd-v1", action="store_true",
-                    help="with --bwd: also the chunked backward with chunk_bwd (OPENDNN_GDN_BWD_V2=0), bwd_v1_ms")
     ap.add_argument("--bwd-2stage", action="store_true",
                     help="with --bwd: also the backward with two chunk stages and the full post (OPENDNN_GDN_BWD_V3=0)")
     ap.add_argument("--split", action="store_true", help="also the sequence-split pass (OPENDNN_GDN_SPLIT=1)")
@@ -369,7 +365,6 @@ def main():
     # Taken out of the environment so that the default and the other columns keep their plans.
     split = os.environ.pop("OPENDNN_GDN_SPLIT", None) == "1" or args.split
     os.environ.pop("OPENDNN_GDN_BWD_CHUNKED", None)  # bwd_opendnn_* is the default plan, bwd_exact_* forced
-    os.environ.pop("OPENDNN_GDN_BWD_V2", None)  # only the bwd_v1 column sets it
     os.environ.pop("OPENDNN_GDN_BWD_V3", None)  # only the bwd_2stage column sets it
     quick = QUICK + (QUICK_SPLIT if split or args.v3 or args.mma_pass else ())
     variants = (([] if args.no_variants else VARIANTS) + (SPLIT_VARIANTS if split else []) +
@@ -419,8 +414,6 @@ def main():
             brow = {k: row[k] for k in ("H", "HV", "K", "V", "tokens", "sequences", "dtype")}
             brow.update({"case": f"bwd_{name}", "op": "gdn_bwd", "pass": "bwd"})
             grads = backward(c, brow, args.exact)
-            if args.bwd_v1:
-                backward_variant(c, brow, grads, "v1", {"OPENDNN_GDN_BWD_V2": "0"}, True)
             if args.bwd_2stage:
                 backward_variant(c, brow, grads, "2stage", {"OPENDNN_GDN_BWD_V3": "0"}, True)
             del grads

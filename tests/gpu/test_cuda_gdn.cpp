@@ -326,16 +326,16 @@ using test::ScopedEnv;
 
 // Backward: the cuda plan against the reference engine (run on the CPU on the same rounded inputs,
 // gradients in FLOAT). Gradients of q, k, v, g, beta and the initial state within 4e-2 (RMS).
-// `chunked`: the plan must be gdn_bwd_chunked (gdn_bwd_chunked_v2 unless OPENDNN_GDN_BWD_V2=0; then the suffix
-// _bv3 unless OPENDNN_GDN_BWD_V3=0), else gdn_bwd_token_exact (_sliced where K * V > 16384 under
-// OPENDNN_GDN_BWD_SLICED=1); `switch_on` sets OPENDNN_GDN_BWD_CHUNKED to 1 (else 0) while the plan is built.
+// `chunked`: the plan must be the chunked one, gdn_bwd_chunked_v2 (its per-chunk kernel, chunk_bwd_v2), with the
+// suffix _bv3 unless OPENDNN_GDN_BWD_V3 is set to anything but 1 (as the adapter reads it), else
+// gdn_bwd_token_exact (_sliced where K * V > 16384 under OPENDNN_GDN_BWD_SLICED=1); `switch_on` sets
+// OPENDNN_GDN_BWD_CHUNKED to 1 (else 0) while the plan is built.
 // `twice`: a second run on an all-NaN workspace must give the same gradients, bit for bit.
 void check_bwd(const Case& c, bool chunked = false, bool switch_on = false, bool twice = false) {
-  const char* v2_env = std::getenv("OPENDNN_GDN_BWD_V2");
-  const bool v2 = chunked && !(v2_env && std::string(v2_env) == "0");
   const char* v3_env = std::getenv("OPENDNN_GDN_BWD_V3");
-  const std::string bv3 = v2 && !(v3_env && std::string(v3_env) == "0") ? "_bv3" : "";
-  SCOPED_TRACE("bwd " + c.name + (chunked ? (v2 ? " (chunked v2)" : " (chunked)") : "") + bv3);
+  const bool v3 = !v3_env || !*v3_env || std::string(v3_env) == "1";
+  const std::string bv3 = chunked && v3 ? "_bv3" : "";
+  SCOPED_TRACE("bwd " + c.name + (chunked ? " (chunked)" : "") + bv3);
   setenv("OPENDNN_GDN_BWD_CHUNKED", chunked || switch_on ? "1" : "0", 1);
   Problem pb(c, uint32_t(c.cu.back() * 11 + std::max(c.h, c.hv) * 17 + c.k));
   const int64_t T = pb.T, N = pb.N, HO = pb.HO, K = pb.K, V = pb.V;
@@ -417,7 +417,7 @@ void check_bwd(const Case& c, bool chunked = false, bool switch_on = false, bool
   const char* sliced_env = std::getenv("OPENDNN_GDN_BWD_SLICED");
   const bool sliced = !chunked && K * V > 16384 && sliced_env && std::string(sliced_env) == "1";
   // Plan names carry the engine.
-  EXPECT_EQ(plan, chunked ? (v2 ? "cuda:gdn_bwd_chunked_v2" : "cuda:gdn_bwd_chunked") + bv3
+  EXPECT_EQ(plan, chunked ? "cuda:gdn_bwd_chunked_v2" + bv3
                           : std::string("cuda:gdn_bwd_token_exact") + (sliced ? "_sliced" : ""));
   const DataType types[] = {c.io, c.io, c.io, DataType::FLOAT, beta.type, c.state_type};
   std::vector<std::unique_ptr<DevBuf>> dev;
@@ -437,8 +437,8 @@ void check_bwd(const Case& c, bool chunked = false, bool switch_on = false, bool
   for (size_t i = 0; i < b.outs.size(); ++i) {
     const double e = rel_err(dev[i]->values(types[i], sizes[i]), want[i]);
     EXPECT_LT(e, 4e-2) << names[i];
-    std::printf("[ gdn bwd%s%s ] %-28s rms err %-16s %.2e\n", chunked ? (v2 ? " chunked v2" : " chunked") : "",
-                bv3.c_str(), c.name.c_str(), names[i], e);
+    std::printf("[ gdn bwd%s%s ] %-28s rms err %-16s %.2e\n", chunked ? " chunked" : "", bv3.c_str(),
+                c.name.c_str(), names[i], e);
   }
   if (!twice) return;
   std::vector<std::vector<uint8_t>> first;
@@ -455,11 +455,7 @@ class CudaGdn : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!have_gpu()) GTEST_SKIP() << "no sm_90+ CUDA device";
-    // The chunked backward's first kernel (chunk_bwd) for every test but the ChunkedBackwardV2* ones, which
-    // set 1: chunk_bwd_v2, the default, gets its own cases (and the Python tests run the default).
-    setenv("OPENDNN_GDN_BWD_V2", "0", 1);
   }
-  void TearDown() override { unsetenv("OPENDNN_GDN_BWD_V2"); }
 };
 
 TEST_F(CudaGdn, VarlenGvaL2) {
@@ -737,8 +733,14 @@ TEST_F(CudaGdn, BackwardNoStateFp16) {
 
 }  // namespace
 
-// The chunked backward (OPENDNN_GDN_BWD_CHUNKED=1; K and V in {64, 128}) on the exact backward's kinds of
-// cases: varlen with empty and partial chunks, GVA both ways, strong decay, initial state, no l2norm.
+// The chunked backward (the default for K and V in {64, 128}: chunk_bwd_v2 with the backward's v3, three chunk
+// stages in state_bwd and in the recompute's register-state pass, and the lean post) on the exact backward's
+// kinds of cases: varlen with empty and partial chunks, GVA both ways, strong decay, initial state, no l2norm;
+// plus one-warp 16-column slices, K = V = 64 with empty sequences at both ends and with many heads, tokens
+// before the first sequence, and the benchmark's input distributions. Which ring each case takes (small
+// grids: both passes three stages; WideSlices: 192 CTAs > 132 SMs, so the recompute keeps two while
+// state_bwd, one CTA an SM at K = 128 either way, takes three; K = 64 above the SM count: both keep two) is
+// in the comments.
 namespace {
 
 TEST_F(CudaGdn, ChunkedBackwardVarlenGva) {
@@ -761,7 +763,8 @@ TEST_F(CudaGdn, ChunkedBackwardNoStateFp16) {
 
 TEST_F(CudaGdn, ChunkedBackwardLongSequencesK128) {
   // Chunks carried over many steps (weak decay), a chunk-aligned and a ragged sequence, HV = 4H, the
-  // benchmark's head dims, a bf16 initial state.
+  // benchmark's head dims, a bf16 initial state. 10 and 6 chunks: the three-stage ring wraps several times,
+  // and its tail (empty groups) at both ends.
   Case c{"HV=4H K=V=128 long", {0, 640, 640, 1000}, 2, 8, 128, 128};
   c.g_lo = -0.05, c.g_hi = 0.0;
   c.state_type = DataType::BFLOAT16;
@@ -788,174 +791,111 @@ TEST_F(CudaGdn, ChunkedBackwardDeclinesHeadDim32) {
   check_bwd({"K=V=32 under the switch", {0, 70}, 1, 1, 32, 32}, false, true);
 }
 
-}  // namespace
-
-// chunk_bwd_v2 (the default; H200, session 8: these passed, gradients within 5e-7 of chunk_bwd's on the bench case).
-// The chunked cases above under the switch, plus K = V = 64 with HV = 4H and empty sequences at both ends,
-// and the benchmark's input distributions at K = V = 128.
-namespace {
-
-TEST_F(CudaGdn, ChunkedBackwardV2VarlenGva) {
-  ScopedEnv v2("OPENDNN_GDN_BWD_V2", "1");
-  ScopedEnv two_stages("OPENDNN_GDN_BWD_V3", "0");  // v3 (the default) has its own cases below
-  check_bwd({"v2 varlen GVA HV=2H K=V=64", {0, 100, 100, 230}, 2, 4, 64, 64}, true);
-}
-
-TEST_F(CudaGdn, ChunkedBackwardV2ReverseGroupsStrongDecay) {
-  ScopedEnv v2("OPENDNN_GDN_BWD_V2", "1");
-  ScopedEnv two_stages("OPENDNN_GDN_BWD_V3", "0");  // v3 (the default) has its own cases below
-  Case c{"v2 H=2HV strong decay K=V=128", {0, 70, 71, 135}, 4, 2, 128, 128};
-  c.g_lo = -8.0, c.g_hi = -0.5;
-  c.torch_state_layout = true;
-  check_bwd(c, true);
-}
-
-TEST_F(CudaGdn, ChunkedBackwardV2NoStateFp16) {
-  ScopedEnv v2("OPENDNN_GDN_BWD_V2", "1");
-  ScopedEnv two_stages("OPENDNN_GDN_BWD_V3", "0");  // v3 (the default) has its own cases below
-  Case c{"v2 fp16 no h0 K=128 V=64", {0, 1, 66}, 2, 2, 128, 64, DataType::HALF};
-  c.init = false;
-  c.l2 = false;
-  check_bwd(c, true);
-}
-
-TEST_F(CudaGdn, ChunkedBackwardV2LongSequencesK128) {
-  ScopedEnv v2("OPENDNN_GDN_BWD_V2", "1");
-  ScopedEnv two_stages("OPENDNN_GDN_BWD_V3", "0");  // v3 (the default) has its own cases below
-  Case c{"v2 HV=4H K=V=128 long", {0, 640, 640, 1000}, 2, 8, 128, 128};
-  c.g_lo = -0.05, c.g_hi = 0.0;
-  c.state_type = DataType::BFLOAT16;
-  check_bwd(c, true);
-}
-
-TEST_F(CudaGdn, ChunkedBackwardV2WideSlices) {
-  ScopedEnv v2("OPENDNN_GDN_BWD_V2", "1");
-  ScopedEnv two_stages("OPENDNN_GDN_BWD_V3", "0");  // v3 (the default) has its own cases below
-  check_bwd({"v2 HV=4H K=V=128 wide slices", {0, 64, 64, 250}, 8, 32, 128, 128}, true);
-}
-
-TEST_F(CudaGdn, ChunkedBackwardV2MixedDims) {
-  ScopedEnv v2("OPENDNN_GDN_BWD_V2", "1");
-  ScopedEnv two_stages("OPENDNN_GDN_BWD_V3", "0");  // v3 (the default) has its own cases below
-  Case c{"v2 K=64 V=128 scale 0.5", {0, 64, 65, 200}, 3, 3, 64, 128};
-  c.scale = 0.5;
-  check_bwd(c, true);
-}
-
-TEST_F(CudaGdn, ChunkedBackwardV2K64GvaEmptyEnds) {
-  ScopedEnv v2("OPENDNN_GDN_BWD_V2", "1");
-  ScopedEnv two_stages("OPENDNN_GDN_BWD_V3", "0");  // v3 (the default) has its own cases below
-  Case c{"v2 HV=4H K=V=64 empty ends", {0, 0, 17, 81, 81, 209, 209}, 2, 8, 64, 64};
-  c.g_lo = -6.0, c.g_hi = -0.2;
-  check_bwd(c, true);
-}
-
-TEST_F(CudaGdn, ChunkedBackwardV2BenchData) {
-  // The benchmark's inputs (beta in FLOAT) had no backward case: chunk_bwd first, so that a failure of
-  // both points at the numerics rather than at v2.
-  Case c{"bench data HV=4H K=V=128", {0, 300, 577}, 2, 8, 128, 128};
-  c.bench_data = true;
-  c.beta_f32 = true;
-  check_bwd(c, true);
-  ScopedEnv v2("OPENDNN_GDN_BWD_V2", "1");
-  c.name = "v2 " + c.name;
-  check_bwd(c, true);
-}
-
-}  // namespace
-
-// The backward's v3 (the default on chunk_bwd_v2; forced here with OPENDNN_GDN_BWD_V3=1): three chunk stages in
-// state_bwd and in the recompute's register-state pass (kStates), on chunk_bwd_v2. The V2 cases above under
-// the switch, plus one-warp 16-column slices. Which ring each case takes (small grids: both passes three
-// stages; WideSlices: 192 CTAs > 132 SMs, so the recompute keeps two while state_bwd, one CTA an SM at
-// K = 128 either way, takes three; K = 64 above the SM count: both keep two) is in the comments.
-namespace {
-
-void check_bwd_v3(Case c) {
-  ScopedEnv v2("OPENDNN_GDN_BWD_V2", "1");
-  ScopedEnv v3("OPENDNN_GDN_BWD_V3", "1");
-  c.name = "v3 " + c.name;
-  check_bwd(c, true);
-}
-
-TEST_F(CudaGdn, ChunkedBackwardV3VarlenGva) {
-  check_bwd_v3({"varlen GVA HV=2H K=V=64", {0, 100, 100, 230}, 2, 4, 64, 64});
-}
-
-TEST_F(CudaGdn, ChunkedBackwardV3ReverseGroupsStrongDecay) {
-  Case c{"H=2HV strong decay K=V=128", {0, 70, 71, 135}, 4, 2, 128, 128};
-  c.g_lo = -8.0, c.g_hi = -0.5;
-  c.torch_state_layout = true;
-  check_bwd_v3(c);
-}
-
-TEST_F(CudaGdn, ChunkedBackwardV3NoStateFp16) {
-  Case c{"fp16 no h0 K=128 V=64", {0, 1, 66}, 2, 2, 128, 64, DataType::HALF};
-  c.init = false;
-  c.l2 = false;
-  check_bwd_v3(c);
-}
-
-TEST_F(CudaGdn, ChunkedBackwardV3LongSequencesK128) {
-  // 10 and 6 chunks: the three-stage ring wraps several times, and its tail (empty groups) at both ends.
-  Case c{"HV=4H K=V=128 long", {0, 640, 640, 1000}, 2, 8, 128, 128};
-  c.g_lo = -0.05, c.g_hi = 0.0;
-  c.state_type = DataType::BFLOAT16;
-  check_bwd_v3(c);
-}
-
-TEST_F(CudaGdn, ChunkedBackwardV3WideSlices) {
-  check_bwd_v3({"HV=4H K=V=128 wide slices", {0, 64, 64, 250}, 8, 32, 128, 128});
-}
-
-TEST_F(CudaGdn, ChunkedBackwardV3Slices16) {
+TEST_F(CudaGdn, ChunkedBackwardSlices16) {
   // One-warp CTAs (bv = 16), 3 x 4 x 8 = 96 of them: three stages in both passes; several sequences with
   // partial chunks, fp16.
   ScopedEnv bv("OPENDNN_GDN_BWD_BV", "16");
-  Case c{"bv16 fp16 HV=4H K=V=128", {0, 200, 457, 458}, 1, 4, 128, 128, DataType::HALF};
-  check_bwd_v3(c);
+  check_bwd({"bv16 fp16 HV=4H K=V=128", {0, 200, 457, 458}, 1, 4, 128, 128, DataType::HALF}, true);
 }
 
-TEST_F(CudaGdn, ChunkedBackwardV3MixedDims) {
-  Case c{"K=64 V=128 scale 0.5", {0, 64, 65, 200}, 3, 3, 64, 128};
-  c.scale = 0.5;
-  check_bwd_v3(c);
-}
-
-TEST_F(CudaGdn, ChunkedBackwardV3K64GvaEmptyEnds) {
+TEST_F(CudaGdn, ChunkedBackwardK64GvaEmptyEnds) {
   Case c{"HV=4H K=V=64 empty ends", {0, 0, 17, 81, 81, 209, 209}, 2, 8, 64, 64};
   c.g_lo = -6.0, c.g_hi = -0.2;
-  check_bwd_v3(c);
+  check_bwd(c, true);
 }
 
-TEST_F(CudaGdn, ChunkedBackwardV3ManyHeadsK64) {
+TEST_F(CudaGdn, ChunkedBackwardManyHeadsK64) {
   // 2 x 64 heads x 1 slice = 128 CTAs at bv = 64 (K = 64: 92 KB at two stages, two CTAs an SM would fit):
   // under the SM count, so both passes take three stages.
-  Case c{"HV=4H K=V=64 many heads", {0, 130, 300}, 16, 64, 64, 64};
-  check_bwd_v3(c);
+  check_bwd({"HV=4H K=V=64 many heads", {0, 130, 300}, 16, 64, 64, 64}, true);
 }
 
-TEST_F(CudaGdn, ChunkedBackwardV3LeadingTokens) {
+TEST_F(CudaGdn, ChunkedBackwardLeadingTokens) {
   // 40 tokens before the first sequence: their gradients must be zero (the outputs start poisoned). At HV = 2H
-  // (chunk_bwd_v2 writes dv) v3's lean post has no dv rows, so the dq rows of those tokens zero dv, q/k head h
+  // (chunk_bwd_v2 writes dv) the lean post has no dv rows, so the dq rows of those tokens zero dv, q/k head h
   // taking value heads [2h, 2h + 2); at H = 2HV (dv summed in post) it keeps its dv rows, with 8-byte stores.
-  // The default plan first, so that a failure of both points at the leading tokens rather than at v3.
+  // Two stages and the full post first, so that a failure of both points at the leading tokens rather than
+  // at v3.
   for (auto [h, hv] : {std::pair<int64_t, int64_t>{2, 4}, {4, 2}}) {
     Case c{"leading tokens H=" + std::to_string(h) + " HV=" + std::to_string(hv) + " K=V=64", {40, 100, 230}, h, hv,
            64, 64};
     {
-      ScopedEnv v2("OPENDNN_GDN_BWD_V2", "1");
+      ScopedEnv two_stages("OPENDNN_GDN_BWD_V3", "0");
       check_bwd(c, true);
     }
-    check_bwd_v3(c);
+    check_bwd(c, true);
   }
 }
 
-TEST_F(CudaGdn, ChunkedBackwardV3BenchData) {
+TEST_F(CudaGdn, ChunkedBackwardBenchData) {
+  // The benchmark's inputs (beta in FLOAT).
   Case c{"bench data HV=4H K=V=128", {0, 300, 577}, 2, 8, 128, 128};
   c.bench_data = true;
   c.beta_f32 = true;
-  check_bwd_v3(c);
+  check_bwd(c, true);
+}
+
+}  // namespace
+
+// The chunked backward with two chunk stages and the full post (OPENDNN_GDN_BWD_V3=0, the backward before v3):
+// the chunked cases above that have a two-stage counterpart. GTEST_FILTER='CudaGdn.ChunkedBackwardTwoStage*'
+namespace {
+
+TEST_F(CudaGdn, ChunkedBackwardTwoStageVarlenGva) {
+  ScopedEnv two_stages("OPENDNN_GDN_BWD_V3", "0");
+  check_bwd({"two-stage varlen GVA HV=2H K=V=64", {0, 100, 100, 230}, 2, 4, 64, 64}, true);
+}
+
+TEST_F(CudaGdn, ChunkedBackwardTwoStageReverseGroupsStrongDecay) {
+  ScopedEnv two_stages("OPENDNN_GDN_BWD_V3", "0");
+  Case c{"two-stage H=2HV strong decay K=V=128", {0, 70, 71, 135}, 4, 2, 128, 128};
+  c.g_lo = -8.0, c.g_hi = -0.5;
+  c.torch_state_layout = true;
+  check_bwd(c, true);
+}
+
+TEST_F(CudaGdn, ChunkedBackwardTwoStageNoStateFp16) {
+  ScopedEnv two_stages("OPENDNN_GDN_BWD_V3", "0");
+  Case c{"two-stage fp16 no h0 K=128 V=64", {0, 1, 66}, 2, 2, 128, 64, DataType::HALF};
+  c.init = false;
+  c.l2 = false;
+  check_bwd(c, true);
+}
+
+TEST_F(CudaGdn, ChunkedBackwardTwoStageLongSequencesK128) {
+  ScopedEnv two_stages("OPENDNN_GDN_BWD_V3", "0");
+  Case c{"two-stage HV=4H K=V=128 long", {0, 640, 640, 1000}, 2, 8, 128, 128};
+  c.g_lo = -0.05, c.g_hi = 0.0;
+  c.state_type = DataType::BFLOAT16;
+  check_bwd(c, true);
+}
+
+TEST_F(CudaGdn, ChunkedBackwardTwoStageWideSlices) {
+  ScopedEnv two_stages("OPENDNN_GDN_BWD_V3", "0");
+  check_bwd({"two-stage HV=4H K=V=128 wide slices", {0, 64, 64, 250}, 8, 32, 128, 128}, true);
+}
+
+TEST_F(CudaGdn, ChunkedBackwardTwoStageMixedDims) {
+  ScopedEnv two_stages("OPENDNN_GDN_BWD_V3", "0");
+  Case c{"two-stage K=64 V=128 scale 0.5", {0, 64, 65, 200}, 3, 3, 64, 128};
+  c.scale = 0.5;
+  check_bwd(c, true);
+}
+
+TEST_F(CudaGdn, ChunkedBackwardTwoStageK64GvaEmptyEnds) {
+  ScopedEnv two_stages("OPENDNN_GDN_BWD_V3", "0");
+  Case c{"two-stage HV=4H K=V=64 empty ends", {0, 0, 17, 81, 81, 209, 209}, 2, 8, 64, 64};
+  c.g_lo = -6.0, c.g_hi = -0.2;
+  check_bwd(c, true);
+}
+
+TEST_F(CudaGdn, ChunkedBackwardTwoStageBenchData) {
+  // The benchmark's inputs (beta in FLOAT); ChunkedBackwardBenchData runs the default on them.
+  ScopedEnv two_stages("OPENDNN_GDN_BWD_V3", "0");
+  Case c{"two-stage bench data HV=4H K=V=128", {0, 300, 577}, 2, 8, 128, 128};
+  c.bench_data = true;
+  c.beta_f32 = true;
+  check_bwd(c, true);
 }
 
 }  // namespace

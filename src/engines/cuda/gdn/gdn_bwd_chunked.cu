@@ -19,8 +19,8 @@
 //   state_bwd     per (sequence, output head, V slice): walks the chunks backwards with dS^T (bv x K) in
 //                 fp32 mma.sync accumulators, the mirror of state_pass_mma; writes dS' per chunk and dVn.
 //                 OPENDNN_GDN_BWD_V3=1: three chunk stages here and in the recompute's pass (BwdArgs::v3).
-//   chunk_bwd     per (chunk, output head), in parallel: dq~, dk~, dv per output head (fp32 scratch), dg, dbeta;
-//                 chunk_bwd_v2 (OPENDNN_GDN_BWD_V2=1) is the same in 112 KB, two CTAs an SM.
+//   chunk_bwd_v2  per (chunk, output head), in parallel: dq~, dk~, dv per output head (fp32 scratch), dg, dbeta;
+//                 112 KB of shared memory, two CTAs an SM.
 //   post          (gdn_bwd_kernels.cu) the GVA head sums and the l2norm backward (v3: the lean post).
 // exp(gamma_i - gamma_j) is evaluated only under the causal mask (strong gates underflow to 0, never inf * 0).
 #include <cuda_bf16.h>
@@ -38,11 +38,10 @@ namespace {
 
 constexpr int C = kChunk;
 constexpr int kPad16 = 8;  // 16 bytes of row padding: ldmatrix rows on distinct banks
-constexpr int kPad32 = 4;
 
 size_t align_up(size_t x) { return (x + 255) & ~size_t(255); }
 
-// Each value head is one output head (HV >= H): chunk_bwd writes dv itself, with no fp32 round trip
+// Each value head is one output head (HV >= H): chunk_bwd_v2 writes dv itself, with no fp32 round trip
 // through the scratch (at H16 HV64 32k tokens that trip was 1 GB of writes and 1 GB of reads).
 __host__ __device__ bool dv_direct(const BwdArgs& a) { return a.hv == a.ho; }
 
@@ -133,17 +132,6 @@ __device__ __forceinline__ void zero(float (&acc)[NT][4]) {
 __device__ __forceinline__ float row_sum(float x) {
   x += __shfl_xor_sync(0xffffffffu, x, 1);
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
-}
-
-// dgam[i] += sum_m X(i, m) - sum_m X(m, i) for a C x C matrix X of d(entry) * entry, where entry (i, m)
-// carries exp(gamma_i - gamma_m). All 256 threads: four a row, 16 columns (and rows) each.
-__device__ __forceinline__ void add_rows_minus_cols(const float* X, int ld, float* dgam) {
-  const int i = threadIdx.x / 4, q = threadIdx.x % 4;
-  float x = 0.f;
-#pragma unroll 4
-  for (int m = 16 * q; m < 16 * q + 16; ++m) x += X[i * ld + m] - X[m * ld + i];
-  x = row_sum(x);
-  if (q == 0) dgam[i] += x;
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -311,7 +299,7 @@ __global__ void __launch_bounds__(128) state_bwd(Params p) {
     stage_ptrs(st, os, ps, ks, qs, ws, gs);
     const float glast = gs[L - 1];
 
-    // dS' of this chunk for chunk_bwd.
+    // dS' of this chunk for chunk_bwd_v2.
     T* dst = static_cast<T*>(p.w.dstates) + ((row0 + ci) * a.ho + j) * int64_t(V) * K;
 #pragma unroll
     for (int kt = 0; kt < KT; ++kt)
@@ -435,310 +423,9 @@ __device__ __forceinline__ void write_gate_grads(const BwdArgs& a, int64_t t0, i
 }
 
 // ------------------------------------------------------------------------------------------------
-// chunk_bwd: grid (chunk table rows, HO), 256 threads. Warp w computes 16-row strip w / 2 of every
-// C x (K | V | C) product, half w % 2 of its columns, with mma.sync from 16-bit shared tiles. The state
-// tiles S and dS' are only needed first; their space then holds the C x C intermediates.
-template <int K, int V>
-struct BLayout {
-  static constexpr int ldk = K + kPad16, ldv = V + kPad16, ldc = C + kPad16, ldf = C + kPad32;
-  static constexpr size_t q = 0;                                   // [C][ldk] q~
-  static constexpr size_t k = q + size_t(C) * ldk * 2;             // [C][ldk] k~
-  static constexpr size_t v = k + size_t(C) * ldk * 2;             // [C][ldv] v
-  static constexpr size_t dout = v + size_t(C) * ldv * 2;          // [C][ldv] dO
-  static constexpr size_t vn = dout + size_t(C) * ldv * 2;         // [C][ldv] v'
-  static constexpr size_t dvn = vn + size_t(C) * ldv * 2;          // [C][ldv] dVn (= dU)
-  static constexpr size_t dw = dvn + size_t(C) * ldv * 2;          // [C][ldk] dW
-  static constexpr size_t t = dw + size_t(C) * ldk * 2;            // [C][ldc] T
-  static constexpr size_t p = t + size_t(C) * ldc * 2;             // [C][ldc] Aqk
-  static constexpr size_t r = p + size_t(C) * ldc * 2;             // region: S^T, dS'^T, then the below
-  static constexpr size_t st = r;                                  // [V][ldk]
-  static constexpr size_t dst = st + size_t(V) * ldk * 2;          // [V][ldk]
-  static constexpr size_t kk = r;                                  // [C][ldf] fp32 K K^T
-  static constexpr size_t hf = kk + size_t(C) * ldf * 4;           // [C][ldf] fp32 dP o P, then dA o A
-  static constexpr size_t ds = hf + size_t(C) * ldf * 4;           // [C][ldc] Dq, then G = dT (strictly lower)
-  static constexpr size_t ys = ds + size_t(C) * ldc * 2;           // [C][ldc] G T^T
-  static constexpr size_t es = ys + size_t(C) * ldc * 2;           // [C][ldc] diag(beta) (dA o Gamma)
-  static constexpr size_t r_end = std::max(dst + size_t(V) * ldk * 2, es + size_t(C) * ldc * 2);
-  static constexpr size_t gates = r_end;                           // gamma, beta, dgamma, dbeta [C] fp32
-  static constexpr size_t bytes = gates + 4 * C * sizeof(float);
-};
-
-template <class T, int K, int V>
-__global__ void __launch_bounds__(256, 1) chunk_bwd(Params p) {
-  using Lay = BLayout<K, V>;
-  constexpr int ldk = Lay::ldk, ldv = Lay::ldv, ldc = Lay::ldc, ldf = Lay::ldf;
-  constexpr int NK = K / 16, NV = V / 16;  // 8-column tiles in half of K or V
-  const BwdArgs& a = p.a;
-  const int2 ent = reinterpret_cast<const int2*>(p.f.table)[blockIdx.x];
-  if (ent.x < 0) return;
-  const int j = blockIdx.y;
-  const int64_t s = ent.x, t0 = ent.y, seq0 = cu_at(a.cu, a.cu_int64, s);
-  const int L = int(imin(C, cu_at(a.cu, a.cu_int64, s + 1) - t0));
-  const int hq = int(j / (a.ho / a.h)), hvv = int(j / (a.ho / a.hv));
-  const int64_t crow = seq0 / C + s + (t0 - seq0) / C;
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, c = lane % 4;
-  const int m0 = 16 * (warp / 2), hf = warp % 2;
-
-  extern __shared__ __align__(128) unsigned char smem[];
-  T* qs = reinterpret_cast<T*>(smem + Lay::q);
-  T* ks = reinterpret_cast<T*>(smem + Lay::k);
-  T* vs = reinterpret_cast<T*>(smem + Lay::v);
-  T* dos = reinterpret_cast<T*>(smem + Lay::dout);
-  T* vns = reinterpret_cast<T*>(smem + Lay::vn);
-  T* dvns = reinterpret_cast<T*>(smem + Lay::dvn);
-  T* dws = reinterpret_cast<T*>(smem + Lay::dw);
-  T* ts = reinterpret_cast<T*>(smem + Lay::t);
-  T* ps = reinterpret_cast<T*>(smem + Lay::p);
-  T* sts = reinterpret_cast<T*>(smem + Lay::st);
-  T* dsts = reinterpret_cast<T*>(smem + Lay::dst);
-  float* kkf = reinterpret_cast<float*>(smem + Lay::kk);
-  float* hff = reinterpret_cast<float*>(smem + Lay::hf);
-  T* dss = reinterpret_cast<T*>(smem + Lay::ds);
-  T* yss = reinterpret_cast<T*>(smem + Lay::ys);
-  T* ess = reinterpret_cast<T*>(smem + Lay::es);
-  float* gam = reinterpret_cast<float*>(smem + Lay::gates);
-  float* bet = gam + C;
-  float* dgam = bet + C;
-  float* dbet = dgam + C;
-
-  // Rows at or past L are zero-filled, so every product leaves them zero.
-  auto load_rows = [&](T* dst, int ld, const void* src, int64_t heads, int64_t head, int width) {
-    const T* sp = static_cast<const T*>(src);
-    const int per = width / 8;
-    for (int e = tid; e < C * per; e += 256) {
-      const int r = e / per, col = (e % per) * 8;
-      const bool ok = r < L;
-      cp16(dst + r * ld + col, sp + ((ok ? t0 + r : t0) * heads + head) * width + col, ok);
-    }
-  };
-  // Two groups: what phase A reads, then V, T and P, which arrive while phase A computes.
-  load_rows(qs, ldk, p.f.q, a.h, hq, K);
-  load_rows(ks, ldk, p.f.k, a.h, hq, K);
-  load_rows(dos, ldv, a.d_o, a.ho, j, V);
-  load_rows(vns, ldv, p.f.vn, a.ho, j, V);
-  load_rows(dvns, ldv, p.w.dvn, a.ho, j, V);
-  {
-    const T* sg = static_cast<const T*>(p.f.states) + (crow * a.ho + j) * int64_t(V) * K;
-    const T* dg = static_cast<const T*>(p.w.dstates) + (crow * a.ho + j) * int64_t(V) * K;
-    for (int e = tid; e < V * (K / 8); e += 256) {
-      const int r = e / (K / 8), col = (e % (K / 8)) * 8;
-      cp16(sts + r * ldk + col, sg + r * K + col, true);
-      cp16(dsts + r * ldk + col, dg + r * K + col, true);
-    }
-  }
-  cp_commit();
-  load_rows(vs, ldv, a.vv, a.hv, hvv, V);
-  load_rows(ts, ldc, p.f.tmat, a.ho, j, C);
-  load_rows(ps, ldc, p.f.aqk, a.ho, j, C);
-  cp_commit();
-  if (tid < C) {
-    const bool ok = tid < L;
-    gam[tid] = ok ? p.f.gam[(t0 + tid) * a.ho + j] : 0.f;
-    bet[tid] = ok ? load_any(a.beta_type, a.beta, (t0 + tid) * a.ho + j) : 0.f;
-    dgam[tid] = 0.f;
-    dbet[tid] = 0.f;
-  }
-  cp_wait_but_one();
-  __syncthreads();
-  const float glast = gam[L - 1];
-  const float* gl = &gam[0];
-  auto row_of = [&](int e) { return m0 + g + 8 * (e / 2); };           // accumulator element -> row
-  auto col_of = [&](int n0, int n, int e) { return n0 + 8 * n + 2 * c + e % 2; };
-  // Per-row partial sums of a strip to shared memory: x[0] for row g, x[1] for row g + 8.
-  auto add_rows = [&](float* dst, float x0, float x1) {
-    x0 = row_sum(x0), x1 = row_sum(x1);
-    if (c == 0) atomicAdd(dst + m0 + g, x0), atomicAdd(dst + m0 + g + 8, x1);
-  };
-  // Global rows r < L of an accumulator tile, as fp32 or as the io type T (by dst's type).
-  auto store_rows = [&](auto* dst, int width, int n0, auto& acc) {
-    constexpr int N = sizeof(acc) / sizeof(acc[0]);
-    constexpr bool kF32 = std::is_same_v<std::remove_pointer_t<decltype(dst)>, float>;
-#pragma unroll
-    for (int n = 0; n < N; ++n)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = m0 + g + 8 * h;
-        if (r >= L) continue;
-        auto* at = dst + ((t0 + r) * a.ho + j) * width + n0 + 8 * n + 2 * c;
-        if constexpr (kF32) *reinterpret_cast<float2*>(at) = make_float2(acc[n][2 * h], acc[n][2 * h + 1]);
-        else *reinterpret_cast<uint32_t*>(at) = pack2<T>(acc[n][2 * h], acc[n][2 * h + 1]);
-      }
-  };
-  const int nk0 = hf * K / 2, nv0 = hf * V / 2, nc0 = hf * 32;
-
-  // Phase A: the products with the state tiles.
-  float dq[NK][4], dk[NK][4];
-  {
-    float dw[NK][4];
-    zero(dw);
-    warp_mma<T, NK, false, false>(dw, dvns, ldv, sts, ldk, m0, nk0, 0, V);  // dVn S^T
-#pragma unroll
-    for (int n = 0; n < NK; ++n)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        *reinterpret_cast<uint32_t*>(dws + (m0 + g + 8 * h) * ldk + nk0 + 8 * n + 2 * c) =
-            pack2<T>(-dw[n][2 * h], -dw[n][2 * h + 1]);
-  }
-  zero(dq);
-  warp_mma<T, NK, false, false>(dq, dos, ldv, sts, ldk, m0, nk0, 0, V);  // dO S^T
-  zero(dk);
-  warp_mma<T, NK, false, false>(dk, vns, ldv, dsts, ldk, m0, nk0, 0, V);  // Vn dS'^T
-  {
-    float xq[2] = {0.f, 0.f}, xk[2] = {0.f, 0.f};
-#pragma unroll
-    for (int n = 0; n < NK; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = row_of(e), col = col_of(nk0, n, e);
-        const bool ok = r < L;
-        dq[n][e] *= ok ? a.scale * __expf(gl[r]) : 0.f;
-        dk[n][e] *= ok ? __expf(glast - gl[r]) : 0.f;
-        xq[e / 2] += dq[n][e] * to_f(qs[r * ldk + col]);
-        xk[e / 2] += dk[n][e] * to_f(ks[r * ldk + col]);
-      }
-    add_rows(dgam, xq[0] - xk[0], xq[1] - xk[1]);
-    float tk = xk[0] + xk[1];  // Kd's e^gL: the same terms, all rows, onto the last row
-    for (int o = 16; o > 0; o >>= 1) tk += __shfl_xor_sync(0xffffffffu, tk, o);
-    if (lane == 0) atomicAdd(&dgam[L - 1], tk);
-  }
-  {  // e^gL <S, dS'>: the state's own decay over the chunk
-    float x = 0.f;
-    for (int e = tid; e < V * K; e += 256) {
-      const int r = e / K, col = e % K;
-      x += to_f(sts[r * ldk + col]) * to_f(dsts[r * ldk + col]);
-    }
-    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-    if (lane == 0) atomicAdd(&dgam[L - 1], __expf(glast) * x);
-  }
-  cp_wait_all();
-  __syncthreads();  // S and dS' are dead; dW is complete; V, T and P have arrived
-
-  // Phase B: through P (the output's intra-chunk matrix) and K K^T for phase C.
-  {
-    float dp[4][4];
-    zero(dp);
-    warp_mma<T, 4, false, true>(dp, dos, ldv, vns, ldv, m0, nc0, 0, V);  // dO Vn^T
-#pragma unroll
-    for (int n = 0; n < 4; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = row_of(e), col = col_of(nc0, n, e);
-        const bool live = r < L && col <= r;
-        const float d = live ? a.scale * __expf(gl[r] - gl[col]) : 0.f;
-        dss[r * ldc + col] = from_f<T>(dp[n][e] * d);
-        hff[r * ldf + col] = live ? dp[n][e] * to_f(ps[r * ldc + col]) : 0.f;
-      }
-    float kk[4][4];
-    zero(kk);
-    warp_mma<T, 4, false, true>(kk, ks, ldk, ks, ldk, m0, nc0, 0, K);
-#pragma unroll
-    for (int n = 0; n < 4; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) kkf[row_of(e) * ldf + col_of(nc0, n, e)] = kk[n][e];
-  }
-  __syncthreads();
-  warp_mma<T, NK, false, false>(dq, dss, ldc, ks, ldk, m0, nk0, 0, m0 + 16);  // Dq K (Dq lower)
-  store_rows(static_cast<T*>(p.w.dqs), K, nk0, dq);
-  warp_mma<T, NK, true, false>(dk, dss, ldc, qs, ldk, m0, nk0, m0, C);  // Dq^T Q
-  add_rows_minus_cols(hff, ldf, dgam);
-  __syncthreads();  // Dq and H are consumed
-
-  // Phase C: through T, W and U.
-  {
-    float g1[4][4], g2[4][4];
-    zero(g1);
-    zero(g2);
-    warp_mma<T, 4, false, true>(g1, dws, ldk, ks, ldk, m0, nc0, 0, K);   // dW K^T
-    warp_mma<T, 4, false, true>(g2, dvns, ldv, vs, ldv, m0, nc0, 0, V);  // dU V^T
-#pragma unroll
-    for (int n = 0; n < 4; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = row_of(e), col = col_of(nc0, n, e);
-        const float x = col < r && r < L ? bet[col] * (__expf(gl[col]) * g1[n][e] + g2[n][e]) : 0.f;
-        dss[r * ldc + col] = from_f<T>(x);
-      }
-  }
-  {
-    float bk[NK][4];
-    zero(bk);
-    warp_mma<T, NK, true, false>(bk, ts, ldc, dws, ldk, m0, nk0, m0, C);  // T^T dW (T lower)
-    float x[2] = {0.f, 0.f};
-#pragma unroll
-    for (int n = 0; n < NK; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = row_of(e), col = col_of(nk0, n, e);
-        const float eg = r < L ? __expf(gl[r]) : 0.f;
-        x[e / 2] += eg * bk[n][e] * to_f(ks[r * ldk + col]);
-        dk[n][e] += bet[r] * eg * bk[n][e];
-      }
-    add_rows(dbet, x[0], x[1]);
-    add_rows(dgam, x[0] * bet[m0 + g], x[1] * bet[m0 + g + 8]);
-  }
-  {
-    float bv[NV][4];
-    zero(bv);
-    warp_mma<T, NV, true, false>(bv, ts, ldc, dvns, ldv, m0, nv0, m0, C);  // T^T dU
-    float x[2] = {0.f, 0.f};
-#pragma unroll
-    for (int n = 0; n < NV; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = row_of(e), col = col_of(nv0, n, e);
-        x[e / 2] += bv[n][e] * to_f(vs[r * ldv + col]);
-        bv[n][e] *= bet[r];
-      }
-    add_rows(dbet, x[0], x[1]);
-    if (dv_direct(a)) store_rows(static_cast<T*>(a.dv), V, nv0, bv);
-    else store_rows(p.w.des, V, nv0, bv);
-  }
-  __syncthreads();  // G complete
-  {
-    float y[4][4];
-    zero(y);
-    warp_mma<T, 4, false, true>(y, dss, ldc, ts, ldc, m0, nc0, 0, m0 + 16);  // G T^T (G lower)
-#pragma unroll
-    for (int n = 0; n < 4; ++n)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        *reinterpret_cast<uint32_t*>(yss + (m0 + g + 8 * h) * ldc + nc0 + 8 * n + 2 * c) =
-            pack2<T>(y[n][2 * h], y[n][2 * h + 1]);
-  }
-  __syncthreads();
-  {
-    float da[4][4];
-    zero(da);
-    warp_mma<T, 4, true, false>(da, ts, ldc, yss, ldc, m0, nc0, m0, C);  // T^T Y; dA = -that
-    float x[2] = {0.f, 0.f};
-#pragma unroll
-    for (int n = 0; n < 4; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = row_of(e), col = col_of(nc0, n, e);
-        const bool live = col < r && r < L;
-        const float ed = live ? -da[n][e] * __expf(gl[r] - gl[col]) : 0.f;  // dA o Gamma
-        const float kk = kkf[r * ldf + col];
-        x[e / 2] += ed * kk;
-        ess[r * ldc + col] = from_f<T>(bet[r] * ed);
-        hff[r * ldf + col] = bet[r] * ed * kk;  // dA o A
-      }
-    add_rows(dbet, x[0], x[1]);
-  }
-  __syncthreads();
-  warp_mma<T, NK, false, false>(dk, ess, ldc, ks, ldk, m0, nk0, 0, m0 + 16);  // E K
-  warp_mma<T, NK, true, false>(dk, ess, ldc, ks, ldk, m0, nk0, m0, C);        // E^T K
-  store_rows(static_cast<T*>(p.w.dks), K, nk0, dk);
-  add_rows_minus_cols(hff, ldf, dgam);
-  __syncthreads();
-
-  if (warp == 0) write_gate_grads(a, t0, j, L, dgam, dbet);
-}
-
-// ------------------------------------------------------------------------------------------------
-// chunk_bwd_v2 (OPENDNN_GDN_BWD_V2=1; unverified on a GPU until test_cuda_gdn's ChunkedBackwardV2* pass):
-// chunk_bwd's math in 112 KB of shared memory, so two CTAs share an SM and one's loads overlap the
-// other's products (chunk_bwd's 210 KB allow one CTA an SM, which loads 160 KB before its first product).
+// chunk_bwd_v2: the per-chunk backward in 112 KB of shared memory, so two CTAs share an SM and one's
+// loads overlap the other's products (H200, H16 HV64 32k tokens: 11.31 ms for the whole backward against
+// 13.16 with a 210 KB kernel of one CTA an SM, which loaded 160 KB before its first product).
 //
 // Cost per CTA (one chunk, one output head), K = V = 128, C = 64:
 //   products: dVn S^T, dO S^T, v' dS'^T 3 x 2.1 MFLOP; dO v'^T, K K^T, dW K^T, dU V^T 4 x 1.05; the
@@ -749,13 +436,13 @@ __global__ void __launch_bounds__(256, 1) chunk_bwd(Params p) {
 //     all, 1.2 ms at 128 B/clk/SM (132 SMs, 1.98 GHz).
 //   global: reads S, dS' 2 x 32 KB, dO, v', dVn, v 4 x 16 KB, q, k 2 x 16 KB, T, P 2 x 8 KB (176 KB);
 //     writes dq~, dk~, dv 3 x 16 KB: 7.3 GB, 2.1 ms at 3.5 TB/s; the G = HO/H output heads of one q/k
-//     head are adjacent CTAs here (chunk_bwd puts them a chunk-table apart), so q and k come from L2
-//     for G - 1 of them: ~6.5 GB, ~1.9 ms.
-//   So ~2 ms is the floor (memory); chunk_bwd takes 6.6 ms = 26.6 us a CTA an SM. Expected for v2:
-//   3-4.5 ms, the stages inside a CTA still run one after the other (the other CTA fills the gaps).
-// What changed to fit: S and dS' share one region (S's products first, dS' loaded after them; the decay
-// term <S, dS'> reads dS' from memory in stage 1, just before stage 2 loads it); fp32 K K^T is recomputed
-// where dA o A needs it (chunk_bwd kept it in shared memory); dP o P and dA o A are summed over rows and
+//     head are adjacent CTAs (the grid is flattened, head fastest), so q and k come from L2 for G - 1
+//     of them: ~6.5 GB, ~1.9 ms.
+//   So ~2 ms is the floor (memory); the stages inside a CTA run one after the other (the other CTA
+//   fills the gaps).
+// How it fits: S and dS' share one region (S's products first, dS' loaded after them; the decay term
+// <S, dS'> reads dS' from memory in stage 1, just before stage 2 loads it); fp32 K K^T is recomputed
+// where dA o A needs it, not kept in shared memory; dP o P and dA o A are summed over rows and
 // columns in registers (shared atomics to dgamma) instead of through a C x C fp32 tile; P is read at the
 // fragment positions from global memory; dq~ is finished in stage 2 (its gate term reads q at the
 // fragment positions) so dq and dk are never live together: 128 registers a thread (two CTAs of 256),
@@ -779,7 +466,7 @@ struct B2Layout {
 };
 
 // dgam[r] += sum_c X(r, c) and dgam[c] -= sum_r X(r, c) over a warp's 16 x 8N accumulator tile X (rows
-// from m0, columns from n0): add_rows_minus_cols without the C x C tile in shared memory.
+// from m0, columns from n0), where entry (r, c) carries exp(gamma_r - gamma_c); no C x C tile in shared memory.
 template <int N>
 __device__ __forceinline__ void add_rows_minus_cols_frag(const float (&x)[N][4], int m0, int n0, float* dgam) {
   const int lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
@@ -814,7 +501,8 @@ __device__ __forceinline__ float dot8(const uint4& x, const uint4& y) {
 }
 
 // Grid: chunk table rows x HO, flattened with the output head fastest; 256 threads, two CTAs an SM. Warp
-// w computes 16-row strip w / 2 of every product, half w % 2 of its columns (as chunk_bwd).
+// w computes 16-row strip w / 2 of every product, half w % 2 of its columns, with mma.sync from 16-bit
+// shared tiles.
 template <class T, int K, int V>
 __global__ void __launch_bounds__(256, 2) chunk_bwd_v2(Params p) {
   using Lay = B2Layout<K, V>;
@@ -1033,7 +721,7 @@ __global__ void __launch_bounds__(256, 2) chunk_bwd_v2(Params p) {
   }
   __syncthreads();  // dS' and v' are consumed
 
-  // Stage 3: Dq^T Q, then through T, W and U (chunk_bwd's phase C).
+  // Stage 3: Dq^T Q, then through T, W and U.
   load_rows(qs, ldk, p.f.q, a.h, hq, K);
   load_rows(vs, ldv, a.vv, a.hv, hvv, V);
   load_rows(ts, ldc, p.f.tmat, a.ho, j, C);
@@ -1104,7 +792,7 @@ __global__ void __launch_bounds__(256, 2) chunk_bwd_v2(Params p) {
     zero(da);
     zero(kk);
     warp_mma<T, 4, true, false, 2>(da, ts, ldc, yss, ldc, m0, nc0, m0, C);  // T^T Y; dA = -that
-    warp_mma<T, 4, false, true, 2>(kk, ks, ldk, ks, ldk, m0, nc0, 0, K);   // K K^T (fp32, as chunk_bwd keeps it)
+    warp_mma<T, 4, false, true, 2>(kk, ks, ldk, ks, ldk, m0, nc0, 0, K);   // K K^T (fp32)
     float x[2] = {0.f, 0.f};
 #pragma unroll
     for (int n = 0; n < 4; ++n)
@@ -1131,13 +819,7 @@ __global__ void __launch_bounds__(256, 2) chunk_bwd_v2(Params p) {
 
 constexpr size_t kMaxSmem = 227 * 1024;
 
-template <class T, int K, int V>
-void launch_kv(const Params& p, cudaStream_t st) {
-  const size_t bytes = BLayout<K, V>::bytes;
-  cudaFuncSetAttribute(chunk_bwd<T, K, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
-  chunk_bwd<T, K, V><<<dim3(unsigned(p.f.bound), unsigned(p.a.ho)), 256, bytes, st>>>(p);
-}
-// v2: two CTAs an SM need the largest carveout; the grid is flattened (chunk rows x HO, head fastest).
+// Two CTAs an SM need the largest carveout; the grid is flattened (chunk rows x HO, head fastest).
 template <class T, int K, int V>
 void launch_kv_v2(const Params& p, cudaStream_t st) {
   const size_t bytes = B2Layout<K, V>::bytes;
@@ -1163,12 +845,9 @@ void launch_k(const Params& p, cudaStream_t st) {
   const BwdArgs& a = p.a;
   if (deep_ring(a, bstage_bytes(K, a.bv))) launch_state_bwd<T, K, 3>(p, st);
   else launch_state_bwd<T, K, 2>(p, st);
-  if (p.f.bound > 0 && a.chunk_v2) {
+  if (p.f.bound > 0) {
     if (a.v == 64) launch_kv_v2<T, K, 64>(p, st);
     else launch_kv_v2<T, K, 128>(p, st);
-  } else if (p.f.bound > 0) {
-    if (a.v == 64) launch_kv<T, K, 64>(p, st);
-    else launch_kv<T, K, 128>(p, st);
   }
 }
 
@@ -1183,7 +862,6 @@ const char* launch_typed(const BwdArgs& a, void* workspace, cudaStream_t st) {
   return launch_backward_post(a, p.w.dqs, p.w.dks, dv_direct(a) ? nullptr : p.w.des, true, st);
 }
 
-static_assert(BLayout<128, 128>::bytes <= kMaxSmem, "chunk_bwd at K = V = 128 must fit one SM");
 // Two CTAs an SM: 228 KB of shared memory, 1 KB of it reserved per CTA.
 static_assert(2 * (B2Layout<128, 128>::bytes + 1024) <= 228 * 1024, "chunk_bwd_v2 at K = V = 128: two CTAs an SM");
 static_assert(2 * bstage_bytes(128, 64) <= kMaxSmem, "state_bwd at K = 128, bv = 64 must fit one SM");
@@ -1202,7 +880,7 @@ const char* launch_backward_chunked(const BwdArgs& a, void* workspace, void* str
     if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) return "q, k, v, dO and the workspace must be 16-byte aligned";
   if (dv_direct(a) && reinterpret_cast<uintptr_t>(a.dv) % 4 != 0) return "dv must be 4-byte aligned";
   if (a.n <= 0 || a.ho <= 0) return nullptr;
-  if (a.chunk_v2 && (a.t / C + a.n) * a.ho > int64_t(0x7fffffff)) return "chunk_bwd_v2: more than 2^31 - 1 (chunk, head) CTAs";
+  if ((a.t / C + a.n) * a.ho > int64_t(0x7fffffff)) return "chunk_bwd_v2: more than 2^31 - 1 (chunk, head) CTAs";
   auto st = static_cast<cudaStream_t>(stream);
   return a.io == DataType::HALF ? launch_typed<__half>(a, workspace, st) : launch_typed<__nv_bfloat16>(a, workspace, st);
 }

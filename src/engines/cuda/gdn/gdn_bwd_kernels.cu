@@ -358,11 +358,12 @@ __device__ __forceinline__ void add4(float* acc, const T* p, bool vec, int n) {
 
 // One warp per (token, head) row of dq, dk (with the l2norm backward) and dv; tokens outside every
 // sequence get zero gradients (also dg and dbeta, which the sweep does not visit there). des == nullptr:
-// the caller wrote dv of the tokens inside the sequences itself (no GVA head sum), only the rest is zeroed.
+// the caller wrote dv of the tokens inside the sequences itself (HV == HO, no GVA head sum: the chunked
+// backward's chunk_bwd_v2), only the rest is zeroed.
 // A lane owns 4 consecutive columns per 128 (one vector load when the row allows), and the head sum's
 // loads are unrolled, so that each lane keeps several loads in flight: the pass is bound by the scratch
 // it reads. S: the dq/dk scratch's type (float, or the io type T).
-// Lean (the chunked backward's v3, OPENDNN_GDN_BWD_V3=1; unverified on a GPU): with des == nullptr the grid
+// Lean (the chunked backward's v3, the default; OPENDNN_GDN_BWD_V3=0 keeps the full post): with des == nullptr the grid
 // has no dv rows (the dq rows of tokens outside every sequence zero their share of dv instead), and the q/k
 // rows and the outputs move in 8-byte pieces. Why [arithmetic, H16 HV64 K=V=128 32k tokens]: the pass must
 // read dq~/dk~ (2 x 32768 x 64 x 128 x 2 B = 1.07 GB), q and k (0.27 GB) and write dq, dk (0.27 GB): 1.6 GB

@@ -103,17 +103,14 @@ struct BwdArgs {
   float scale = 1.f;
   bool l2norm = false;
   int grid = 132;  // persistent CTAs of the sweep (one per SM)
-  // The chunked backward (gdn_bwd_chunked.cu) instead of the token-exact sweep; opt-in via
-  // OPENDNN_GDN_BWD_CHUNKED=1 until a GPU run verifies it. bv: V columns of the reverse pass's CTAs.
+  // The chunked backward (gdn_bwd_chunked.cu) instead of the token-exact sweep; offered by default
+  // (OPENDNN_GDN_BWD_CHUNKED=0 withholds it). bv: V columns of the reverse pass's CTAs.
   bool chunked = false;
   int bv = 64;
-  // The chunked backward's chunk_bwd_v2 (two CTAs an SM) instead of chunk_bwd: set by the adapter, on unless
-  // OPENDNN_GDN_BWD_V2=0.
-  bool chunk_v2 = false;
-  // OPENDNN_GDN_BWD_V3=1 (unverified on a GPU; set by the adapter): three chunk stages in the two sequential
-  // passes, the recompute's register-state pass (kStates) and state_bwd, where shared memory allows and the
-  // deeper ring does not cost an SM a co-resident CTA (see deep_ring in gdn_bwd_chunked.cu); and the lean
-  // post (no dv rows when chunk_bwd wrote dv, 8-byte q/k/dq/dk accesses; see post in gdn_bwd_kernels.cu).
+  // The backward's v3 (set by the adapter; on unless OPENDNN_GDN_BWD_V3=0): three chunk stages in the two
+  // sequential passes, the recompute's register-state pass (kStates) and state_bwd, where shared memory allows
+  // and the deeper ring does not cost an SM a co-resident CTA (see deep_ring in gdn_bwd_chunked.cu); and the
+  // lean post (no dv rows when chunk_bwd_v2 wrote dv, 8-byte q/k/dq/dk accesses; see post in gdn_bwd_kernels.cu).
   bool v3 = false;
   // The token-exact sweep with M's rows (S's value columns) split into slices that run as separate work items,
   // for K * V > 16384 where the whole fp32 state and its gradient do not fit shared memory; opt-in via
