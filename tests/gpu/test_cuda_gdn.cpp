@@ -740,25 +740,34 @@ TEST_F(CudaGdn, BackwardNoStateFp16) {
 // before the first sequence, and the benchmark's input distributions. Which ring each case takes (small
 // grids: both passes three stages; WideSlices: 192 CTAs > 132 SMs, so the recompute keeps two while
 // state_bwd, one CTA an SM at K = 128 either way, takes three; K = 64 above the SM count: both keep two) is
-// in the comments.
+// in the comments. Most cases also run with two stages (check_chunked).
 namespace {
 
+// The case on the default chunked plan, then with two chunk stages and the full post (OPENDNN_GDN_BWD_V3=0, the
+// backward before v3, still selectable).
+void check_chunked(Case c) {
+  check_bwd(c, true);
+  ScopedEnv two_stages("OPENDNN_GDN_BWD_V3", "0");
+  c.name = "two-stage " + c.name;
+  check_bwd(c, true);
+}
+
 TEST_F(CudaGdn, ChunkedBackwardVarlenGva) {
-  check_bwd({"varlen GVA HV=2H K=V=64", {0, 100, 100, 230}, 2, 4, 64, 64}, true);
+  check_chunked({"varlen GVA HV=2H K=V=64", {0, 100, 100, 230}, 2, 4, 64, 64});
 }
 
 TEST_F(CudaGdn, ChunkedBackwardReverseGroupsStrongDecay) {
   Case c{"H=2HV strong decay K=V=128", {0, 70, 71, 135}, 4, 2, 128, 128};
   c.g_lo = -8.0, c.g_hi = -0.5;
   c.torch_state_layout = true;
-  check_bwd(c, true);
+  check_chunked(c);
 }
 
 TEST_F(CudaGdn, ChunkedBackwardNoStateFp16) {
   Case c{"fp16 no h0 K=128 V=64", {0, 1, 66}, 2, 2, 128, 64, DataType::HALF};
   c.init = false;
   c.l2 = false;
-  check_bwd(c, true);
+  check_chunked(c);
 }
 
 TEST_F(CudaGdn, ChunkedBackwardLongSequencesK128) {
@@ -768,20 +777,20 @@ TEST_F(CudaGdn, ChunkedBackwardLongSequencesK128) {
   Case c{"HV=4H K=V=128 long", {0, 640, 640, 1000}, 2, 8, 128, 128};
   c.g_lo = -0.05, c.g_hi = 0.0;
   c.state_type = DataType::BFLOAT16;
-  check_bwd(c, true);
+  check_chunked(c);
 }
 
 TEST_F(CudaGdn, ChunkedBackwardWideSlices) {
   // Enough heads for 64-column state slices (four warps a CTA in state_bwd and in the recompute's
   // register-state pass), several sequences, an empty one and partial chunks: the conditions under which
   // the forward's pass without v3 went wrong with wide slices (session 7).
-  check_bwd({"HV=4H K=V=128 wide slices", {0, 64, 64, 250}, 8, 32, 128, 128}, true);
+  check_chunked({"HV=4H K=V=128 wide slices", {0, 64, 64, 250}, 8, 32, 128, 128});
 }
 
 TEST_F(CudaGdn, ChunkedBackwardMixedDims) {
   Case c{"K=64 V=128 scale 0.5", {0, 64, 65, 200}, 3, 3, 64, 128};
   c.scale = 0.5;
-  check_bwd(c, true);
+  check_chunked(c);
   // The same case on the token-exact plan: both must agree with the reference.
   check_bwd(c, false);
 }
@@ -801,7 +810,7 @@ TEST_F(CudaGdn, ChunkedBackwardSlices16) {
 TEST_F(CudaGdn, ChunkedBackwardK64GvaEmptyEnds) {
   Case c{"HV=4H K=V=64 empty ends", {0, 0, 17, 81, 81, 209, 209}, 2, 8, 64, 64};
   c.g_lo = -6.0, c.g_hi = -0.2;
-  check_bwd(c, true);
+  check_chunked(c);
 }
 
 TEST_F(CudaGdn, ChunkedBackwardManyHeadsK64) {
@@ -832,70 +841,7 @@ TEST_F(CudaGdn, ChunkedBackwardBenchData) {
   Case c{"bench data HV=4H K=V=128", {0, 300, 577}, 2, 8, 128, 128};
   c.bench_data = true;
   c.beta_f32 = true;
-  check_bwd(c, true);
-}
-
-}  // namespace
-
-// The chunked backward with two chunk stages and the full post (OPENDNN_GDN_BWD_V3=0, the backward before v3):
-// the chunked cases above that have a two-stage counterpart. GTEST_FILTER='CudaGdn.ChunkedBackwardTwoStage*'
-namespace {
-
-TEST_F(CudaGdn, ChunkedBackwardTwoStageVarlenGva) {
-  ScopedEnv two_stages("OPENDNN_GDN_BWD_V3", "0");
-  check_bwd({"two-stage varlen GVA HV=2H K=V=64", {0, 100, 100, 230}, 2, 4, 64, 64}, true);
-}
-
-TEST_F(CudaGdn, ChunkedBackwardTwoStageReverseGroupsStrongDecay) {
-  ScopedEnv two_stages("OPENDNN_GDN_BWD_V3", "0");
-  Case c{"two-stage H=2HV strong decay K=V=128", {0, 70, 71, 135}, 4, 2, 128, 128};
-  c.g_lo = -8.0, c.g_hi = -0.5;
-  c.torch_state_layout = true;
-  check_bwd(c, true);
-}
-
-TEST_F(CudaGdn, ChunkedBackwardTwoStageNoStateFp16) {
-  ScopedEnv two_stages("OPENDNN_GDN_BWD_V3", "0");
-  Case c{"two-stage fp16 no h0 K=128 V=64", {0, 1, 66}, 2, 2, 128, 64, DataType::HALF};
-  c.init = false;
-  c.l2 = false;
-  check_bwd(c, true);
-}
-
-TEST_F(CudaGdn, ChunkedBackwardTwoStageLongSequencesK128) {
-  ScopedEnv two_stages("OPENDNN_GDN_BWD_V3", "0");
-  Case c{"two-stage HV=4H K=V=128 long", {0, 640, 640, 1000}, 2, 8, 128, 128};
-  c.g_lo = -0.05, c.g_hi = 0.0;
-  c.state_type = DataType::BFLOAT16;
-  check_bwd(c, true);
-}
-
-TEST_F(CudaGdn, ChunkedBackwardTwoStageWideSlices) {
-  ScopedEnv two_stages("OPENDNN_GDN_BWD_V3", "0");
-  check_bwd({"two-stage HV=4H K=V=128 wide slices", {0, 64, 64, 250}, 8, 32, 128, 128}, true);
-}
-
-TEST_F(CudaGdn, ChunkedBackwardTwoStageMixedDims) {
-  ScopedEnv two_stages("OPENDNN_GDN_BWD_V3", "0");
-  Case c{"two-stage K=64 V=128 scale 0.5", {0, 64, 65, 200}, 3, 3, 64, 128};
-  c.scale = 0.5;
-  check_bwd(c, true);
-}
-
-TEST_F(CudaGdn, ChunkedBackwardTwoStageK64GvaEmptyEnds) {
-  ScopedEnv two_stages("OPENDNN_GDN_BWD_V3", "0");
-  Case c{"two-stage HV=4H K=V=64 empty ends", {0, 0, 17, 81, 81, 209, 209}, 2, 8, 64, 64};
-  c.g_lo = -6.0, c.g_hi = -0.2;
-  check_bwd(c, true);
-}
-
-TEST_F(CudaGdn, ChunkedBackwardTwoStageBenchData) {
-  // The benchmark's inputs (beta in FLOAT); ChunkedBackwardBenchData runs the default on them.
-  ScopedEnv two_stages("OPENDNN_GDN_BWD_V3", "0");
-  Case c{"two-stage bench data HV=4H K=V=128", {0, 300, 577}, 2, 8, 128, 128};
-  c.bench_data = true;
-  c.beta_f32 = true;
-  check_bwd(c, true);
+  check_chunked(c);
 }
 
 }  // namespace
