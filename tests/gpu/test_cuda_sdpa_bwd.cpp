@@ -850,49 +850,68 @@ TEST(CudaSdpaBwd, V4FallbackThdRaggedCausalGqa) {
   run_case(v4(c));
 }
 
-// The d256 wgmma backward (sdpa_bwd_v2_d256.cuh, opt-in OPENDNN_SDPA_BWD_D256_V2=1): unmasked and
-// causal (both alignments), lengths that leave partial 64-row key and query tiles, GQA/MQA, BSHD
-// strides, bf16 and fp16, bitwise reproducibility; then problems it declines (they keep sdpa_bwd_d256).
+// The d256 wgmma backward (sdpa_bwd_v2_d256.cuh), each case on its default v4 schedule (TMA producer warp,
+// mbarrier ring, dQ written by writer warps with bulk reductions) and on the v2 schedule
+// (OPENDNN_SDPA_BWD_D256_V4=0, kept for tensors TMA cannot describe): unmasked and causal (both alignments),
+// lengths that leave partial 64-row key and query tiles (read as zeros), GQA/MQA, BSHD strides, bf16 and
+// fp16, bitwise reproducibility, long turn chains; v4 with NaN past the inputs' ends (TMA must not read
+// there), v2 without early turns; then problems it declines (they keep sdpa_bwd_d256).
 Case d256v2(Case c) {
   c.v2 = c.d256v2 = true;
   return c;
 }
-TEST(CudaSdpaBwd, D256V2DenseOdd) { run_case(d256v2(shape(1, 2, 2, 130, 201, 256, 256)), true); }
-TEST(CudaSdpaBwd, D256V2DenseFp16Gqa) { run_case(d256v2(shape(2, 4, 2, 77, 150, 256, 256, DataType::HALF))); }
-TEST(CudaSdpaBwd, D256V2CausalOdd) {
+void run_d256(Case c, bool check_reproducible = false) {
+  c = d256v2(c);
+  for (bool v4 : {true, false}) {
+    SCOPED_TRACE(v4 ? "d256 v4" : "d256 v2");
+    c.d256v4 = v4;
+    run_case(c, check_reproducible);
+  }
+}
+TEST(CudaSdpaBwd, D256WgmmaDenseOdd) { run_d256(shape(1, 2, 2, 130, 201, 256, 256), true); }
+TEST(CudaSdpaBwd, D256WgmmaDenseFp16Gqa) { run_d256(shape(2, 4, 2, 77, 150, 256, 256, DataType::HALF)); }
+TEST(CudaSdpaBwd, D256WgmmaCausalOdd) {
   Case c = shape(1, 2, 2, 200, 200, 256, 256);
   c.causal = true;
-  run_case(d256v2(c), true);
+  run_d256(c, true);
 }
-TEST(CudaSdpaBwd, D256V2Fp16CausalBottomRightMqa) {
+TEST(CudaSdpaBwd, D256WgmmaFp16CausalBottomRightMqa) {
   Case c = shape(1, 4, 1, 100, 257, 256, 256, DataType::HALF);
   c.causal = c.bottom_right = true;
-  run_case(d256v2(c));
+  run_d256(c);
 }
-TEST(CudaSdpaBwd, D256V2CausalMoreQueriesThanKeys) {
+TEST(CudaSdpaBwd, D256WgmmaCausalMoreQueriesThanKeys) {
   Case c = shape(1, 2, 2, 150, 90, 256, 256);
   c.causal = true;
-  run_case(d256v2(c));
+  run_d256(c);
 }
-TEST(CudaSdpaBwd, D256V2CausalBottomRightMoreQueries) {
+TEST(CudaSdpaBwd, D256WgmmaCausalBottomRightMoreQueries) {
   Case c = shape(1, 2, 1, 190, 70, 256, 256);
   c.causal = c.bottom_right = true;
-  run_case(d256v2(c));
+  run_d256(c);
 }
-TEST(CudaSdpaBwd, D256V2BshdCausalGqaFp16) {
+TEST(CudaSdpaBwd, D256WgmmaBshdCausalGqaFp16) {
   Case c = shape(2, 4, 2, 96, 160, 256, 256, DataType::HALF);
   c.bshd = true;
   c.causal = true;
-  run_case(d256v2(c));
+  run_d256(c);
 }
-TEST(CudaSdpaBwd, D256V2BitwiseReproducibleManyTiles) {
+TEST(CudaSdpaBwd, D256WgmmaBitwiseReproducibleManyTiles) {
   Case c = shape(1, 4, 2, 333, 301, 256, 256);
   c.causal = true;
-  run_case(d256v2(c), true);
+  run_d256(c, true);
 }
 // Eleven key tiles (64 rows) per head: long turn chains for the dQ adds, GQA, bitwise reproducible.
-TEST(CudaSdpaBwd, D256V2ManyKeyTilesGqa) { run_case(d256v2(shape(1, 4, 2, 320, 700, 256, 256)), true); }
-// The same kernel with the turn's wait and release at the end of each step (no early turns).
+TEST(CudaSdpaBwd, D256WgmmaManyKeyTilesGqa) { run_d256(shape(1, 4, 2, 320, 700, 256, 256), true); }
+TEST(CudaSdpaBwd, D256V4NaNTailCausalGqa) {
+  Case c = d256v2(shape(2, 4, 2, 130, 201, 256, 256));
+  c.d256v4 = true;
+  c.causal = true;
+  c.tail = 256 * 1024;
+  c.tail_nan = true;
+  run_case(c, true);
+}
+// v2 with the turn's wait and release at the end of each step (no early turns).
 TEST(CudaSdpaBwd, D256V2PlainTurnsCausalGqa) {
   Case c = d256v2(shape(1, 4, 2, 333, 301, 256, 256));
   c.causal = true;
@@ -903,57 +922,6 @@ TEST(CudaSdpaBwd, D256V2PlainTurnsDenseFp16) {
   Case c = d256v2(shape(1, 2, 1, 130, 201, 256, 256, DataType::HALF));
   c.d256_plain_turns = true;
   run_case(c);
-}
-
-// d256 v4 (OPENDNN_SDPA_BWD_D256_V4=1: TMA producer warp, mbarrier ring, dQ written by writer warps with
-// bulk reductions): the D256V2 cases (partial key and query tiles read as zeros through TMA, both turn
-// orders, GQA/MQA, BSHD strides, fp16), bitwise reproducibility, NaN past the inputs' ends (TMA must not
-// read there), and long turn chains.
-Case d256v4(Case c) {
-  c = d256v2(c);
-  c.d256v4 = true;
-  return c;
-}
-TEST(CudaSdpaBwd, D256V4DenseOdd) { run_case(d256v4(shape(1, 2, 2, 130, 201, 256, 256)), true); }
-TEST(CudaSdpaBwd, D256V4DenseFp16Gqa) { run_case(d256v4(shape(2, 4, 2, 77, 150, 256, 256, DataType::HALF))); }
-TEST(CudaSdpaBwd, D256V4CausalOdd) {
-  Case c = shape(1, 2, 2, 200, 200, 256, 256);
-  c.causal = true;
-  run_case(d256v4(c), true);
-}
-TEST(CudaSdpaBwd, D256V4Fp16CausalBottomRightMqa) {
-  Case c = shape(1, 4, 1, 100, 257, 256, 256, DataType::HALF);
-  c.causal = c.bottom_right = true;
-  run_case(d256v4(c));
-}
-TEST(CudaSdpaBwd, D256V4CausalMoreQueriesThanKeys) {
-  Case c = shape(1, 2, 2, 150, 90, 256, 256);
-  c.causal = true;
-  run_case(d256v4(c));
-}
-TEST(CudaSdpaBwd, D256V4CausalBottomRightMoreQueries) {
-  Case c = shape(1, 2, 1, 190, 70, 256, 256);
-  c.causal = c.bottom_right = true;
-  run_case(d256v4(c));
-}
-TEST(CudaSdpaBwd, D256V4BshdCausalGqaFp16) {
-  Case c = shape(2, 4, 2, 96, 160, 256, 256, DataType::HALF);
-  c.bshd = true;
-  c.causal = true;
-  run_case(d256v4(c));
-}
-TEST(CudaSdpaBwd, D256V4BitwiseReproducibleManyTiles) {
-  Case c = shape(1, 4, 2, 333, 301, 256, 256);
-  c.causal = true;
-  run_case(d256v4(c), true);
-}
-TEST(CudaSdpaBwd, D256V4ManyKeyTilesGqa) { run_case(d256v4(shape(1, 4, 2, 320, 700, 256, 256)), true); }
-TEST(CudaSdpaBwd, D256V4NaNTailCausalGqa) {
-  Case c = shape(2, 4, 2, 130, 201, 256, 256);
-  c.causal = true;
-  c.tail = 256 * 1024;
-  c.tail_nan = true;
-  run_case(d256v4(c), true);
 }
 
 TEST(CudaSdpaBwd, D256V2DeclinesPadding) {
@@ -1008,15 +976,10 @@ TEST(CudaSdpaBwd, SinkV2D64Dense) {
   c.v2 = true;
   run_case(with_sink(c), true);
 }
-TEST(CudaSdpaBwd, SinkD256V2CausalFp16) {
+TEST(CudaSdpaBwd, SinkD256WgmmaCausalFp16) {
   Case c = shape(1, 2, 2, 90, 90, 256, 256, DataType::HALF);
   c.causal = true;
-  run_case(with_sink(d256v2(c)));
-}
-TEST(CudaSdpaBwd, SinkD256V4CausalFp16) {
-  Case c = shape(1, 2, 2, 90, 90, 256, 256, DataType::HALF);
-  c.causal = true;
-  run_case(with_sink(d256v4(c)));
+  run_d256(with_sink(c));
 }
 
 }  // namespace
