@@ -212,11 +212,13 @@ def print_kernel_split(fn, top=8):
         print(f"    kernel {us:10.1f} us {100 * us / total:5.1f}% x{n} {name[:110]}", flush=True)
 
 
-def copy_bandwidth_gbs(nbytes=2 * 1024**3):
-    """Device-to-device copy bandwidth (bytes read + written per second), the memory-bound ceiling."""
+def copy_bandwidth_gbs(nbytes=2 * 1024**3, flush=False):
+    """Device-to-device copy bandwidth (bytes read + written per second), the memory-bound ceiling. With a
+    kernel's own byte count and flush=True (timed like the kernel: L2 flushed, launch and ramp included) it
+    is the ceiling at that size."""
     a = torch.empty(nbytes // 2, dtype=torch.uint8, device="cuda")
     b = torch.empty_like(a)
-    ms = time_cuda(lambda: b.copy_(a), warmup=3, reps=10, flush=False)
+    ms = time_cuda(lambda: b.copy_(a), warmup=3, reps=10 if not flush else 30, flush=flush)
     return 2 * a.numel() / (ms * 1e-3) / 1e9
 
 
