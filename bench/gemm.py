@@ -25,8 +25,7 @@ out_dtype where torch has it), "fp8amax_" rows (MATMUL_FP8 with amax_C, OPENDNN_
 torch._scaled_mm followed by abs().amax()), and the 256x128 cooperative tile (OPENDNN_GEMM_M256=1) in the
 plans_ rows.
 
-The plans_ rows also time session 5's candidates (opt-in, unverified until this runs): cooperative 128x256 under
-stream-K (OPENDNN_GEMM_STREAMK=1) and with 1x2 / 2x2 clusters (OPENDNN_GEMM_C1X2 / _C2X2=1), pingpong 64x256
+The plans_ rows also time session 5's candidates (opt-in): pingpong 64x256
 (OPENDNN_GEMM_PP64X256=1, plain and bias + GELU), fp8 pingpong
 64x128x128 with promotion (OPENDNN_GEMM_FP8_PINGPONG=1), and the fp8 promotion interval
 (OPENDNN_GEMM_FP8_PROMOTION=8|16, "_promotion" rows); "model_" rows repeat a plans_ row with the scheduler
@@ -153,8 +152,7 @@ def bench_bf16(M, N, K, layout, epilogue, compile_peer):
 
 
 # The opt-in plans every plans_ row switches on (the candidates among them are UNVERIFIED until this runs).
-BF16_PLAN_SWITCHES = {k: "1" for k in ("OPENDNN_GEMM_PINGPONG", "OPENDNN_GEMM_M256", "OPENDNN_GEMM_STREAMK",
-                                       "OPENDNN_GEMM_C1X2", "OPENDNN_GEMM_C2X2", "OPENDNN_GEMM_PP64X256")}
+BF16_PLAN_SWITCHES = {k: "1" for k in ("OPENDNN_GEMM_PINGPONG", "OPENDNN_GEMM_M256", "OPENDNN_GEMM_PP64X256")}
 FP8_PLAN_SWITCHES = {"OPENDNN_GEMM_FP8_FAST": "1", "OPENDNN_GEMM_FP8_PINGPONG": "1"}
 def cuda_plans(g):
     """Plans `g` (the opt-in cuda plans included): {cuda plan name: index}."""
@@ -167,7 +165,7 @@ def cuda_plans(g):
 
 def plan_tag(name):
     """A column name for a cuda plan, <kind>_<tile MxN>_<cluster>: coop_128x256_c2x1, pingpong_128x128_c2x1,
-    coop_streamk_128x256_c2x1, coop_128x256_c2x2, coop_fastacc_128x256_c2x1, ... (a graph's plans differ in these)."""
+    pingpong_64x256_c2x1, coop_fastacc_128x256_c2x1, ... (a graph's plans differ in these)."""
     m = re.match(r"(?:cuda:)?gemm_(\d+)x(\d+)x\d+_c(\dx\d)_(.+?)_(?:bf16|fp16|e4m3)", name)
     return f"{m.group(4)}_{m.group(1)}x{m.group(2)}_c{m.group(3)}" if m else name
 

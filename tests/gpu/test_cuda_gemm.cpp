@@ -413,21 +413,6 @@ void check_candidate(const char* plan, int runs = 1) {
     check_gemm(c, plan, runs);
 }
 
-TEST_F(CudaGemm, StreamKPlan) {
-  ScopedEnv on("OPENDNN_GEMM_STREAMK", "1");
-  check_candidate("coop_streamk", 3);
-}
-
-TEST_F(CudaGemm, Cluster1x2Plan) {
-  ScopedEnv on("OPENDNN_GEMM_C1X2", "1");
-  check_candidate("_c1x2_coop");
-}
-
-TEST_F(CudaGemm, Cluster2x2Plan) {
-  ScopedEnv on("OPENDNN_GEMM_C2X2", "1");
-  check_candidate("_c2x2_coop");
-}
-
 TEST_F(CudaGemm, Pingpong64x256Plan) {
   ScopedEnv on("OPENDNN_GEMM_PP64X256", "1");
   check_candidate("gemm_64x256x64");

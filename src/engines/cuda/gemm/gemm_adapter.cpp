@@ -272,15 +272,11 @@ int64_t tile_n(const gemm::Args& a) {
   if (a.config == gemm::Config::PINGPONG || a.config == gemm::Config::COOP_M256) return 128;
   return a.type == gemm::Elem::FP8_E4M3 && a.config == gemm::Config::COOP ? 128 : 256;
 }
-int64_t cluster_m(const gemm::Args& a) { return a.config == gemm::Config::COOP_C1X2 ? 1 : 2; }
-int64_t cluster_n(const gemm::Args& a) {
-  return a.config == gemm::Config::COOP_C1X2 || a.config == gemm::Config::COOP_C2X2 ? 2 : 1;
-}
-// The session-5 candidates (gemm_kernels.h): UNVERIFIED on a GPU.
+constexpr int64_t kClusterM = 2, kClusterN = 1;  // every kernel's cluster
+// The opt-in candidates of session 5 that remain (gemm_kernels.h): pingpong 64x256 (on a par with pingpong
+// 128x128 in gemm_sweep.json) and fp8 pingpong.
 bool candidate(const gemm::Args& a) {
-  return a.config == gemm::Config::COOP_STREAMK || a.config == gemm::Config::COOP_C1X2 ||
-         a.config == gemm::Config::COOP_C2X2 || a.config == gemm::Config::PINGPONG_64X256 ||
-         (a.config == gemm::Config::PINGPONG && a.type == gemm::Elem::FP8_E4M3);
+  return a.config == gemm::Config::PINGPONG_64X256 || (a.config == gemm::Config::PINGPONG && a.type == gemm::Elem::FP8_E4M3);
 }
 
 int64_t ceil_to(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
@@ -318,7 +314,7 @@ double estimate_us(const gemm::Args& a) {
 // OPENDNN_GEMM_SWIZZLE=1|2|4|8 overrides it (for A/B runs in bench/gemm.py).
 int64_t padded_waves(const gemm::Args& a, int sm_count, int s) {
   const int64_t tm = (a.M + tile_m(a) - 1) / tile_m(a), tn = (a.N + tile_n(a) - 1) / tile_n(a);
-  const int64_t padded = ceil_to(tm, cluster_m(a) * s) * ceil_to(tn, cluster_n(a) * s) * a.L;
+  const int64_t padded = ceil_to(tm, kClusterM * s) * ceil_to(tn, kClusterN * s) * a.L;
   return (padded + sm_count - 1) / sm_count;
 }
 
@@ -346,7 +342,7 @@ void model_knobs(gemm::Args& a, int sm_count) {
       if (padded_waves(a, sm_count, s) != waves) continue;
       const bool along_n = r == gemm::Raster::ALONG_N;  // minor dimension M
       const double major = along_n ? tn : tm, minor = along_n ? tm : tn;
-      const double g = std::min(minor, double(s * (along_n ? cluster_m(a) : cluster_n(a))));
+      const double g = std::min(minor, double(s * (along_n ? kClusterM : kClusterN)));
       const double pmajor = double(along_n ? tile_n(a) : tile_m(a)), pminor = double(along_n ? tile_m(a) : tile_n(a));
       const double w = std::min(double(sm_count), tm * tn * double(a.L));
       // Inside one band, or across w / major bands when a band holds fewer tiles than the wave.
@@ -430,15 +426,14 @@ std::string plan_name(const gemm::Args& a) {
   const char* type = a.type == gemm::Elem::FP8_E4M3 ? "e4m3" : a.type == gemm::Elem::BF16 ? "bf16" : "fp16";
   const bool pingpong = a.config == gemm::Config::PINGPONG || a.config == gemm::Config::PINGPONG_64X256;
   const char* kind = pingpong                                 ? "pingpong"
-                     : a.config == gemm::Config::FAST_ACCUM   ? "coop_fastacc"
-                     : a.config == gemm::Config::COOP_STREAMK ? "coop_streamk"
-                                                              : "coop";
+                     : a.config == gemm::Config::FAST_ACCUM ? "coop_fastacc"
+                                                            : "coop";
   // The scheduler knobs too (_sw<swizzle>_r<h|m|n>), so a benchmark row says what ran.
   const char* raster = a.raster == gemm::Raster::ALONG_M ? "m" : a.raster == gemm::Raster::ALONG_N ? "n" : "h";
   const char* variant = a.epi == gemm::Epi::GATED ? "_swiglu" : a.epi == gemm::Epi::AMAX ? "_amax" : "";
   return "gemm_" + std::to_string(tile_m(a)) + "x" + std::to_string(tile_n(a)) + "x" +
-         (a.type == gemm::Elem::FP8_E4M3 ? "128" : "64") + "_c" + std::to_string(cluster_m(a)) + "x" +
-         std::to_string(cluster_n(a)) + "_" + kind + "_" + type +
+         (a.type == gemm::Elem::FP8_E4M3 ? "128" : "64") + "_c" + std::to_string(kClusterM) + "x" +
+         std::to_string(kClusterN) + "_" + kind + "_" + type +
          (a.out == gemm::Out::FP32 ? "_f32out" : "") + variant + (a.b_k_major ? "_bk" : "_bn") + "_sw" +
          std::to_string(a.swizzle) + "_r" + raster +
          (a.fp8_promotion != 4 ? "_p" + std::to_string(a.fp8_promotion) : "");
@@ -460,8 +455,8 @@ int64_t local_index(const gemm::Args& a) {
 // SwiGLU 1.07x torch's separate kernels, fp32 out 1.19x matmul + .float(), amax 1.22x _scaled_mm + amax)
 // and serve graphs nothing else took: offered unless OPENDNN_GEMM_SWIGLU/F32_OUT/FP8_AMAX=0. The 256x128
 // tile passed too but ran slower than the 128x256 and pingpong ones: opt-in, OPENDNN_GEMM_M256=1.
-// The session-5 candidates are UNVERIFIED (not yet run on a GPU): opt-in, OPENDNN_GEMM_STREAMK, _C1X2, _C2X2,
-// _PP64X256 and _FP8_PINGPONG=1 (bench/gemm.py switches them on for its plan sweep).
+// The session-5 candidates left are opt-in: OPENDNN_GEMM_PP64X256=1 and _FP8_PINGPONG=1 (bench/gemm.py switches
+// them on for its plan sweep).
 bool offered(const gemm::Args& a) {
   if (a.type == gemm::Elem::FP8_E4M3 && a.config == gemm::Config::PINGPONG)
     return env_int("OPENDNN_GEMM_FP8_PINGPONG", 0) == 1;
@@ -472,9 +467,6 @@ bool offered(const gemm::Args& a) {
     case gemm::Config::PINGPONG: return env_int("OPENDNN_GEMM_PINGPONG", 1) == 1;
     case gemm::Config::FAST_ACCUM: return env_int("OPENDNN_GEMM_FP8_FAST", 0) == 1;
     case gemm::Config::COOP_M256: return env_int("OPENDNN_GEMM_M256", 0) == 1;
-    case gemm::Config::COOP_STREAMK: return env_int("OPENDNN_GEMM_STREAMK", 0) == 1;
-    case gemm::Config::COOP_C1X2: return env_int("OPENDNN_GEMM_C1X2", 0) == 1;
-    case gemm::Config::COOP_C2X2: return env_int("OPENDNN_GEMM_C2X2", 0) == 1;
     case gemm::Config::PINGPONG_64X256: return env_int("OPENDNN_GEMM_PP64X256", 0) == 1;
     default: return true;
   }

@@ -64,14 +64,8 @@ Runner runner(const Args& a) {
       return a.act.act == Act::GELU_ERF ? run<Elem::BF16, true, Act::GELU_ERF, Config::PINGPONG> : nullptr;
     case Config::FAST_ACCUM:
       return a.type == Elem::FP8_E4M3 && none ? run<Elem::FP8_E4M3, true, Act::NONE, Config::FAST_ACCUM> : nullptr;
-    case Config::COOP_M256:  // bf16, B column-major, no activation (so are the three below)
+    case Config::COOP_M256:  // bf16, B column-major, no activation
       return bf16_bk_plain(a) ? run<Elem::BF16, true, Act::NONE, Config::COOP_M256> : nullptr;
-    case Config::COOP_STREAMK:
-      return bf16_bk_plain(a) ? run<Elem::BF16, true, Act::NONE, Config::COOP_STREAMK> : nullptr;
-    case Config::COOP_C1X2:
-      return bf16_bk_plain(a) ? run<Elem::BF16, true, Act::NONE, Config::COOP_C1X2> : nullptr;
-    case Config::COOP_C2X2:
-      return bf16_bk_plain(a) ? run<Elem::BF16, true, Act::NONE, Config::COOP_C2X2> : nullptr;
     case Config::PINGPONG_64X256:  // bf16, B column-major, plain and GELU (erf), like PINGPONG
       if (a.type != Elem::BF16 || !a.b_k_major) return nullptr;
       if (none) return run<Elem::BF16, true, Act::NONE, Config::PINGPONG_64X256>;

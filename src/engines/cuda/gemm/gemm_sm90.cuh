@@ -3,9 +3,8 @@
 //   COOP       128x256x64 tiles for 16-bit types (128x128x128 for fp8, fp32 promotion), cooperative
 //   PINGPONG   128x128x64, two consumer warpgroups on their own tiles (one's epilogue under the other's MMA)
 //   FAST_ACCUM fp8 only: 128x256x128, cooperative, no fp32 promotion of the wgmma accumulator
-//   COOP_M256 / COOP_STREAMK / COOP_C1X2 / COOP_C2X2: bf16 256x128, and 128x256 under stream-K or with
-//              a 1x2 or 2x2 cluster (Schedule below); PINGPONG_64X256: bf16 pingpong 64x256x64
-// all with 2x1 clusters unless named, TMA loads, wgmma, a persistent tile scheduler whose swizzle and
+//   COOP_M256  bf16 256x128x64, cooperative; PINGPONG_64X256: bf16 pingpong 64x256x64
+// all with 2x1 clusters, TMA loads, wgmma, a persistent tile scheduler whose swizzle and
 // raster order are run-time arguments, and an epilogue D = act(alpha * acc + bias[n] + beta * R). The activation is
 // a template parameter: a run-time switch inside CUTLASS's unrolled per-element epilogue kept every
 // case's code for each accumulator element (128 BRX jumps and ~186 KB of SASS a tile loop) and made
@@ -189,19 +188,16 @@ struct PickFusion<false, Plain, Variant> {
 // multicast in the 2x1 cluster, the same L2 bytes a stage as 128x128 (8 + 32/2 KB against 16 + 16/2), but
 // one m64n256k16 wgmma reads 10 KB of shared memory where two m64n128k16 read 12 KB for the same work.
 // COOP_M256 is 256x128: cuBLAS's usual Hopper tile for large bf16 problems. The 2x1 cluster shares
-// (multicasts) the larger B tile of COOP between two M neighbours; 1x2 shares A instead, 2x2 both (a
-// quarter fewer L2 reads than 2x1, but clusters of 4 may not tile all 132 SMs: see max_clusters()).
+// (multicasts) the larger B tile of COOP between two M neighbours. (Stream-K and 1x2 / 2x2 clusters ran
+// slower than this everywhere on the H200, session 5, and are gone.)
 template <Config C, bool kFp8>
 struct Schedule {
-  static constexpr bool kStreamK = C == Config::COOP_STREAMK;
   static constexpr int kM = C == Config::COOP_M256                                           ? 256
                             : (C == Config::PINGPONG && kFp8) || C == Config::PINGPONG_64X256 ? 64
                                                                                               : 128;
   static constexpr int kN = C == Config::PINGPONG || C == Config::COOP_M256 || (C == Config::COOP && kFp8) ? 128 : 256;
-  static constexpr int kClusterM = C == Config::COOP_C1X2 ? 1 : 2;
-  static constexpr int kClusterN = C == Config::COOP_C1X2 || C == Config::COOP_C2X2 ? 2 : 1;
   using Tile = cute::Shape<cute::Int<kM>, cute::Int<kN>, cute::Int<kFp8 ? 128 : 64>>;
-  using Cluster = cute::Shape<cute::Int<kClusterM>, cute::Int<kClusterN>, cute::_1>;
+  using Cluster = cute::Shape<cute::_2, cute::_1, cute::_1>;
   static constexpr bool kPingpong = C == Config::PINGPONG || C == Config::PINGPONG_64X256;
   using Mainloop = std::conditional_t<
       kPingpong, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
@@ -210,7 +206,7 @@ struct Schedule {
   using Epilogue = std::conditional_t<kPingpong, cutlass::epilogue::TmaWarpSpecialized,
                                       cutlass::epilogue::TmaWarpSpecializedCooperative>;
   // void: CUTLASS's persistent scheduler with the swizzle and raster of Args.
-  using TileScheduler = std::conditional_t<kStreamK, cutlass::gemm::StreamKScheduler, void>;
+  using TileScheduler = void;
   static_assert(C != Config::FAST_ACCUM || kFp8, "FAST_ACCUM is an fp8 mainloop");
   static_assert(kFp8 ? C == Config::COOP || C == Config::PINGPONG || C == Config::FAST_ACCUM : C != Config::FAST_ACCUM,
                 "fp8 has COOP, PINGPONG and FAST_ACCUM; the others are 16-bit tiles");
@@ -271,7 +267,6 @@ struct Sm90Gemm {
     cute::get<2>(sc) = res ? a.batch_r : a.batch_d;
     cutlass::KernelHardwareInfo hw;
     hw.sm_count = sm_count;
-    hw.max_active_clusters = max_clusters();
     typename Device::Arguments args{
         cutlass::gemm::GemmUniversalMode::kGemm,
         {int(a.M), int(a.N), int(a.K), int(a.L)},
@@ -314,43 +309,9 @@ struct Sm90Gemm {
     return e;
   }
 
-  // Clusters of 4 need not tile every SM (a GPC's SM count need not divide by 4), and CUTLASS's fallback
-  // estimate assumes GH100's 18-SM GPCs; the occupancy query with the kernel's real shared memory says how
-  // many fit. 0 (CUTLASS's estimate) for clusters of 2, which tile the H200's 132 SMs.
-  static int max_clusters() {
-    if constexpr (cute::size(Cluster{}) <= 2) {
-      return 0;
-    } else {
-      static const int n = [] {
-        if (allow_smem() != cudaSuccess) return 0;
-        cudaLaunchConfig_t cfg{};
-        cudaLaunchAttribute attr{};
-        attr.id = cudaLaunchAttributeClusterDimension;
-        attr.val.clusterDim.x = cute::size<0>(Cluster{});
-        attr.val.clusterDim.y = cute::size<1>(Cluster{});
-        attr.val.clusterDim.z = 1;
-        cfg.gridDim = dim3(attr.val.clusterDim.x, attr.val.clusterDim.y, 1);
-        cfg.blockDim = dim3(Kernel::MaxThreadsPerBlock, 1, 1);
-        cfg.dynamicSmemBytes = Kernel::SharedStorageSize;
-        cfg.attrs = &attr;
-        cfg.numAttrs = 1;
-        int clusters = 0;
-        return cudaOccupancyMaxActiveClusters(&clusters, cutlass::device_kernel<Kernel>, &cfg) == cudaSuccess ? clusters
-                                                                                                              : 0;
-      }();
-      return n;
-    }
-  }
-
   static const char* run(const Args& a, void* workspace, int sm_count, void* stream, LaunchCache* cache,
                          int64_t* ws_query) {
     auto s = static_cast<cudaStream_t>(stream);
-    if (Sched::kStreamK && !ws_query && cache->matches(a, workspace)) {
-      // Stream-K's peers count their arrivals on flags in the workspace that the kernel never resets: every
-      // launch zeroes them again (a memset of the flags alone; the parameters stay cached).
-      if (Kernel::initialize_workspace(arguments(a, sm_count), workspace, s) != cutlass::Status::kSuccess)
-        return "CUTLASS GEMM workspace initialisation failed";
-    }
     if (ws_query || !cache->matches(a, workspace)) {
       typename Device::Arguments args = arguments(a, sm_count);
       if (ws_query) {
