@@ -312,17 +312,24 @@ void check_split(const Case& c) {
   unsetenv("OPENDNN_GDN_PREP_V2");
 }
 
-// Session 5's opt-in forward (v3: chunk_prep_mma v3 with the fused l2norm and gate prefetch, three chunk
-// stages in the register-state pass), unsplit and split, with prep2 and the mma pass on.
-void check_v3(const Case& c) {
-  check_once(c, true, true, false, true);
-  check_once(c, false, true, true, true);
+void unset_v3_env() {
   for (const char* e : {"OPENDNN_GDN_FWD_V2", "OPENDNN_GDN_PREP_V2", "OPENDNN_GDN_SPLIT", "OPENDNN_GDN_PREP_V3",
                         "OPENDNN_GDN_PASS_V3"})
     unsetenv(e);
 }
 
 using test::ScopedEnv;
+
+// v3 (chunk_prep_mma v3 with the fused l2norm and gate prefetch, three chunk stages in the register-state
+// pass), unsplit and split, with prep2 and the mma pass on, its products on mma.sync (OPENDNN_GDN_FWD_V4=0:
+// v4, the default, has check_v4 below).
+void check_v3(Case c) {
+  ScopedEnv mma("OPENDNN_GDN_FWD_V4", "0");
+  c.name = "v3 " + c.name;
+  check_once(c, true, true, false, true);
+  check_once(c, false, true, true, true);
+  unset_v3_env();
+}
 
 // Backward: the cuda plan against the reference engine (run on the CPU on the same rounded inputs,
 // gradients in FLOAT). Gradients of q, k, v, g, beta and the initial state within 4e-2 (RMS).
@@ -537,53 +544,78 @@ TEST_F(CudaGdn, SplitNoInitialStateMixedDims) {
   check_split(c);
 }
 
-// v3 (OPENDNN_GDN_PREP_V3 + OPENDNN_GDN_PASS_V3, the default chunk_prep and pass depth): GTEST_FILTER=CudaGdn.V3*
-TEST_F(CudaGdn, V3VarlenGvaL2) {
-  // Empty sequences, partial chunks, a one-token sequence, HV = 2H, the fused l2norm at K = 64.
-  check_v3({"v3 varlen GVA HV=2H K=V=64", {0, 100, 100, 300, 364, 365, 365}, 2, 4, 64, 64});
+// v4 (the default; forced here with OPENDNN_GDN_FWD_V4=1): the v3 pass with wgmma chunk products. Unsplit with
+// 64-column slices (one warpgroup a CTA; OPENDNN_GDN_BV=64 so the small cases take it too), then split (bv = 128
+// at K = V = 128: two warpgroups a CTA; 64 otherwise). Both with prep3 (v4 needs it) and three stages where
+// they fit.
+void check_v4(Case c) {
+  ScopedEnv v4("OPENDNN_GDN_FWD_V4", "1");
+  c.name = "v4 " + c.name;
+  {
+    ScopedEnv bv("OPENDNN_GDN_BV", "64");
+    check_once(c, true, true, false, true);
+  }
+  check_once(c, false, true, true, true);
+  unset_v3_env();
 }
 
-TEST_F(CudaGdn, V3ReverseGroupsStrongDecayL2) {
-  Case c{"v3 H=2HV strong decay K=V=128", {0, 150, 150, 277}, 4, 2, 128, 128};
-  c.g_lo = -8.0, c.g_hi = -0.5;
+// The register-state pass on prep3 (OPENDNN_GDN_PREP_V3 + OPENDNN_GDN_PASS_V3, the default chunk_prep and pass
+// depth) with both product paths: mma.sync (check_v3) and wgmma (check_v4, the default).
+// GTEST_FILTER='CudaGdn.V3*'
+void check_v3_v4(const Case& c) {
   check_v3(c);
+  check_v4(c);
 }
 
-TEST_F(CudaGdn, V3StrongDecayNoL2Fp16) {
-  // Without l2norm v3 only prefetches gates; fp16 io, a bf16 initial state in torch's layout.
-  Case c{"v3 no l2 fp16 strong decay", {0, 64, 65, 200}, 2, 4, 128, 128, DataType::HALF};
+TEST_F(CudaGdn, V3V4VarlenGvaL2) {
+  // Empty sequences (one at the end), partial chunks, a one-token sequence, HV = 2H, the fused l2norm at
+  // K = V = 64.
+  check_v3_v4({"varlen GVA HV=2H K=V=64", {0, 100, 100, 300, 364, 365, 365}, 2, 4, 64, 64});
+}
+
+TEST_F(CudaGdn, V3V4ReverseGroupsStrongDecayL2) {
+  // H = 2HV, gates strong enough that a chunk's cumulative log decay reaches hundreds.
+  Case c{"H=2HV strong decay K=V=128", {0, 150, 150, 277}, 4, 2, 128, 128};
+  c.g_lo = -8.0, c.g_hi = -0.5;
+  check_v3_v4(c);
+}
+
+TEST_F(CudaGdn, V3V4StrongDecayNoL2Fp16) {
+  // Without l2norm v3 only prefetches gates; fp16 io (the f16 wgmma), a bf16 initial state in torch's layout.
+  Case c{"no l2 fp16 strong decay", {0, 64, 65, 200}, 2, 4, 128, 128, DataType::HALF};
   c.l2 = false;
   c.g_lo = -8.0, c.g_hi = -0.5;
   c.state_type = DataType::BFLOAT16;
   c.torch_state_layout = true;
-  check_v3(c);
+  check_v3_v4(c);
 }
 
-TEST_F(CudaGdn, V3BenchHeadsK128) {
-  // The benchmark's grouping (HV = 4H, K = V = 128): 64-column slices, three stages in 225 KB.
-  check_v3({"v3 HV=4H K=V=128", {0, 64, 64, 250, 700}, 8, 32, 128, 128});
+TEST_F(CudaGdn, V3V4BenchHeadsK128) {
+  // The benchmark's grouping (HV = 4H, K = V = 128), a chunk-aligned and a partial sequence: v3's 64-column
+  // slices with three stages in 225 KB.
+  check_v3_v4({"HV=4H K=V=128", {0, 64, 64, 250, 700}, 8, 32, 128, 128});
 }
 
-TEST_F(CudaGdn, V3LongSequenceWeakDecay) {
+TEST_F(CudaGdn, V3V4LongSequenceWeakDecay) {
   // Many chunks and segments (the stage ring wraps many times), a partial last chunk.
-  Case c{"v3 H=2 HV=4 K=V=128 4090 tokens", {0, 4090}, 2, 4, 128, 128};
+  Case c{"H=2 HV=4 K=V=128 4090 tokens", {0, 4090}, 2, 4, 128, 128};
   c.g_lo = -0.05, c.g_hi = 0.0;
-  check_v3(c);
+  check_v3_v4(c);
 }
 
-TEST_F(CudaGdn, V3MixedDims) {
-  Case c{"v3 no h0 K=128 V=64", {0, 1, 66, 130, 1400}, 2, 2, 128, 64};
+TEST_F(CudaGdn, V3V4MixedDims) {
+  Case c{"no h0 K=128 V=64", {0, 1, 66, 130, 1400}, 2, 2, 128, 64};
   c.init = false;
-  check_v3(c);
-  Case d{"v3 K=64 V=128 scale 0.5", {0, 64, 65, 200}, 3, 3, 64, 128};
+  check_v3_v4(c);
+  Case d{"K=64 V=128 scale 0.5", {0, 64, 65, 200}, 3, 3, 64, 128};
   d.scale = 0.5;
-  check_v3(d);
+  check_v3_v4(d);
 }
 
 // bench/gdn.py's h16_hv64 case (H = 16, HV = 64, K = V = 128, one sequence, its input distributions, FLOAT
 // beta, an fp32 initial state in torch's layout) at 1600 tokens: 26 x 16 chunk_prep_mma CTAs, three an SM.
-// prep3 alone and v3, each first run on an all-NaN workspace; the reference covers four heads (every q/k
-// head group position). GTEST_FILTER=CudaGdn.V3Bench*
+// prep3 alone and v3 on mma.sync, each first run on an all-NaN workspace, then v4; the reference covers four
+// heads (every q/k head group position). GTEST_FILTER=CudaGdn.V3*Bench*
 Case bench_case(const char* name) {
   Case c{name, {0, 1600}, 16, 64, 128, 128};
   c.bench_data = true;
@@ -593,22 +625,22 @@ Case bench_case(const char* name) {
   c.heads = {0, 21, 42, 63};
   return c;
 }
-void unset_v3_env() {
-  for (const char* e : {"OPENDNN_GDN_FWD_V2", "OPENDNN_GDN_PREP_V2", "OPENDNN_GDN_SPLIT", "OPENDNN_GDN_PREP_V3",
-                        "OPENDNN_GDN_PASS_V3"})
-    unsetenv(e);
-}
 
-TEST_F(CudaGdn, V3BenchGates) {
-  const Case c = bench_case("v3 bench H16 HV64 1600 tok");
-  check_once(c, true, true, false, true, false);  // prep3 alone (two stages)
-  check_once(c, true, true, false, true);         // v3
-  check_once(c, false, true, true, true);         // v3, split
-  unset_v3_env();
+TEST_F(CudaGdn, V3V4BenchGates) {
+  {
+    ScopedEnv mma("OPENDNN_GDN_FWD_V4", "0");
+    const Case c = bench_case("v3 bench H16 HV64 1600 tok");
+    check_once(c, true, true, false, true, false);  // prep3 alone (two stages)
+    check_once(c, true, true, false, true);         // v3
+    check_once(c, false, true, true, true);         // v3, split
+    unset_v3_env();
+  }
+  check_v4(bench_case("bench H16 HV64 1600 tok"));
 }
 
 TEST_F(CudaGdn, V3BenchGatesVariants) {
-  // One change to bench_case at a time (which input makes the difference if V3BenchGates fails).
+  // One change to bench_case at a time (which input makes the difference if V3V4BenchGates fails).
+  ScopedEnv mma("OPENDNN_GDN_FWD_V4", "0");
   Case c = bench_case("v3 bench, bf16 beta");
   c.beta_f32 = false;
   check_once(c, true, true, false, true, false);
@@ -629,77 +661,15 @@ TEST_F(CudaGdn, V3BenchGatesVariants) {
 
 TEST_F(CudaGdn, V3HeadDim256FallsBack) {
   // K = V = 256: neither v3 kernel applies; the plan must be the first kernels', still correct.
-  check_v3({"v3 K=V=256 falls back", {0, 70, 200}, 1, 2, 256, 256});
-}
-
-// v4 (the default; forced here with OPENDNN_GDN_FWD_V4=1; GTEST_FILTER='CudaGdn.V4*'): the v3 pass
-// with wgmma chunk products. Unsplit with 64-column slices (one warpgroup a CTA; OPENDNN_GDN_BV=64 so the
-// small cases take it too), then split (bv = 128 at K = V = 128: two warpgroups a CTA; 64 otherwise). Both
-// with prep3 (v4 needs it) and three stages where they fit.
-void check_v4(const Case& c) {
-  ScopedEnv v4("OPENDNN_GDN_FWD_V4", "1");
-  {
-    ScopedEnv bv("OPENDNN_GDN_BV", "64");
-    check_once(c, true, true, false, true);
-  }
-  check_once(c, false, true, true, true);
-  unset_v3_env();
-}
-
-TEST_F(CudaGdn, V4VarlenGvaL2) {
-  // Empty sequences (one at the end), partial chunks, a one-token sequence, HV = 2H, K = V = 64.
-  check_v4({"v4 varlen GVA HV=2H K=V=64", {0, 100, 100, 300, 364, 365, 365}, 2, 4, 64, 64});
-}
-
-TEST_F(CudaGdn, V4ReverseGroupsStrongDecayL2) {
-  // H = 2HV, gates strong enough that a chunk's cumulative log decay reaches hundreds.
-  Case c{"v4 H=2HV strong decay K=V=128", {0, 150, 150, 277}, 4, 2, 128, 128};
-  c.g_lo = -8.0, c.g_hi = -0.5;
-  check_v4(c);
-}
-
-TEST_F(CudaGdn, V4StrongDecayNoL2Fp16) {
-  // fp16 (the f16 wgmma), no l2norm, a bf16 initial state in torch's layout.
-  Case c{"v4 no l2 fp16 strong decay", {0, 64, 65, 200}, 2, 4, 128, 128, DataType::HALF};
-  c.l2 = false;
-  c.g_lo = -8.0, c.g_hi = -0.5;
-  c.state_type = DataType::BFLOAT16;
-  c.torch_state_layout = true;
-  check_v4(c);
-}
-
-TEST_F(CudaGdn, V4BenchHeadsK128) {
-  // The benchmark's grouping (HV = 4H, K = V = 128), a chunk-aligned and a partial sequence.
-  check_v4({"v4 HV=4H K=V=128", {0, 64, 64, 250, 700}, 8, 32, 128, 128});
-}
-
-TEST_F(CudaGdn, V4LongSequenceWeakDecay) {
-  // Many chunks (the stage ring wraps), several segments in the split, a partial last chunk.
-  Case c{"v4 H=2 HV=4 K=V=128 4090 tokens", {0, 4090}, 2, 4, 128, 128};
-  c.g_lo = -0.05, c.g_hi = 0.0;
-  check_v4(c);
+  check_v3({"K=V=256 falls back", {0, 70, 200}, 1, 2, 256, 256});
 }
 
 TEST_F(CudaGdn, V4FewHeadsSplitInitialState) {
   // The few-heads grouping (H = 4, HV = 8) on two sequences with an initial state: the split's
   // summaries (S and M columns), the combine and the apply all on the wgmma pass.
-  Case c{"v4 H=4 HV=8 K=V=128 varlen", {0, 2600, 2601, 3300}, 4, 8, 128, 128};
+  Case c{"H=4 HV=8 K=V=128 varlen", {0, 2600, 2601, 3300}, 4, 8, 128, 128};
   c.g_lo = -0.1, c.g_hi = 0.0;
   check_v4(c);
-}
-
-TEST_F(CudaGdn, V4MixedDims) {
-  Case c{"v4 no h0 K=128 V=64", {0, 1, 66, 130, 1400}, 2, 2, 128, 64};
-  c.init = false;
-  check_v4(c);
-  Case d{"v4 K=64 V=128 scale 0.5", {0, 64, 65, 200}, 3, 3, 64, 128};
-  d.scale = 0.5;
-  check_v4(d);
-}
-
-TEST_F(CudaGdn, V4BenchGates) {
-  // bench/gdn.py's distributions at H16 HV64, first run on an all-NaN workspace.
-  check_v4(bench_case("v4 bench H16 HV64 1600 tok"));
 }
 
 TEST_F(CudaGdn, V4Off) {
