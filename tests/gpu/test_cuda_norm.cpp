@@ -322,7 +322,7 @@ void check_all_v2(bool layer) {
   check_norm(layer, 1031, 8192, DataType::BFLOAT16, DataType::BFLOAT16);
 }
 
-// The TMA-ring backward (opt-in) on every case of check_all (16-bit hidden 16384 and fp32 past
+// The TMA-ring backward (forced with OPENDNN_NORM_BWD_V3=1) on every case of check_all (16-bit hidden 16384 and fp32 past
 // 4096 check that the ring kernel still takes them), plus: the bench's 8k-token shapes; token
 // counts that split unevenly over the teams' chunks (8191 over 2 x 132: 31 and 32 rows; 1031 and
 // 263 over one team of 1024 threads a CTA: 7-8 and 1-2 rows); mixed precision; hidden 6000 and

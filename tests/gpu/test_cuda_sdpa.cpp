@@ -423,8 +423,8 @@ TEST(CudaSdpaFwd, DeclinesOutOfScope) {
   EXPECT_TRUE(g.check_support().is_bad()) << "head dim 96 has no cuda kernel and must be declined";
 }
 
-// Last in the file: an unverified kernel that faults or hangs takes no other test with it.
-// The v2 kernel's persistent schedule (OPENDNN_SDPA_FWD_PERSISTENT, sdpa_fwd_v2.cuh): CTAs take
+// Last in the file, so that a persistent kernel that faults or hangs takes no other test with it.
+// The v2 kernel's persistent schedule (OPENDNN_SDPA_FWD_PERSISTENT, the default with two Q buffers; sdpa_fwd_v2.cuh): CTAs take
 // (query block, head, batch) tiles from a counter in the workspace, the K/V ring and the Q halves
 // running on across tiles; mode 2 alternates two Q buffers (and d128 has a 2-stage ring there). A
 // small graph sm_count makes each CTA run many tiles (ids in both slots, ring and Q-buffer phases

@@ -18,7 +18,7 @@
 //                 keeping T), the register-state pass in kStates mode (the state entering every chunk and v').
 //   state_bwd     per (sequence, output head, V slice): walks the chunks backwards with dS^T (bv x K) in
 //                 fp32 mma.sync accumulators, the mirror of state_pass_mma; writes dS' per chunk and dVn.
-//                 OPENDNN_GDN_BWD_V3=1: three chunk stages here and in the recompute's pass (BwdArgs::v3).
+//                 three chunk stages here and in the recompute's pass where they fit (BwdArgs::v3, the default; OPENDNN_GDN_BWD_V3=0: two).
 //   chunk_bwd_v2  per (chunk, output head), in parallel: dq~, dk~, dv per output head (fp32 scratch), dg, dbeta;
 //                 112 KB of shared memory, two CTAs an SM.
 //   post          (gdn_bwd_kernels.cu) the GVA head sums and the l2norm backward (v3: the lean post).
@@ -138,7 +138,7 @@ __device__ __forceinline__ float row_sum(float x) {
 // state_bwd: grid N * HO * (V / bv), bv / 16 warps. Warp w owns dS^T rows v0 + 16w .. +15 over all of K
 // (the forward pass's state layout), so dVn^T = dS'^T Kd^T + dO^T P and the update
 // dS^T <- e^gL dS^T + dO^T Qg - dVn^T W read only the chunk tiles from shared memory. Chunk c - 1 streams
-// in with cp.async while chunk c computes; NS = 3 (the backward's v3, OPENDNN_GDN_BWD_V3=1) queues chunk
+// in with cp.async while chunk c computes; NS = 3 (the backward's v3, the default where it fits) queues chunk
 // c - 2 as well, the forward pass's deeper ring. Why [arithmetic, H16 HV64 K=V=128 32k tokens, bv = 64]:
 // 128 CTAs of 4 warps, one an SM (two stages already take 139 KB), walk 512 chunks in ~2.1 ms = ~4.1 us a
 // step. A CTA's step reads 64 KB (K, Q, W 48; Aqk 8; dO 8) and writes 24 KB (dS' 16, dVn 8); across the

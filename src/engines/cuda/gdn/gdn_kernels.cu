@@ -17,8 +17,8 @@
 //                 state_pass_mma (the default; OPENDNN_GDN_FWD_V2=0 withholds it) keeps the state in
 //                 mma.sync registers; when the unsplit grid underfills the GPU (OPENDNN_GDN_SPLIT=1/0
 //                 forces it) it runs split: segment summaries, split_combine, then
-//                 the outputs per segment (see the comment above PassMode). OPENDNN_GDN_FWD_V4=1 (opt-in)
-//                 runs its chunk products on wgmma (see "v4" in namespace mma).
+//                 the outputs per segment (see the comment above PassMode). Its chunk products run on
+//                 wgmma (v4, the default; OPENDNN_GDN_FWD_V4=0: mma.sync; see "v4" in namespace mma).
 // Matrix products use warp-level bf16/fp16 tensor-core fragments (WMMA) from shared memory, fp32
 // accumulation. exp(gamma_i - gamma_j) is only evaluated under the causal mask, so strong gates
 // (a chunk's cumulative log decay far below -88) underflow to 0 instead of producing inf * 0.
@@ -1698,8 +1698,8 @@ void launch_mma_v(const PassParams& pp, int64_t ctas, cudaStream_t st) {
 }
 template <class T, int K, int Mode>
 void launch_mma_mode(const PassParams& pp, int64_t ctas, cudaStream_t st) {
-  // The backward's recompute keeps the verified two-stage kernel unless its v3 asked for three (stages >= 3,
-  // OPENDNN_GDN_BWD_V3=1: 1.56 ms vs ~1.87 at H16 HV64 32k tokens when session 7 ran it so). Its floor there
+  // The backward's recompute takes three stages under its v3 (stages >= 3; the default, OPENDNN_GDN_BWD_V3=0
+  // keeps two: 1.56 ms vs ~1.87 at H16 HV64 32k tokens when session 7 ran it so). Its floor there
   // [arithmetic]: a step moves ~1 MB of W, 0.25 of K and 1 of U from HBM and writes 2 MB of entering states
   // and 1 of v' (~5.3 MB: ~1.5 us at 3.5 TB/s, 0.77 ms for 512 steps); a warp's ~200 mma.sync ~0.75 us.
   if constexpr (Mode == kStates) {

@@ -22,28 +22,29 @@ struct FwdArgs {
   float scale = 1.f;
   bool l2norm = false;
   int bv = 64;  // V columns of the state per CTA of the sequential pass (chosen by choose_bv)
-  // The sequential pass with the state in mma.sync registers (choose_bv_mma picks bv); opt-in via
-  // OPENDNN_GDN_FWD_V2=1 until a GPU run verifies it.
+  // The sequential pass with the state in mma.sync registers (choose_bv_mma picks bv); the default,
+  // OPENDNN_GDN_FWD_V2=0 withholds it (set by the adapter).
   bool mma_pass = false;
   // chunk_prep_mma instead of chunk_prep (tensor-core products, K K^T / Q K^T shared by the output
-  // heads of a q/k head); opt-in via OPENDNN_GDN_PREP_V2=1 until a GPU run verifies it.
+  // heads of a q/k head); the default, OPENDNN_GDN_PREP_V2=0 withholds it.
   bool mma_prep = false;
-  // The split register-state pass (choose_split sets bv and seg_chunks); opt-in via
-  // OPENDNN_GDN_SPLIT=1 until a GPU run verifies it. Sequences are cut into segments of seg_chunks
+  // The split register-state pass (choose_split sets bv and seg_chunks), taken where the unsplit grid
+  // leaves half the SMs idle; OPENDNN_GDN_SPLIT=1/0 forces it. Sequences are cut into segments of seg_chunks
   // chunks that run in parallel: see state_pass_mma and split_combine in gdn_kernels.cu.
   bool split = false;
   int seg_chunks = 0;
-  // OPENDNN_GDN_PREP_V3=1 (unverified on a GPU; needs mma_prep and the register-state pass, split or not):
+  // v3's chunk_prep (the default; OPENDNN_GDN_PREP_V3=0 withholds it; needs mma_prep and the register-state
+  // pass, split or not):
   // chunk_prep_mma writes Tu = T diag(beta) instead of W and U (the pass forms v' from v and Tu) and the
   // pass's per-row fp32 scales (gates, scale, inverse l2 norms: no exp left in the pass's loop but one),
   // normalises q and k itself (no l2_rows pass, no normalised copies: the pass reads the raw rows) and
   // loads the next output head's gates while the current head computes. Ignored with keep (the backward
   // reads W, U and the normalised copies).
   bool prep_v3 = false;
-  // OPENDNN_GDN_PASS_V3=1 (unverified on a GPU): the register-state pass keeps this many chunks in
-  // flight (cp.async stages) where shared memory allows, else 2.
+  // The register-state pass keeps this many chunks in flight (cp.async stages): 3 where shared memory
+  // allows (the default; OPENDNN_GDN_PASS_V3=0 keeps 2), else 2.
   int stages = 2;
-  // OPENDNN_GDN_FWD_V4=1 (unverified on a GPU; with prep_v3 and bv a multiple of 64, else ignored): the v3
+  // v4 (the default; OPENDNN_GDN_FWD_V4=0 withholds it; with prep_v3 and bv a multiple of 64, else ignored): the v3
   // register-state pass with its chunk products as wgmma (one warpgroup per 64 state columns, the B
   // tiles read from 128-byte-swizzled shared memory) instead of ldmatrix + mma.sync. See state_pass_mma.
   bool wg = false;

@@ -58,8 +58,8 @@ struct Launch {
 // narrow: rows of 129-512 vectors on 128 threads (opt-in, OPENDNN_NORM_FWD_NARROW=1, read by the
 // adapter); Launch::version is 2 where it applies.
 Launch plan_forward(const FwdArgs& a, bool narrow = false);
-// version 2: the register-row backward (opt-in, OPENDNN_NORM_BWD_V2=1); 3: the TMA-ring backward
-// (opt-in, OPENDNN_NORM_BWD_V3=1); both read by the adapter. Rows too wide for them (fp32 past
+// version 2: the register-row backward (opt-in, OPENDNN_NORM_BWD_V2=1); 3: the TMA-ring backward (the
+// adapter's default for 16-bit rows of 257-512 vectors, OPENDNN_NORM_BWD_V3=1 everywhere it fits). Rows too wide for them (fp32 past
 // 8192) get the ring kernel (version 1) anyway; Launch::version says which one runs.
 Launch plan_backward(const BwdArgs& a, int sm_count, int version = 1);
 

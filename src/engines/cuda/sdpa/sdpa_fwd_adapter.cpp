@@ -4,10 +4,10 @@
 // per-batch lengths, token-packed and THD layouts, attention sinks, Stats (LSE) output.
 // The TMA/producer-warp kernel (sdpa_fwd_v2.h, FlashAttention-3 style) is offered beside the first one
 // for the cases it covers and ranked ahead of it (it passed test_cuda_sdpa on the H200 at 2.3-2.7x the
-// first kernel); OPENDNN_SDPA_FWD_V2=0 at plan time withholds it. OPENDNN_SDPA_FWD_PERSISTENT=1 (off by
-// default, unverified on a GPU) also offers v2's persistent schedule (d64/d128), ranked ahead of v2; `2`
-// offers its variant with two Q buffers instead (the next tile's Q loaded during the current one; d128
-// then has a 2-stage K/V ring).
+// first kernel); OPENDNN_SDPA_FWD_V2=0 at plan time withholds it. v2's persistent schedule (d64/d128) with two
+// Q buffers (the next tile's Q loaded during the current one; d128 then has a 2-stage K/V ring) is offered
+// too and ranked ahead of v2 (OPENDNN_SDPA_FWD_PERSISTENT unset or 2); `1` offers the one-buffer variant
+// instead, `0` neither.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>

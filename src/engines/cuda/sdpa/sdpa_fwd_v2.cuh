@@ -28,8 +28,8 @@
 // O / l goes through shared memory (Q's tile, no longer read by the finished warpgroup) to 16-byte
 // global stores.
 //
-// Persistent schedule (kPersistent; OPENDNN_SDPA_FWD_PERSISTENT=1 or 2, d64/d128; unverified on a
-// GPU until CudaSdpaFwd.V2Persistent* run there). Why [measured, bench/results/sdpa.json, session 7]:
+// Persistent schedule (kPersistent; d64/d128; the default with two Q buffers, OPENDNN_SDPA_FWD_PERSISTENT=1
+// one buffer, =0 the grid schedule; H200 session 9: 1.15-1.22x the grid at S=512, 1.02-1.05x at 2k). Why [measured, bench/results/sdpa.json, session 7]:
 // every FA3 shape has 2048 (query block, head, batch) tiles at d128 (B*S = 16k, 16 heads), 15.5
 // waves of 132 CTAs (4096 tiles, 31 waves at d64). Per wave (ms / 15.5), ours is 11.5, 17.4, 29.7 us
 // at S 512/1024/2048, i.e. t = a + b * S/512 with a ~ 5.4 us, b ~ 6.1 us; cuDNN's 8.5 and 14.6 us

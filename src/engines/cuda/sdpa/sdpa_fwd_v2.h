@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Launch API of the second SDPA forward kernel (sdpa_fwd_v2.cuh): TMA loads by a producer warp,
 // two consumer warpgroups taking turns on the tensor cores. Common cases only (see
-// fwd_v2_supports); opt-in through the adapter.
+// fwd_v2_supports); the adapter offers it where it applies.
 #pragma once
 
 #include <string>
