@@ -34,6 +34,7 @@ checked against a float64 token recurrence over the first 256 tokens of its firs
 against fla's output where fla runs.
 """
 import argparse
+import json
 import os
 import sys
 
@@ -345,9 +346,24 @@ def backward_variant(c, row, grads, p, env, older):
         row[f"bwd_{p}_error"] = failure(e, 200)
 
 
+def kept_rows(result, names, run):
+    """The rows of bench/results/<result>.json whose case is not in `run` (all of them when run is None: none)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", result + ".json")
+    if run is None or not os.path.exists(path):
+        return []
+    with open(path) as f:
+        rows = json.load(f)["rows"]
+    return [r for r in rows if r["case"].removeprefix("bwd_") not in run and r["case"].removeprefix("bwd_") in names]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="one case")
+    ap.add_argument("--cases", help="only these cases, '/'-separated names from CASES (fla autotunes per shape: "
+                    "a full run takes ~15 minutes, more than one device call)")
+    ap.add_argument("--append", action="store_true",
+                    help="keep the existing result files' rows of the cases not run (each row is one run's "
+                         "numbers: ours and fla's timed together)")
     ap.add_argument("--bwd", action="store_true", help="also the backward (ours and fla's)")
     ap.add_argument("--exact", action="store_true", help="with --bwd: also the token-exact backward (slow)")
     ap.add_argument("--bwd-2stage", action="store_true",
@@ -371,9 +387,20 @@ def main():
                 (V3_VARIANTS if args.v3 else []) + (MMA_PASS_VARIANTS if args.mma_pass else []))
     if fla_gdn is None:
         print(f"flash-linear-attention not available, peer skipped: {FLA_ERROR}")
+    names = [c[0] for c in CASES]
+    wanted = args.cases.split("/") if args.cases else None
+    if wanted and set(wanted) - set(names):
+        ap.error(f"unknown case(s) {sorted(set(wanted) - set(names))}; known: {names}")
     rows, brows = [], []
+    kept = {f: kept_rows(f, names, wanted) if args.append else [] for f in ("gdn", "gdn_bwd")}
+
+    def save(name, new_rows):  # in CASES order, the kept rows of other cases included
+        order = {n: i for i, n in enumerate(names)}
+        merged = sorted(kept[name] + new_rows, key=lambda r: order.get(r["case"].removeprefix("bwd_"), len(order)))
+        write_results(name, merged)
+
     for name, H, HV, lens in CASES:
-        if args.quick and name not in quick:
+        if (args.quick and name not in quick) or (wanted and name not in wanted):
             continue
         c = Case(H, HV, lens)
         row = {"case": name, "op": "gdn", "pass": "fwd", "H": H, "HV": HV, "K": K, "V": V, "tokens": c.T,
@@ -409,7 +436,7 @@ def main():
             opt_in(c, row, p, env, o if fn is not None else None, fs, fla_out)
         rows.append(row)
         show(row)
-        write_results("gdn", rows)
+        save("gdn", rows)
         if args.bwd:
             brow = {k: row[k] for k in ("H", "HV", "K", "V", "tokens", "sequences", "dtype")}
             brow.update({"case": f"bwd_{name}", "op": "gdn_bwd", "pass": "bwd"})
@@ -419,7 +446,7 @@ def main():
             del grads
             brows.append(brow)
             show(brow)
-            write_results("gdn_bwd", brows)
+            save("gdn_bwd", brows)
         del c
     return 0
 
