@@ -330,7 +330,7 @@ void check_v3(Case c) {
 // gradients in FLOAT). Gradients of q, k, v, g, beta and the initial state within 4e-2 (RMS).
 // `chunked`: the plan must be the chunked one, gdn_bwd_chunked_v2 (its per-chunk kernel, chunk_bwd_v2), with the
 // suffix _bv3 unless OPENDNN_GDN_BWD_V3 is set to anything but 1 (as the adapter reads it), else
-// gdn_bwd_token_exact (_sliced where K * V > 16384 under OPENDNN_GDN_BWD_SLICED=1); `switch_on` sets
+// gdn_bwd_token_exact (_sliced where K * V > 16384 unless OPENDNN_GDN_BWD_SLICED=0); `switch_on` sets
 // OPENDNN_GDN_BWD_CHUNKED to 1 (else 0) while the plan is built.
 // `twice`: a second run on an all-NaN workspace must give the same gradients, bit for bit.
 void check_bwd(const Case& c, bool chunked = false, bool switch_on = false, bool twice = false) {
@@ -417,7 +417,7 @@ void check_bwd(const Case& c, bool chunked = false, bool switch_on = false, bool
   EXPECT_TRUE(b.gr.get_plan_name_at_index(b.gr.selected_plan(), plan).is_good());
   unsetenv("OPENDNN_GDN_BWD_CHUNKED");
   const char* sliced_env = std::getenv("OPENDNN_GDN_BWD_SLICED");
-  const bool sliced = !chunked && K * V > 16384 && sliced_env && std::string(sliced_env) == "1";
+  const bool sliced = !chunked && K * V > 16384 && (!sliced_env || !*sliced_env || std::string(sliced_env) == "1");
   // Plan names carry the engine.
   EXPECT_EQ(plan, chunked ? "cuda:gdn_bwd_chunked_v2" + bv3
                           : std::string("cuda:gdn_bwd_token_exact") + (sliced ? "_sliced" : ""));
@@ -821,7 +821,8 @@ TEST_F(CudaGdn, ChunkedBackwardBenchData) {
 
 }  // namespace
 
-// The V-sliced token-exact backward (OPENDNN_GDN_BWD_SLICED=1; K * V > 16384, which the unsliced sweep declines):
+// The V-sliced token-exact backward (the default where K * V > 16384, which the unsliced sweep declines; pinned with
+// OPENDNN_GDN_BWD_SLICED=1):
 // K = V = 256, K = 256 V = 128 and K = 128 V = 256. Which slicing each case takes on a 132-SM H200 (the widest,
 // 16384 / K rows, unless few (sequence, head) items let thinner ones, down to 16 rows, fill the grid) is in the
 // comments. GTEST_FILTER='CudaGdn.SlicedBackward*'

@@ -128,12 +128,13 @@ std::string match_backward(const Node& n, const Target& target, gdn::BwdArgs& a)
   if (std::string why = match_common(n, a); !why.empty()) return why;
   if (n.in("state_checkpoints")) return "not supported: state_checkpoints input";
   if (!gdn::backward_supported_dims(a.k, a.v)) {
-    // Larger states only fit the V-sliced sweep, opt-in until a GPU run verifies it.
-    a.sliced = env_flag("OPENDNN_GDN_BWD_SLICED", false) && gdn::sliced_backward_supported_dims(a.k, a.v);
-    const char* hint = " (OPENDNN_GDN_BWD_SLICED=1 offers an unverified V-sliced sweep)";
+    // Larger states (K or V = 256) only fit the V-sliced sweep: correct (CudaGdn.SlicedBackward* passed on
+    // the H200, session 10) but a fallback, ~4x the unsliced sweep's time by estimate, with [slices, T, HO, K]
+    // fp32 partials in the workspace. OPENDNN_GDN_BWD_SLICED=0 withholds it.
+    a.sliced = env_flag("OPENDNN_GDN_BWD_SLICED", true) && gdn::sliced_backward_supported_dims(a.k, a.v);
     if (!a.sliced)
       return std::string("backward needs K * V <= 16384 (the fp32 state and its gradient in shared memory)") +
-             (gdn::sliced_backward_supported_dims(a.k, a.v) ? hint : "");
+             (gdn::sliced_backward_supported_dims(a.k, a.v) ? " unless the V-sliced sweep is allowed (OPENDNN_GDN_BWD_SLICED is 0)" : "");
   }
   const TensorPtr& d_o = n.in("dO");
   if (d_o->get_data_type() != a.io || !packed(d_o)) return "dO must be packed with q's data type";

@@ -827,8 +827,8 @@ __global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256)
   // The same loads with each source's chunk row formed once and 32-bit row offsets (every row stride
   // times 63 stays below 2^31), shifts instead of divisions, and past-the-end rows pointed at the
   // chunk's first row: ~300 instead of ~730 SASS instructions a thread and chunk (K = 128, bv = 64,
-  // v3), against ~1100 of compute. Used by the opt-in variants (NS = 3 or V3); the verified default
-  // keeps `issue` until a GPU run verifies this one, which then replaces it.
+  // v3), against ~1100 of compute. Used with NS = 3 or V3 (the defaults); `issue` stays for the two-stage
+  // instantiations without v3 (the split on the older preps, the backward's two-stage recompute).
   static_assert(C == 64, "row = e >> 6 below");
   const int su = 31 - __clz(BV / 8);  // log2 of the 16-byte pieces in a U/v row
   auto issue_fast = [&](int64_t t0, int st) {

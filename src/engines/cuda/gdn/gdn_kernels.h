@@ -114,8 +114,8 @@ struct BwdArgs {
   // lean post (no dv rows when chunk_bwd_v2 wrote dv, 8-byte q/k/dq/dk accesses; see post in gdn_bwd_kernels.cu).
   bool v3 = false;
   // The token-exact sweep with M's rows (S's value columns) split into slices that run as separate work items,
-  // for K * V > 16384 where the whole fp32 state and its gradient do not fit shared memory; opt-in via
-  // OPENDNN_GDN_BWD_SLICED=1 (set by the adapter) until a GPU run verifies it. See gdn_bwd_kernels.cu.
+  // for K * V > 16384 where the whole fp32 state and its gradient do not fit shared memory; set by the adapter
+  // there unless OPENDNN_GDN_BWD_SLICED=0. See gdn_bwd_kernels.cu.
   bool sliced = false;
   const void *q = nullptr, *kk = nullptr, *vv = nullptr, *g = nullptr, *beta = nullptr, *cu = nullptr;
   const void* d_o = nullptr;
