@@ -34,6 +34,12 @@ if ls .whl/*.whl >/dev/null 2>&1; then
     >>"$LOG" 2>&1 && export PYTHONPATH=/tmp/site
 fi
 
+# Triton autotune results (fla tunes every kernel per shape, minutes a shape): restored from the
+# .carry/triton_autotune.tgz an earlier call left in $OUT, saved again at the end (the json files only).
+export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/triton_cache}; mkdir -p "$TRITON_CACHE_DIR"
+[[ -f .carry/triton_autotune.tgz ]] && tar xzf .carry/triton_autotune.tgz -C "$TRITON_CACHE_DIR"
+save_autotune() { (cd "$TRITON_CACHE_DIR" && find . -name '*.autotune.json' | tar czf "$OUT/triton_autotune.tgz" -T -) 2>/dev/null; }
+
 log "build (cuda engine, GPU tests, Python extension)"
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DOPENDNN_BUILD_TOOLS=$([[ $demo == 1 ]] && echo ON || echo OFF) -DOPENDNN_WITH_CUDA=ON \
   -DOPENDNN_BUILD_PYTHON=ON -DCMAKE_PREFIX_PATH="$PWD/.carry/cudnn" \
@@ -88,6 +94,7 @@ for spec in "$@"; do
   # results travel in results.tgz: a copy per benchmark in $OUT would pass the 8-file limit
   env -u OUT timeout $lim python3 -X faulthandler "bench/$b.py" $BENCH_FLAGS $extra 2>&1 | tee -a "$LOG" | tail -25 >>"$TESTS"
   tar czf "$OUT/results.tgz" bench/results 2>/dev/null  # after each: a call cut off at its limit keeps them
+  save_autotune
 done
 tar czf "$OUT/results.tgz" bench/results 2>/dev/null
 log "done"
