@@ -48,7 +48,7 @@ test-python: deps
 	$(PYVENV)/bin/python -m pytest tests/python -q
 	@# opendnn.ops (torch custom ops) and DDP over them, on the CPU: torch from PyPI.
 	$(PYVENV)/bin/python -m pip install -q torch
-	$(PYVENV)/bin/python -m pytest tests/python/test_torch_ops_cpu.py tests/distributed -q
+	$(PYVENV)/bin/python -m pytest tests/python/test_torch_ops_cpu.py tests/python/test_bench_common.py tests/distributed -q
 
 # libFuzzer on Graph JSON v2 (clang, ASan+UBSan, leak detection). Seeds: tests/fuzz/seeds (one graph
 # per op) and examples/graphs; new inputs go to $(BUILD)-fuzz/corpus. Fails on a crash, a leak, a UB

@@ -238,8 +238,25 @@ def environment():
     }
 
 
-def write_results(name, rows, extra=None, out_dir=None):
-    """Writes bench/results/<name>.json (and a copy under $OUT when set) and a speedup plot."""
+def with_kept_rows(path, rows):
+    """`rows` merged into the rows of the result file at `path`: a row of the same case replaces the old one
+    in place, new cases go at the end, the file's other rows stay. Each row keeps the numbers of the run that
+    measured it (ours and the peers timed together), so a long sweep can be finished over several runs."""
+    if not os.path.exists(path):
+        return rows
+    with open(path) as f:
+        old = json.load(f).get("rows", [])
+    new = {r["case"]: r for r in rows}
+    merged = [new.pop(r["case"], r) for r in old]
+    return merged + [r for r in rows if r["case"] in new]
+
+
+def write_results(name, rows, extra=None, out_dir=None, append=False):
+    """Writes bench/results/<name>.json (and a copy under $OUT when set) and a speedup plot. append: keep
+    the existing file's rows of the cases this run did not measure (with_kept_rows)."""
+    if append:
+        rows = with_kept_rows(os.path.join(out_dir or os.path.join(os.path.dirname(__file__), "results"),
+                                           name + ".json"), rows)
     doc = {"benchmark": name, "environment": environment(), "rows": rows}
     if extra:
         doc.update(extra)

@@ -4,7 +4,7 @@ flash-linear-attention's chunk_gated_delta_rule (skipped cleanly when fla is not
 process on the same inputs (in-kernel q/k l2norm, log-space gates, fp32 initial and final states).
 Writes bench/results/gdn.json (+ PNG).
 
-    python bench/gdn.py [--quick] [--bwd [--exact] [--bwd-2stage]] [--split] [--v3] [--mma-pass]
+    python bench/gdn.py [--quick | --cases A/B [--append]] [--bwd [--exact] [--bwd-2stage]] [--split] [--v3] [--mma-pass]
 
 Our forward runs in several variants in the same process: the default plan (opendnn_ms: the
 register-state sequential pass and the tensor-core chunk_prep), the first kernels (v1_*, both
@@ -28,13 +28,15 @@ default is chunk_bwd_v2 with three chunk stages in state_bwd and in the recomput
 (session 9). With --bwd-2stage also bwd_2stage_*: OPENDNN_GDN_BWD_V3=0, two stages and the full post
 (bwd_2stage_ms, speedup_default_vs_2stage, rel_err_2stage_vs_default_*).
 --no-variants times only the default plan and the peer (the older kernels' columns take minutes).
+fla autotunes every Triton kernel per shape (minutes a case): --cases runs a subset and --append keeps the
+result files' other rows, so the five cases can come from several device calls (run_gpu_all.sh also
+carries Triton's autotune results from one call to the next).
 
 TFLOP/s use the customary minimal count 4*K*V FLOP per token and value head. Every case is also
 checked against a float64 token recurrence over the first 256 tokens of its first sequence, and
 against fla's output where fla runs.
 """
 import argparse
-import json
 import os
 import sys
 
@@ -346,16 +348,6 @@ def backward_variant(c, row, grads, p, env, older):
         row[f"bwd_{p}_error"] = failure(e, 200)
 
 
-def kept_rows(result, names, run):
-    """The rows of bench/results/<result>.json whose case is not in `run` (all of them when run is None: none)."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", result + ".json")
-    if run is None or not os.path.exists(path):
-        return []
-    with open(path) as f:
-        rows = json.load(f)["rows"]
-    return [r for r in rows if r["case"].removeprefix("bwd_") not in run and r["case"].removeprefix("bwd_") in names]
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="one case")
@@ -392,13 +384,6 @@ def main():
     if wanted and set(wanted) - set(names):
         ap.error(f"unknown case(s) {sorted(set(wanted) - set(names))}; known: {names}")
     rows, brows = [], []
-    kept = {f: kept_rows(f, names, wanted) if args.append else [] for f in ("gdn", "gdn_bwd")}
-
-    def save(name, new_rows):  # in CASES order, the kept rows of other cases included
-        order = {n: i for i, n in enumerate(names)}
-        merged = sorted(kept[name] + new_rows, key=lambda r: order.get(r["case"].removeprefix("bwd_"), len(order)))
-        write_results(name, merged)
-
     for name, H, HV, lens in CASES:
         if (args.quick and name not in quick) or (wanted and name not in wanted):
             continue
@@ -436,7 +421,7 @@ def main():
             opt_in(c, row, p, env, o if fn is not None else None, fs, fla_out)
         rows.append(row)
         show(row)
-        save("gdn", rows)
+        write_results("gdn", rows, append=args.append)
         if args.bwd:
             brow = {k: row[k] for k in ("H", "HV", "K", "V", "tokens", "sequences", "dtype")}
             brow.update({"case": f"bwd_{name}", "op": "gdn_bwd", "pass": "bwd"})
@@ -446,7 +431,7 @@ def main():
             del grads
             brows.append(brow)
             show(brow)
-            save("gdn_bwd", brows)
+            write_results("gdn_bwd", brows, append=args.append)
         del c
     return 0
 

@@ -197,6 +197,8 @@ def main():
     ap.add_argument("--v2", action="store_true", help="opt in to the v2 forward kernel (writes sdpa_v2.json)")
     ap.add_argument("--persistent", action="store_true",
                     help="also time v2's grid schedule and the one-Q-buffer persistent one (OPENDNN_SDPA_FWD_PERSISTENT=0/1; writes sdpa_persistent.json)")
+    ap.add_argument("--append", action="store_true",
+                    help="keep the result file's rows of the cases this run does not measure (finish a sweep over several runs)")
     args = ap.parse_args()
     out_name = "sdpa_v2" if args.v2 else "sdpa_persistent" if args.persistent else "sdpa"
     if args.quick and args.persistent:
@@ -223,7 +225,7 @@ def main():
                 run_bwd(c, row)
             rows.append(row)
             show(row)
-            write_results(out_name, rows)  # after every case: a fault later keeps what was measured
+            write_results(out_name, rows, append=args.append)  # after every case: a fault later keeps what was measured
             del c
     return 0 if all(r.get("correct", True) for r in rows) else 1
 

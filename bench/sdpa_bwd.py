@@ -178,6 +178,8 @@ def main():
                     help="comma- or slash-separated subset of the --variants keys to time (e.g. v4nt/d256v2), implies --variants")
     ap.add_argument("--head-dims", default="64,128,256",
                     help="comma- or slash-separated head dims, in the order they run (e.g. 256/128/64)")
+    ap.add_argument("--append", action="store_true",
+                    help="keep the result file's rows of the cases this run does not measure (finish a sweep over several runs)")
     args = ap.parse_args()
     if args.only_variants:
         args.variants = {k for k in args.only_variants.replace("/", ",").split(",") if k}
@@ -197,7 +199,7 @@ def main():
                 run_bwd(c, row, args.variants)
                 rows.append(row)
                 show(row)
-                write_results(out, rows)  # after every case: a fault later keeps what was measured
+                write_results(out, rows, append=args.append)  # after every case: a fault later keeps what was measured
                 del c
                 torch.cuda.empty_cache()
     return 0 if all(r.get("correct", False) for r in rows) else 1

@@ -1707,10 +1707,11 @@ void launch_mma_mode(const PassParams& pp, int64_t ctas, cudaStream_t st) {
       launch_mma_stages<T, K, Mode, 3, false>(pp, ctas, st);
     else
       launch_mma_stages<T, K, Mode, 2, false>(pp, ctas, st);
-  } else if (prep3(pp.a))
+  } else if (Mode == kWhole || prep3(pp.a)) {  // kWhole without prep3 is refused in launch_forward
     launch_mma_v<T, K, Mode, true>(pp, ctas, st);
-  else
+  } else if constexpr (Mode != kWhole) {
     launch_mma_v<T, K, Mode, false>(pp, ctas, st);
+  }
 }
 // Unsplit: one launch. Split: the segment table, the summaries, the combine, then the outputs.
 template <class T, int K>
@@ -1846,6 +1847,10 @@ const char* launch_forward(const FwdArgs& a, void* workspace, void* stream) {
   const void* ptrs[] = {a.q, a.kk, a.vv, a.keep ? a.q : a.o, workspace};
   for (const void* ptr : ptrs)
     if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) return "q, k, v, O and the workspace must be 16-byte aligned";
+  // The unsplit register-state pass on the older preps gave wrong final states on the H200 (see the
+  // adapter), so it is not built: the pass without v3's prep is the first one (state_pass).
+  if (a.mma_pass && !a.split && !a.keep && !prep3(a))
+    return "not supported: the unsplit register-state pass needs v3's chunk_prep (prep_v3 with mma_prep)";
   if (a.n <= 0 || a.ho <= 0) return nullptr;
   auto st = static_cast<cudaStream_t>(stream);
   return a.io == DataType::HALF ? launch_typed<__half>(a, workspace, st) : launch_typed<__nv_bfloat16>(a, workspace, st);
