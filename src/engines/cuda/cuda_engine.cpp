@@ -35,7 +35,24 @@ class EventTimer : public Timer {
   cudaEvent_t start_{}, stop_{};
 };
 
-const Family* const kFamilies[] = {&norm_family(), &gemm_family(), &sdpa_family(), &sdpa_bwd_family(), &gdn_family(), &pointwise_family()};
+// The families this build has (CMake's OPENDNN_CUDA_FAMILIES); null-terminated so that a build of none compiles.
+const Family* const kFamilies[] = {
+#if OPENDNN_CUDA_NORM
+    &norm_family(),
+#endif
+#if OPENDNN_CUDA_GEMM
+    &gemm_family(),
+#endif
+#if OPENDNN_CUDA_SDPA
+    &sdpa_family(), &sdpa_bwd_family(),
+#endif
+#if OPENDNN_CUDA_GDN
+    &gdn_family(),
+#endif
+#if OPENDNN_CUDA_POINTWISE
+    &pointwise_family(),
+#endif
+    nullptr};
 
 class CudaEngine : public Engine {
  public:
@@ -69,11 +86,13 @@ class CudaEngine : public Engine {
     }
     std::vector<std::string> reasons;
     for (const Family* f : kFamilies) {
+      if (!f) break;
       Proposal fp;
       f->propose(graph, target, fp);
       for (auto& c : fp.plans) p.plans.push_back(std::move(c));
       for (auto& d : fp.declines) reasons.push_back(std::string(f->name) + ": " + d);
     }
+    if (kFamilies[0] == nullptr) reasons.push_back("this build has no kernel families (CMake's OPENDNN_CUDA_FAMILIES)");
     if (p.plans.empty()) p.declines = std::move(reasons);
     return p;
   }
@@ -82,7 +101,7 @@ class CudaEngine : public Engine {
                     std::unique_ptr<Plan>& out) override {
     const Family* owner = nullptr;
     for (const Family* f : kFamilies)
-      if (c.local_index >= f->index_base && (!owner || f->index_base > owner->index_base)) owner = f;
+      if (f && c.local_index >= f->index_base && (!owner || f->index_base > owner->index_base)) owner = f;
     if (!owner) return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cuda: unknown plan " + c.name};
     return owner->build(graph, target, c, out);
   }
