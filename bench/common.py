@@ -7,6 +7,7 @@ import os
 import platform
 import statistics
 import sys
+import time
 
 import torch
 
@@ -222,6 +223,9 @@ def copy_bandwidth_gbs(nbytes=2 * 1024**3, flush=False):
     return 2 * a.numel() / (ms * 1e-3) / 1e9
 
 
+RUN_STARTED = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
 def environment():
     import opendnn
 
@@ -254,6 +258,8 @@ def with_kept_rows(path, rows):
 def write_results(name, rows, extra=None, out_dir=None, append=False):
     """Writes bench/results/<name>.json (and a copy under $OUT when set) and a speedup plot. append: keep
     the existing file's rows of the cases this run did not measure (with_kept_rows)."""
+    for r in rows:  # when this run measured the row: a file merged from several runs says which is which
+        r.setdefault("measured_utc", RUN_STARTED)
     if append:
         rows = with_kept_rows(os.path.join(out_dir or os.path.join(os.path.dirname(__file__), "results"),
                                            name + ".json"), rows)
