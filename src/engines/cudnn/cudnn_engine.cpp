@@ -369,11 +369,13 @@ class EventTimer final : public Timer {
 constexpr cost::TileCost kSdpaFwdSm90[3] = {{0.372, 1.188, 0.825}, {0.0, 1.73, 1.634}, {2.247, 3.003, 6.449}};
 constexpr cost::TileCost kSdpaBwdSm90[3] = {{10.783, 3.048, 2.996}, {17.621, 5.072, 2.434}, {14.232, 15.5, 0.0}};
 
-// cuDNN 9.19's lead config for a lone bf16 MATMUL on the H200 (engine 0) ran at 716-819 TFLOP/s at the
-// M = 8192 LLM shapes and 4096^3 / 8192^3 of bench/results/gemm.json (cudnn_engine_ms, session 8), at or
-// above the cuda engine's GEMM (681-791 through the router); with a fused bias + GELU (engine 4) at
-// 636-662, below the cuda engine's 664-739. Hence its own rate for the plain case only.
-constexpr double kPlainMatmulSm90 = 770e12;
+// cuDNN 9.19's lead config for a lone bf16 MATMUL on the H200 (engine 0), timed in the same rounds as the
+// cuda engine's GEMM (bench/results/gemm.json, cudnn_engine_ms, session 8): ~770 TFLOP/s up to 8192x4096x4096
+// (2.7e11 FLOP; 771-773 at 4096^3, 749 there), 663-698 from 8192x4096x11008 (7.4e11) up (665 at 8192^3 nt,
+// where ours ran 696). With a single 770 the router took cuDNN's plan at 8192^3 nt, 4.5% slower than ours;
+// with these two rates every plain row's pick is within 2% of the faster engine in sample. With a fused
+// bias + GELU (engine 4) it ran 636-662, below the cuda engine's 664-739: its rate is for the plain case only.
+double plain_matmul_rate_sm90(double flops) { return flops <= 4e11 ? 770e12 : 690e12; }
 
 // cuDNN 9.19's norms on the H200, bf16 (bench/results/norm.json, cudnn_ms at 8192x4096 and 32768x8192,
 // session 6): a fixed cost in us plus the bytes (X's twice forward, three times backward) at a rate in
@@ -397,7 +399,7 @@ double estimate_us(const LoweredGraph& lg, bool is16, const Target& t) {
                               t.sm_count > 0 ? t.sm_count : 132, lg.attention.keys_resident ? 10.0 : 5.0);
   }
   if (lg.plain_matmul && is16 && t.sm_version == 90)
-    return std::max(lg.flops / kPlainMatmulSm90, lg.bytes / 3.3e12) * 1e6 + 5.0;
+    return std::max(lg.flops / plain_matmul_rate_sm90(lg.flops), lg.bytes / 3.3e12) * 1e6 + 5.0;
   if (lg.lone_norm && is16 && t.sm_version == 90) {
     const NormCost& c = kNormSm90[lg.norm_layer][lg.norm_backward];
     return c.fixed_us + lg.norm_x_bytes * (lg.norm_backward ? 3 : 2) / c.bytes_per_us;
