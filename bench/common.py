@@ -255,18 +255,25 @@ def with_kept_rows(path, rows):
     return merged + [r for r in rows if r["case"] in new]
 
 
+def add_append_argument(ap):
+    """--append: the flag that makes write_results keep the rows of the cases a run skips."""
+    ap.add_argument("--append", action="store_true",
+                    help="keep the result file's rows of the cases this run does not measure (each row is one "
+                         "run's numbers, ours and the peers' timed together; finish a sweep over several runs)")
+
+
 def write_results(name, rows, extra=None, out_dir=None, append=False):
     """Writes bench/results/<name>.json (and a copy under $OUT when set) and a speedup plot. append: keep
     the existing file's rows of the cases this run did not measure (with_kept_rows)."""
     for r in rows:  # when this run measured the row: a file merged from several runs says which is which
         r.setdefault("measured_utc", RUN_STARTED)
+    results = out_dir or os.path.join(os.path.dirname(__file__), "results")
     if append:
-        rows = with_kept_rows(os.path.join(out_dir or os.path.join(os.path.dirname(__file__), "results"),
-                                           name + ".json"), rows)
+        rows = with_kept_rows(os.path.join(results, name + ".json"), rows)
     doc = {"benchmark": name, "environment": environment(), "rows": rows}
     if extra:
         doc.update(extra)
-    dirs = [out_dir or os.path.join(os.path.dirname(__file__), "results")]
+    dirs = [results]
     if os.environ.get("OUT"):
         dirs.append(os.environ["OUT"])
     for d in dirs:

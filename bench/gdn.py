@@ -43,8 +43,8 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from common import (add_speedups, bind_output, failure, new_graph, plan_on, poisoned, rel_err, show,
-                    time_cuda, write_results)
+from common import (add_append_argument, add_speedups, bind_output, failure, new_graph, plan_on, poisoned,
+                    rel_err, show, time_cuda, write_results)
 
 try:
     from fla.ops.gated_delta_rule import chunk_gated_delta_rule as fla_gdn
@@ -353,9 +353,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="one case")
     ap.add_argument("--cases", help="only these cases, '/'-separated names from CASES (fla autotunes per shape: "
                     "a full run takes ~15 minutes, more than one device call)")
-    ap.add_argument("--append", action="store_true",
-                    help="keep the existing result files' rows of the cases not run (each row is one run's "
-                         "numbers: ours and fla's timed together)")
+    add_append_argument(ap)
     ap.add_argument("--bwd", action="store_true", help="also the backward (ours and fla's)")
     ap.add_argument("--exact", action="store_true", help="with --bwd: also the token-exact backward (slow)")
     ap.add_argument("--bwd-2stage", action="store_true",

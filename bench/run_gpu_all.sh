@@ -34,6 +34,9 @@ if ls .whl/*.whl >/dev/null 2>&1; then
     >>"$LOG" 2>&1 && export PYTHONPATH=/tmp/site
 fi
 
+# The cuda engine's kernel families to build (CMake's OPENDNN_CUDA_FAMILIES), e.g. "gdn" or "norm;gdn".
+CUDA_FAMILIES=${CUDA_FAMILIES:-gemm;norm;sdpa;gdn;pointwise}
+
 # Triton autotune results (fla tunes every kernel per shape, minutes a shape): restored from the
 # .carry/triton_autotune.tgz an earlier call left in $OUT, saved again at the end (the json files only).
 export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/triton_cache}; mkdir -p "$TRITON_CACHE_DIR"
@@ -42,14 +45,14 @@ save_autotune() { (cd "$TRITON_CACHE_DIR" && find . -name '*.autotune.json' | ta
 
 log "build (cuda engine, GPU tests, Python extension)"
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DOPENDNN_BUILD_TOOLS=$([[ $demo == 1 ]] && echo ON || echo OFF) -DOPENDNN_WITH_CUDA=ON \
-  -DOPENDNN_BUILD_PYTHON=ON -DCMAKE_PREFIX_PATH="$PWD/.carry/cudnn" -DOPENDNN_CUDA_FAMILIES="${CUDA_FAMILIES:-gemm;norm;sdpa;gdn;pointwise}" \
+  -DOPENDNN_BUILD_PYTHON=ON -DCMAKE_PREFIX_PATH="$PWD/.carry/cudnn" -DOPENDNN_CUDA_FAMILIES="$CUDA_FAMILIES" \
   -DOPENDNN_CUTLASS_INCLUDE_DIR="$PWD/.carry/cutlass/include" -Dnanobind_DIR="$(python3 -m nanobind --cmake_dir)" \
   >>"$LOG" 2>&1 || { tail -40 "$LOG"; exit 1; }
 SECONDS=0
 # keep going past a broken target: the rest still runs
-# TARGETS (space-separated ninja targets) narrows the build, e.g. to the tests a call runs; CUDA_FAMILIES (e.g.
-# "gdn", or "norm;gdn") builds only those kernel families of the cuda engine (and their test binaries)
-targets=${TARGETS:-"opendnn_python test_cudnn_engine $(for f in tests/gpu/test_cuda_*.cpp; do n=$(basename "$f" .cpp); f2=${n#test_cuda_}; [[ ";${CUDA_FAMILIES:-gemm;norm;sdpa;gdn;pointwise};" == *";${f2%%_*};"* ]] && echo "$n"; done)"}
+# TARGETS (space-separated ninja targets) narrows the build, e.g. to the tests a call runs; by default every
+# test binary of the families in CUDA_FAMILIES
+targets=${TARGETS:-"opendnn_python test_cudnn_engine $(for f in tests/gpu/test_cuda_*.cpp; do n=$(basename "$f" .cpp); f2=${n#test_cuda_}; [[ ";$CUDA_FAMILIES;" == *";${f2%%_*};"* ]] && echo "$n"; done)"}
 [[ $demo == 1 ]] && targets="$targets opendnn_cli"
 ninja -C build-gpu -k 0 -j"$(nproc)" $targets >>"$LOG" 2>&1 || { log "BUILD ERRORS:"; grep -E "error|FAILED" "$LOG" | head -40 | tee -a "$TESTS"; }
 log "build took ${SECONDS}s"

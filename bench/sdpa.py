@@ -31,8 +31,8 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import opendnn
-from common import (Bound, add_speedups, failure, first_run, new_graph, poisoned, rel_err, show, time_cuda,
-                    time_pair, time_router, write_results)
+from common import (Bound, add_append_argument, add_speedups, failure, first_run, new_graph, poisoned,
+                    rel_err, show, time_cuda, time_pair, time_router, write_results)
 
 BF16 = opendnn.data_type.BFLOAT16
 FP32 = opendnn.data_type.FLOAT
@@ -197,8 +197,7 @@ def main():
     ap.add_argument("--v2", action="store_true", help="opt in to the v2 forward kernel (writes sdpa_v2.json)")
     ap.add_argument("--persistent", action="store_true",
                     help="also time v2's grid schedule and the one-Q-buffer persistent one (OPENDNN_SDPA_FWD_PERSISTENT=0/1; writes sdpa_persistent.json)")
-    ap.add_argument("--append", action="store_true",
-                    help="keep the result file's rows of the cases this run does not measure (finish a sweep over several runs)")
+    add_append_argument(ap)
     args = ap.parse_args()
     out_name = "sdpa_v2" if args.v2 else "sdpa_persistent" if args.persistent else "sdpa"
     if args.quick and args.persistent:

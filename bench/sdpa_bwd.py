@@ -31,8 +31,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import sdpa_kernel
 
-from common import (Bound, add_speedups, failure, first_run, new_graph, poisoned, rel_err, show, time_cuda,
-                    time_router, write_results)
+from common import (Bound, add_append_argument, add_speedups, failure, first_run, new_graph, poisoned,
+                    rel_err, show, time_cuda, time_router, write_results)
 from sdpa import BF16, FP32, PEERS, Case, flops
 
 BWD_FLOPS = 2.5  # backward matmul flops per forward flop (5 products of the forward's size vs 2)
@@ -178,8 +178,7 @@ def main():
                     help="comma- or slash-separated subset of the --variants keys to time (e.g. v4nt/d256v2), implies --variants")
     ap.add_argument("--head-dims", default="64,128,256",
                     help="comma- or slash-separated head dims, in the order they run (e.g. 256/128/64)")
-    ap.add_argument("--append", action="store_true",
-                    help="keep the result file's rows of the cases this run does not measure (finish a sweep over several runs)")
+    add_append_argument(ap)
     args = ap.parse_args()
     if args.only_variants:
         args.variants = {k for k in args.only_variants.replace("/", ",").split(",") if k}
