@@ -3,6 +3,8 @@
 
 #include <cuda_runtime.h>
 
+#include <iterator>
+#include <span>
 #include <string>
 
 namespace opendnn::cuda {
@@ -35,7 +37,8 @@ class EventTimer : public Timer {
   cudaEvent_t start_{}, stop_{};
 };
 
-// The families this build has (CMake's OPENDNN_CUDA_FAMILIES); null-terminated so that a build of none compiles.
+// The families this build has (CMake's OPENDNN_CUDA_FAMILIES), then a null that only keeps the array
+// non-empty in a build of none: families() leaves it out.
 const Family* const kFamilies[] = {
 #if OPENDNN_CUDA_NORM
     &norm_family(),
@@ -53,6 +56,7 @@ const Family* const kFamilies[] = {
     &pointwise_family(),
 #endif
     nullptr};
+std::span<const Family* const> families() { return {kFamilies, std::size(kFamilies) - 1}; }
 
 class CudaEngine : public Engine {
  public:
@@ -85,14 +89,13 @@ class CudaEngine : public Engine {
       return p;
     }
     std::vector<std::string> reasons;
-    for (const Family* f : kFamilies) {
-      if (!f) break;
+    for (const Family* f : families()) {
       Proposal fp;
       f->propose(graph, target, fp);
       for (auto& c : fp.plans) p.plans.push_back(std::move(c));
       for (auto& d : fp.declines) reasons.push_back(std::string(f->name) + ": " + d);
     }
-    if (kFamilies[0] == nullptr) reasons.push_back("this build has no kernel families (CMake's OPENDNN_CUDA_FAMILIES)");
+    if (families().empty()) reasons.push_back("this build has no kernel families (CMake's OPENDNN_CUDA_FAMILIES)");
     if (p.plans.empty()) p.declines = std::move(reasons);
     return p;
   }
@@ -100,8 +103,8 @@ class CudaEngine : public Engine {
   Status build_plan(const Graph& graph, const Target& target, const PlanCandidate& c,
                     std::unique_ptr<Plan>& out) override {
     const Family* owner = nullptr;
-    for (const Family* f : kFamilies)
-      if (f && c.local_index >= f->index_base && (!owner || f->index_base > owner->index_base)) owner = f;
+    for (const Family* f : families())
+      if (c.local_index >= f->index_base && (!owner || f->index_base > owner->index_base)) owner = f;
     if (!owner) return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cuda: unknown plan " + c.name};
     return owner->build(graph, target, c, out);
   }

@@ -261,9 +261,7 @@ bool lower_graph(const Graph& g, cudnnHandle_t handle, SdpaImpl impl, size_t ver
     lg->lone_norm = (lg->norm_layer || lg->norm_backward || k == OpKind::RMSNORM) && n.in("X");
     if (lg->lone_norm) {
       const TensorPtr& x = n.in("X");
-      double elems = 1;
-      for (int64_t d : x->get_dim()) elems *= double(d);
-      lg->norm_x_bytes = elems * bits_of(x->get_data_type()) / 8;
+      lg->norm_x_bytes = double(x->volume()) * bits_of(x->get_data_type()) / 8;
     }
   }
   bool ok = true;

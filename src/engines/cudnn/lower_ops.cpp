@@ -132,11 +132,7 @@ bool lower_matmul(LowerCtx& c, const Node& n, std::string& why) {
   if (n.in("K_override")) b.set_desc(op, CUDNN_ATTR_OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC, c.tensor(n.in("K_override")));
   b.finalize(op, "matmul operation");
   c.add_op(op);
-  const auto& cd = n.out("C")->get_dim();
-  const auto& ad = n.in("A")->get_dim();
-  double v = 1;
-  for (int64_t d : cd) v *= double(d);
-  c.out.flops += 2.0 * v * double(ad.back());
+  c.out.flops += 2.0 * double(n.out("C")->volume()) * double(n.in("A")->get_dim().back());
   return b.ok();
 }
 
@@ -209,13 +205,10 @@ bool lower_conv(LowerCtx& c, const Node& n, std::string& why) {
   b.finalize(op, "convolution operation");
   c.add_op(op);
   // FLOPs: 2 * |Y| * C_in/groups * prod(filter spatial), with |Y| the output-activation volume.
-  const auto& yd = (*y)->get_dim();
   const auto& wd = (*w)->get_dim();
-  double v = 1;
-  for (int64_t d : yd) v *= double(d);
   double k = 1;
   for (size_t i = 1; i < wd.size(); ++i) k *= double(wd[i]);
-  c.out.flops += 2.0 * v * k;
+  c.out.flops += 2.0 * double((*y)->volume()) * k;
   return b.ok();
 }
 
