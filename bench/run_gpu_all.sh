@@ -43,28 +43,36 @@ export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/triton_cache}; mkdir -p "$TRITO
 [[ -f .carry/triton_autotune.tgz ]] && tar xzf .carry/triton_autotune.tgz -C "$TRITON_CACHE_DIR"
 save_autotune() { (cd "$TRITON_CACHE_DIR" && find . -name '*.autotune.json' | tar czf "$OUT/triton_autotune.tgz" -T -) 2>/dev/null; }
 
-log "build (cuda engine, GPU tests, Python extension)"
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DOPENDNN_BUILD_TOOLS=$([[ $demo == 1 ]] && echo ON || echo OFF) -DOPENDNN_WITH_CUDA=ON \
-  -DOPENDNN_BUILD_PYTHON=ON -DCMAKE_PREFIX_PATH="$PWD/.carry/cudnn" -DOPENDNN_CUDA_FAMILIES="$CUDA_FAMILIES" \
-  -DOPENDNN_CUTLASS_INCLUDE_DIR="$PWD/.carry/cutlass/include" -Dnanobind_DIR="$(python3 -m nanobind --cmake_dir)" \
-  >>"$LOG" 2>&1 || { tail -40 "$LOG"; exit 1; }
-SECONDS=0
-# keep going past a broken target: the rest still runs
-# TARGETS (space-separated ninja targets) narrows the build, e.g. to the tests a call runs; by default every
-# test binary of the families in CUDA_FAMILIES
-targets=${TARGETS:-"opendnn_python test_cudnn_engine $(for f in tests/gpu/test_cuda_*.cpp; do n=$(basename "$f" .cpp); f2=${n#test_cuda_}; [[ ";$CUDA_FAMILIES;" == *";${f2%%_*};"* ]] && echo "$n"; done)"}
-[[ $demo == 1 ]] && targets="$targets opendnn_cli"
-ninja -C build-gpu -k 0 -j"$(nproc)" $targets >>"$LOG" 2>&1 || { log "BUILD ERRORS:"; grep -E "error|FAILED" "$LOG" | head -40 | tee -a "$TESTS"; }
-log "build took ${SECONDS}s"
+# BUILD_DIR outside the carried tree (e.g. /tmp/bg) outlives the call while the machine stays warm;
+# REUSE_BUILD=1 then skips cmake and ninja when it already holds the Python extension (a carried tree's
+# fresh timestamps would make ninja rebuild everything).
+B=${BUILD_DIR:-build-gpu}
+if [[ ${REUSE_BUILD:-0} == 1 ]] && ls "$B"/python/opendnn/_C*.so >/dev/null 2>&1; then
+  log "reusing the build in $B"
+else
+  log "build (cuda engine, GPU tests, Python extension)"
+  cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOPENDNN_BUILD_TOOLS=$([[ $demo == 1 ]] && echo ON || echo OFF) -DOPENDNN_WITH_CUDA=ON \
+    -DOPENDNN_BUILD_PYTHON=ON -DCMAKE_PREFIX_PATH="$PWD/.carry/cudnn" -DOPENDNN_CUDA_FAMILIES="$CUDA_FAMILIES" \
+    -DOPENDNN_CUTLASS_INCLUDE_DIR="$PWD/.carry/cutlass/include" -Dnanobind_DIR="$(python3 -m nanobind --cmake_dir)" \
+    >>"$LOG" 2>&1 || { tail -40 "$LOG"; exit 1; }
+  SECONDS=0
+  # keep going past a broken target: the rest still runs
+  # TARGETS (space-separated ninja targets) narrows the build, e.g. to the tests a call runs; by default every
+  # test binary of the families in CUDA_FAMILIES
+  targets=${TARGETS:-"opendnn_python test_cudnn_engine $(for f in tests/gpu/test_cuda_*.cpp; do n=$(basename "$f" .cpp); f2=${n#test_cuda_}; [[ ";$CUDA_FAMILIES;" == *";${f2%%_*};"* ]] && echo "$n"; done)"}
+  [[ $demo == 1 ]] && targets="$targets opendnn_cli"
+  ninja -C "$B" -k 0 -j"$(nproc)" $targets >>"$LOG" 2>&1 || { log "BUILD ERRORS:"; grep -E "error|FAILED" "$LOG" | head -40 | tee -a "$TESTS"; }
+  log "build took ${SECONDS}s"
+fi
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee -a "$LOG"
-export PYTHONPATH=$PWD/build-gpu/python:$PWD/bench${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONPATH=$(cd "$B" && pwd)/python:$PWD/bench${PYTHONPATH:+:$PYTHONPATH}
 if [[ $demo == 1 ]]; then
   log "opendnn demo"
-  (cd build-gpu && timeout 120 ./opendnn demo) 2>&1 | tee -a "$LOG" | tail -40 >>"$TESTS"
+  (cd "$B" && timeout 120 ./opendnn demo) 2>&1 | tee -a "$LOG" | tail -40 >>"$TESTS"
 fi
 
 if [[ $run_tests == 1 ]]; then
-  for t in build-gpu/test_cuda_* build-gpu/test_cudnn_engine; do
+  for t in "$B"/test_cuda_* "$B"/test_cudnn_engine; do
     [[ -x $t && $t =~ $test_filter ]] || continue
     (( $(left) > 30 )) || { log "SKIPPED $t (time budget)"; continue; }
     log "$t"
