@@ -143,6 +143,43 @@ def test_gdn_forward_backward(varlen):
                                grad_rtol=5e-2)
 
 
+def _gdn_grads(q, k, v, g, beta, h0, cu, do, dfs):
+    ins = [x.clone().requires_grad_() for x in (q, k, v, g, beta, h0)]
+    o, fs = _gdn(*ins[:5], cu_seqlens=cu, initial_state=ins[5], output_final_state=True, use_qk_l2norm=True)
+    torch.autograd.backward([o, fs], [do, dfs])
+    return [x.grad for x in ins]
+
+
+def test_gdn_varlen_backward_matches_each_sequence_alone():
+    # Eight sequences of 64 value heads (K = V = 128): more (sequence, head, slice) CTAs than SMs, so the
+    # backward's recompute runs its two-stage pass, whose lost cp.async commit (nvcc 13.0, see
+    # tests/python/test_cuda_sources.py) corrupted whole (sequence, head) pairs of dq, dk, dg and dbeta on the
+    # H200 (bench/gdn_check.py, session 11). Each sequence alone (128 CTAs) takes the three-stage pass.
+    lens = [520, 633, 447, 512, 441, 700, 352, 491]
+    cu_list = [0]
+    for n in lens:
+        cu_list.append(cu_list[-1] + n)
+    cu = torch.tensor(cu_list, dtype=torch.int32, device=DEV)
+    q, k, v, g, beta = gdn_inputs(1, cu_list[-1], 16, 64, 128, 128, device=DEV, dtype=torch.bfloat16)
+    gen = torch.Generator(device=DEV).manual_seed(1)
+    h0 = 0.1 * torch.randn(len(lens), 64, 128, 128, device=DEV, generator=gen)
+    do = torch.randn(v.shape, device=DEV, generator=gen).to(torch.bfloat16)
+    dfs = torch.randn(h0.shape, device=DEV, generator=gen)
+    whole = _gdn_grads(q, k, v, g, beta, h0, cu, do, dfs)
+    again = _gdn_grads(q, k, v, g, beta, h0, cu, do, dfs)
+    names = ["q", "k", "v", "g", "beta", "h0"]
+    for name, a, b in zip(names, whole, again):
+        assert torch.isfinite(a).all(), f"d{name} not finite"
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4, msg=lambda m, name=name: f"d{name} run 2: {m}")
+    for s in range(len(lens)):
+        lo, hi = cu_list[s], cu_list[s + 1]
+        one = torch.tensor([0, hi - lo], dtype=torch.int32, device=DEV)
+        alone = _gdn_grads(*(x[:, lo:hi] for x in (q, k, v, g, beta)), h0[s:s + 1], one, do[:, lo:hi], dfs[s:s + 1])
+        for name, a, b in zip(names, whole, alone):
+            a = a[s:s + 1] if name == "h0" else a[:, lo:hi]
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4, msg=lambda m, name=name, s=s: f"sequence {s} d{name}: {m}")
+
+
 def test_gdn_compile_and_cuda_graph():
     # q/k are normalised in the op: with raw randn keys (|k|^2 ~ 64) the delta rule diverges and bf16
     # cannot follow an fp64 reference.

@@ -817,12 +817,12 @@ __global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256)
       else cp16(u + r * ldu + col, ug + (ok ? (t0 + r) * a.ho + j : 0) * V + (ok ? v0 + col : 0), ok);
     }
     for (int r = tid; r < C; r += nthreads) cp4(gm + r, p.w.gam + (r < L ? (t0 + r) * a.ho + j : 0), r < L);
-    if constexpr (V3)
+    if constexpr (V3) {
       for (int e = tid; e < 3 * C; e += nthreads) {
         const int r = e % C;
         cp4(gm + C + e, fsg + (e / C) * fs_plane + (r < L ? (t0 + r) * a.ho + j : 0), r < L);
       }
-    cp_commit();
+    }
   };
   // The same loads with each source's chunk row formed once and 32-bit row offsets (every row stride
   // times 63 stays below 2^31), shifts instead of divisions, and past-the-end rows pointed at the
@@ -877,8 +877,11 @@ __global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256)
       const float* src = plane == 0 ? p.w.gam : fsg + (plane - 1) * fs_plane;
       cp4(gm + e, src + rw0 + (r < L ? r * sw : 0), r < L);
     }
-    cp_commit();
   };
+  // Neither issue nor issue_fast commits: each call site below commits once, whichever way its branch went.
+  // (issue's commit used to follow an unbraced `if constexpr (V3) for (...) {...}`, and nvcc 13.0 dropped
+  // it where V3 is false: the PTX of every two-stage pass without v3 jumped from the copies past the only
+  // commit, so wait_group 0 did not wait for them and a chunk's tiles could be read before they landed.)
   auto queue = [&](int64_t t0, int st) {
     if constexpr (NS == 3 || V3) issue_fast(t0, st);
     else issue(t0, st);
@@ -933,7 +936,7 @@ __global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256)
 #pragma unroll
   for (int i = 0; i < NS - 1; ++i) {
     if (start + int64_t(i) * C < end) queue(start + int64_t(i) * C, i);
-    else cp_commit();
+    cp_commit();
   }
   int it = 0;
   for (int64_t t0 = start; t0 < end; t0 += C, ++it) {
@@ -944,7 +947,7 @@ __global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256)
     __syncthreads();  // chunk t0 is visible to every warp, and every warp is done with chunk t0 - C's stage
     auto refill = [&]() {
       if (t0 + int64_t(NS - 1) * C < end) queue(t0 + int64_t(NS - 1) * C, (it + NS - 1) % NS);
-      else cp_commit();
+      cp_commit();
     };
     if constexpr (!WG) refill();  // v4 issues it behind its first products
     T *ws, *qs, *ks, *as, *us;
