@@ -23,7 +23,8 @@ def table(doc, name):
     head = ["case", "opendnn ms", unit] + [f"vs {p}" for p in peers]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        cells = [r["case"], fmt(r.get(ours, float("nan"))), fmt(r.get(metric, float("nan")), 4)]
+        case = r["case"] + (" (wrong result: time not valid)" if r.get("correct") is False else "")
+        cells = [case, fmt(r.get(ours, float("nan"))), fmt(r.get(metric, float("nan")), 4)]
         cells += [fmt(r["speedup_vs_" + p]) + "×" if "speedup_vs_" + p in r else "—" for p in peers]
         out.append("| " + " | ".join(cells) + " |")
     env = doc["environment"]

@@ -90,7 +90,11 @@ std::string match_forward(const Node& n, const Target& target, gdn::FwdArgs& a) 
   const int sms = target.sm_count > 0 ? target.sm_count : 132;
   a.mma_pass = env_flag("OPENDNN_GDN_FWD_V2", true) && gdn::mma_pass_supported(a.k, a.v);
   a.mma_prep = env_flag("OPENDNN_GDN_PREP_V2", true) && gdn::mma_prep_supported(a.k, a.v);
-  const bool underfilled = a.n * a.ho * (a.v / 16) * 2 <= sms;
+  // Half the SMs idle at the unsplit pass's slices: 64 columns under v4 (the default), 16 otherwise. H200
+  // (bench/gdn.py --split, session 11): H16 HV32 32k tokens, 64 CTAs of v4, 1.640 ms unsplit vs 1.466 split,
+  // outputs and final states bitwise equal.
+  const bool v4_slices = env_flag("OPENDNN_GDN_FWD_V4", true) && env_flag("OPENDNN_GDN_PREP_V3", true) && a.v % 64 == 0;
+  const bool underfilled = a.n * a.ho * (a.v / (v4_slices ? 64 : 16)) * 2 <= sms;
   a.split = env_flag("OPENDNN_GDN_SPLIT", underfilled) && gdn::mma_pass_supported(a.k, a.v) && gdn::choose_split(a, sms);
   // Session 5's forward (see FwdArgs): chunk_prep_mma v3 (Tu instead of W and U, fused l2norm, gate
   // prefetch; needs the register-state pass, which then forms v' itself) and three chunk stages in the
