@@ -53,6 +53,7 @@ except Exception as e:  # an optional peer
 
 K = V = 128
 CHECK_TOKENS = 256
+FWD_TOL, BWD_TOL = 2e-2, 4e-2  # RMS(error) / RMS(reference), bf16: the tolerances
 
 
 def varlen(total, n, seed=0):
@@ -304,6 +305,9 @@ def backward(c, row, exact):
                 add_speedups(row, ("fla",))
                 for name, a, b in zip(GRAD_NAMES, grads, ref):
                     row[f"rel_err_vs_fla_{name}"] = rel(a, b)
+                # Against fla's gradients (not an oracle where its guard was lifted, but they agreed with ours
+                # within 6e-3 wherever ours were right): the 8x4k rows of session 11 would have read false.
+                row["correct"] = row["finite"] and all(row[f"rel_err_vs_fla_{n}"] <= BWD_TOL for n in GRAD_NAMES)
         except Exception as e:
             row["fla_error"] = failure(e, 200)
     if not exact or fn is None:
@@ -414,6 +418,9 @@ def main():
                     add_speedups(row, ("fla",))
             except Exception as e:  # a failing peer never loses our numbers
                 row["fla_error"] = failure(e, 200)
+        if fn is not None:  # the forward tolerance, against float64 and against fla where it ran
+            row["correct"] = row["finite"] and all(row.get(k, 0.0) <= FWD_TOL for k in (
+                "rel_err_vs_fp64_head", "rel_err_vs_fla_o", "rel_err_vs_fla_state"))
         # The opt-in kernels last, so that a fault in one cannot lose the numbers above.
         for p, env in variants:
             opt_in(c, row, p, env, o if fn is not None else None, fs, fla_out)
