@@ -419,7 +419,10 @@ void check_bwd(const Case& c, bool chunked = false, bool switch_on = false, bool
   const char* sliced_env = std::getenv("OPENDNN_GDN_BWD_SLICED");
   const bool sliced = !chunked && K * V > 16384 && (!sliced_env || !*sliced_env || std::string(sliced_env) == "1");
   // Plan names carry the engine.
-  EXPECT_EQ(plan, chunked ? "cuda:gdn_bwd_chunked_v2" + bv3
+  // OPENDNN_GDN_BWD_SPLIT=1 is set only around cases whose recompute leaves half the SMs idle.
+  const char* split_env = std::getenv("OPENDNN_GDN_BWD_SPLIT");
+  const std::string split = chunked && split_env && std::string(split_env) == "1" ? "_split" : "";
+  EXPECT_EQ(plan, chunked ? "cuda:gdn_bwd_chunked_v2" + bv3 + split
                           : std::string("cuda:gdn_bwd_token_exact") + (sliced ? "_sliced" : ""));
   const DataType types[] = {c.io, c.io, c.io, DataType::FLOAT, beta.type, c.state_type};
   std::vector<std::unique_ptr<DevBuf>> dev;
@@ -729,6 +732,20 @@ void check_chunked(Case c) {
 
 TEST_F(CudaGdn, ChunkedBackwardVarlenGva) {
   check_chunked({"varlen GVA HV=2H K=V=64", {0, 100, 100, 230}, 2, 4, 64, 64});
+}
+
+// The recompute as the forward's sequence split (OPENDNN_GDN_BWD_SPLIT=1, opt-in): segments of 8 chunks, so
+// both sequences span three, the last ones ending in partial chunks; weak decay so that the state entering a
+// segment matters; with the two-stage variant too (check_chunked).
+TEST_F(CudaGdn, ChunkedBackwardSplitRecompute) {
+  ScopedEnv split("OPENDNN_GDN_BWD_SPLIT", "1");
+  Case c{"split recompute H=1 HV=2 K=V=128", {0, 1500, 2700}, 1, 2, 128, 128};
+  c.g_lo = -0.05, c.g_hi = 0.0;
+  check_chunked(c);
+  Case d{"split recompute HV=2H K=V=64 empty", {0, 700, 700, 1300}, 2, 4, 64, 64};
+  d.g_lo = -0.1, d.g_hi = 0.0;
+  d.torch_state_layout = true;
+  check_chunked(d);
 }
 
 TEST_F(CudaGdn, ChunkedBackwardReverseGroupsStrongDecay) {

@@ -172,6 +172,10 @@ std::string match_backward(const Node& n, const Target& target, gdn::BwdArgs& a)
   // tokens 10.43 ms vs 11.35, gradients equal within 2e-7); OPENDNN_GDN_BWD_V3=0 keeps two stages and the full
   // post (ChunkedBackwardTwoStage*).
   a.v3 = env_flag("OPENDNN_GDN_BWD_V3", true);
+  // Few heads: the recompute's pass walks every chunk of a sequence in order on n * HO * V / bv CTAs of one
+  // warp (bv = 16: 64 CTAs at H4 HV8), ~4 us a step; the forward's split runs it in ~0.3 ms. Opt-in until it
+  // has run on a GPU (CudaGdn.ChunkedBackwardSplitRecompute).
+  a.split = env_flag("OPENDNN_GDN_BWD_SPLIT", false) && a.n * a.ho * (a.v / a.bv) * 2 <= a.grid;
   return "";
 }
 
@@ -284,7 +288,7 @@ void propose(const Graph& g, const Target& t, Proposal& out) {
       PlanCandidate c;
       // Its per-chunk kernel is chunk_bwd_v2 (the first one, chunk_bwd, is gone); the name keeps "_v2" so that
       // plan caches and result files stay comparable with those written while both kernels existed.
-      c.name = std::string("gdn_bwd_chunked_v2") + (cb.v3 ? "_bv3" : "");
+      c.name = std::string("gdn_bwd_chunked_v2") + (cb.v3 ? "_bv3" : "") + (cb.split ? "_split" : "");
       c.local_index = kChunkedBwd;
       // Asked for by name (the switch), so ranked ahead of the token-exact plan whatever the guess says.
       c.estimated_us = std::min(estimate_bwd_us(cb), 0.5 * estimate_bwd_us(b));

@@ -56,6 +56,7 @@ FwdArgs forward_args(const BwdArgs& b) {
   f.stages = b.v3 && b.n * b.ho * (b.v / b.bv) <= b.grid ? 3 : 2;
   f.q = b.q, f.kk = b.kk, f.vv = b.vv, f.g = b.g, f.beta = b.beta, f.cu = b.cu, f.init = b.init;
   for (int i = 0; i < 4; ++i) f.init_stride[i] = b.init_stride[i];
+  f.split = b.split && choose_split(f, b.grid);  // its own slice width and segment length
   return f;
 }
 

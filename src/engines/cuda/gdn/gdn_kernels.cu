@@ -686,8 +686,9 @@ __device__ __forceinline__ void wgmma128(float (&d)[16][4], const uint32_t (&a)[
 // Recomputing each segment (kApply) rather than correcting O from stored per-chunk transfers keeps the
 // workspace at one [V + K, K] fp32 slot per segment and head.
 // kStates (the chunked backward's recompute, a.keep): kWhole without outputs, writing the state entering
-// every chunk and v' (before its decay) to the workspace instead.
-enum PassMode { kWhole = 0, kSummary = 1, kApply = 2, kStates = 3 };
+// every chunk and v' (before its decay) to the workspace instead. kApplyStates: the split's kApply with
+// kStates' writes instead of O (the backward's recompute with few heads, OPENDNN_GDN_BWD_SPLIT).
+enum PassMode { kWhole = 0, kSummary = 1, kApply = 2, kStates = 3, kApplyStates = 4 };
 
 // kWhole: grid N * HO * (V / bv). kSummary: seg_bound * HO * ((V + K) / bv). kApply: seg_bound * HO *
 // (V / bv). bv / 16 warps (up to 4 unsplit, 8 split), smem_bytes(K, bv, outputs, NS).
@@ -703,7 +704,8 @@ enum PassMode { kWhole = 0, kSummary = 1, kApply = 2, kStates = 3 };
 template <class T, int K, int Mode, int NS, bool V3, bool WG = false>
 __global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256) state_pass_mma(PassParams p) {
   using namespace mma;
-  static_assert(!WG || (V3 && Mode != kStates), "v4 is the v3 pass with wgmma products");
+  constexpr bool kKeep = Mode == kStates || Mode == kApplyStates;  // writes the chunk states and v'
+  static_assert(!WG || (V3 && !kKeep), "v4 is the v3 pass with wgmma products");
   // Row strides of the K/Q and Tu/Aqk tiles: padded for ldmatrix, dense swizzled blocks for wgmma (WG).
   constexpr int ldk = WG ? K : K + kPad16, lda = WG ? C : C + kPad16;
   constexpr int KT = K / 8;  // n-tiles of the state strip
@@ -762,7 +764,7 @@ __global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256)
     DataType ty = a.init_type;
     int64_t base = s * a.init_stride[0] + j * a.init_stride[1], sv = a.init_stride[2], sk = a.init_stride[3];
     if (!first) {
-      src = Mode == kApply ? p.w.seg : nullptr, ty = DataType::FLOAT;
+      src = Mode == kApply || Mode == kApplyStates ? p.w.seg : nullptr, ty = DataType::FLOAT;
       base = int64_t(((item - 1) * a.ho + j) * slot), sv = K, sk = 1;
     }
 #pragma unroll
@@ -954,9 +956,10 @@ __global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256)
     float* gs;
     stage_ptrs(st, ws, qs, ks, as, us, gs);
     const float glast = gs[L - 1];
-    if constexpr (Mode == kStates) {
-      T* dst = static_cast<T*>(p.w.states) +
-               ((cu_at(a.cu, a.cu_int64, s) / C + s + it) * a.ho + j) * int64_t(V) * K;
+    if constexpr (kKeep) {
+      // The sequence's chunk c sits at row cu[s] / C + s + c (FwdSaved::states); a segment starts C-aligned.
+      const int64_t seq0 = cu_at(a.cu, a.cu_int64, s);
+      T* dst = static_cast<T*>(p.w.states) + ((seq0 / C + s + (start - seq0) / C + it) * a.ho + j) * int64_t(V) * K;
 #pragma unroll
       for (int kt = 0; kt < KT; ++kt)
 #pragma unroll
@@ -1125,7 +1128,7 @@ __global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256)
           if constexpr (kOut) a_frag<T>(va[p0 + np], x, np);
         }
       }
-      if constexpr (Mode == kStates) {
+      if constexpr (kKeep) {
         T* vn = static_cast<T*>(p.w.vn) + (t0 * a.ho + j) * V + v0 + vw;
 #pragma unroll
         for (int n = 0; n < 2 * NP; ++n)
@@ -1705,7 +1708,7 @@ void launch_mma_mode(const PassParams& pp, int64_t ctas, cudaStream_t st) {
   // keeps two: 1.56 ms vs ~1.87 at H16 HV64 32k tokens when session 7 ran it so). Its floor there
   // [arithmetic]: a step moves ~1 MB of W, 0.25 of K and 1 of U from HBM and writes 2 MB of entering states
   // and 1 of v' (~5.3 MB: ~1.5 us at 3.5 TB/s, 0.77 ms for 512 steps); a warp's ~200 mma.sync ~0.75 us.
-  if constexpr (Mode == kStates) {
+  if constexpr (Mode == kStates || Mode == kApplyStates) {
     if (pp.a.stages >= 3 && mma::smem_bytes(K, pp.a.bv, false, 3, false) <= kMaxSmem)
       launch_mma_stages<T, K, Mode, 3, false>(pp, ctas, st);
     else
@@ -1731,7 +1734,8 @@ void launch_mma_k(const PassParams& pp, cudaStream_t st) {
   const size_t cs = combine_smem(K);
   cudaFuncSetAttribute(split_combine<K>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(cs));
   split_combine<K><<<dim3(unsigned(sb), unsigned(a.ho), unsigned(a.v / 16)), 256, cs, st>>>(pp);
-  launch_mma_mode<T, K, kApply>(pp, sb * a.ho * (a.v / a.bv), st);
+  if (a.keep) launch_mma_mode<T, K, kApplyStates>(pp, sb * a.ho * (a.v / a.bv), st);
+  else launch_mma_mode<T, K, kApply>(pp, sb * a.ho * (a.v / a.bv), st);
   if (a.fin) empty_final<<<dim3(unsigned(a.n), unsigned(a.ho)), 256, 0, st>>>(a);
 }
 template <class T>

@@ -117,6 +117,10 @@ struct BwdArgs {
   // for K * V > 16384 where the whole fp32 state and its gradient do not fit shared memory; set by the adapter
   // there unless OPENDNN_GDN_BWD_SLICED=0. See gdn_bwd_kernels.cu.
   bool sliced = false;
+  // The chunked backward's recompute as the forward's sequence split (segments in parallel, then their
+  // entering states combined, then kApplyStates re-running each segment): opt-in, OPENDNN_GDN_BWD_SPLIT=1,
+  // where the unsplit recompute leaves half the SMs idle (few heads). state_bwd stays unsplit.
+  bool split = false;
   const void *q = nullptr, *kk = nullptr, *vv = nullptr, *g = nullptr, *beta = nullptr, *cu = nullptr;
   const void* d_o = nullptr;
   const void* init = nullptr;  // may be null
