@@ -734,9 +734,10 @@ TEST_F(CudaGdn, ChunkedBackwardVarlenGva) {
   check_chunked({"varlen GVA HV=2H K=V=64", {0, 100, 100, 230}, 2, 4, 64, 64});
 }
 
-// The recompute as the forward's sequence split (OPENDNN_GDN_BWD_SPLIT=1, opt-in): segments of 8 chunks, so
-// both sequences span three, the last ones ending in partial chunks; weak decay so that the state entering a
-// segment matters; with the two-stage variant too (check_chunked).
+// The backward split (OPENDNN_GDN_BWD_SPLIT=1, opt-in: the recompute and state_bwd by segments of 8 chunks). First
+// case: both sequences span three segments (the reverse combine runs), the last ones ending in partial chunks;
+// second: two segments each around an empty sequence (its dh0 is dFinal). Weak decay, so that the state at a
+// segment boundary matters; with the two-stage variant too (check_chunked).
 TEST_F(CudaGdn, ChunkedBackwardSplitRecompute) {
   ScopedEnv split("OPENDNN_GDN_BWD_SPLIT", "1");
   Case c{"split recompute H=1 HV=2 K=V=128", {0, 1500, 2700}, 1, 2, 128, 128};

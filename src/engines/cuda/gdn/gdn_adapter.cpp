@@ -172,9 +172,10 @@ std::string match_backward(const Node& n, const Target& target, gdn::BwdArgs& a)
   // tokens 10.43 ms vs 11.35, gradients equal within 2e-7); OPENDNN_GDN_BWD_V3=0 keeps two stages and the full
   // post (ChunkedBackwardTwoStage*).
   a.v3 = env_flag("OPENDNN_GDN_BWD_V3", true);
-  // Few heads: the recompute's pass walks every chunk of a sequence in order on n * HO * V / bv CTAs of one
-  // warp (bv = 16: 64 CTAs at H4 HV8), ~4 us a step; the forward's split runs it in ~0.3 ms. Opt-in until it
-  // has run on a GPU (CudaGdn.ChunkedBackwardSplitRecompute).
+  // Few heads: the recompute's pass and state_bwd each walk every chunk of a sequence in order on
+  // n * HO * V / bv CTAs of one warp (bv = 16: 64 CTAs at H4 HV8), ~4 us a step (~2 ms each of the backward's
+  // 4.79 there); split into segments, as the forward's split runs that walk in ~0.3 ms. Opt-in until it has
+  // run on a GPU (CudaGdn.ChunkedBackwardSplitRecompute).
   a.split = env_flag("OPENDNN_GDN_BWD_SPLIT", false) && a.n * a.ho * (a.v / a.bv) * 2 <= a.grid;
   return "";
 }

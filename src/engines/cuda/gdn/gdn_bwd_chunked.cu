@@ -153,22 +153,50 @@ __host__ __device__ constexpr size_t bstage_bytes(int k, int bv) {
   return size_t(C * (bv + kPad16) + C * (C + kPad16) + 3 * C * (k + kPad16)) * 2 + C * sizeof(float);
 }
 
-template <class T, int K, int NS>
-__global__ void __launch_bounds__(128) state_bwd(Params p) {
+// The split (BwdArgs::split, with the recompute's segments): per chunk the update is affine in dS^T,
+//   D_c = D_{c+1} A_c + R_c   (D = dS^T, V x K; A_c the forward's K x K chunk transfer; R_c from dO),
+// so over a segment D_left = D_right M + R, M the product of the A_c. kBwdSummary runs each segment (but a
+// sequence's first) from D_right = 0 (from dFinal in its last segment) on the V rows, and from the identity
+// with dO = 0 on K more rows (M, but in the last segment); split_combine<K, true> turns the slots into each
+// segment's true D_left, last to second; kBwdApply re-runs each segment from the next one's slot (dFinal in the
+// last), writing dS' and dVn, and the first segment's D_left is dh0. Slices of the forward split's width.
+enum BwdMode { kBwdWhole = 0, kBwdSummary = 1, kBwdApply = 2 };
+
+template <class T, int K, int NS, int Mode = kBwdWhole>
+__global__ void __launch_bounds__(Mode == kBwdWhole ? 128 : 256) state_bwd(Params p) {
   static_assert(NS == 2 || NS == 3, "chunk stages");
   constexpr int ldk = K + kPad16, ldp = C + kPad16, KT = K / 8;
   const BwdArgs& a = p.a;
-  const int V = int(a.v), BV = a.bv, ldo = BV + kPad16;
-  const int slices = V / BV;
+  const int V = int(a.v), BV = Mode == kBwdWhole ? a.bv : p.f.seg_bv, ldo = BV + kPad16;
+  const int slices = (Mode == kBwdSummary ? V + int(a.k) : V) / BV;
   const int64_t bid = blockIdx.x;
-  const int64_t s = bid / (a.ho * slices);
+  const int64_t item = bid / (a.ho * slices);  // sequence, or segment (split)
   const int j = int((bid / slices) % a.ho), v0 = int(bid % slices) * BV;
   const int hq = int(j / (a.ho / a.h));
   const int tid = threadIdx.x, nthreads = blockDim.x, warp = tid / 32, lane = tid % 32, g = lane / 4, c = lane % 4;
   const int vw = warp * 16;
-  const int64_t start = cu_at(a.cu, a.cu_int64, s), end = cu_at(a.cu, a.cu_int64, s + 1);
+  int64_t s = item, start = 0, end = 0;
+  bool first = true, last = true;
+  if constexpr (Mode == kBwdWhole) {
+    start = cu_at(a.cu, a.cu_int64, s), end = cu_at(a.cu, a.cu_int64, s + 1);
+  } else {
+    const int2 ent = reinterpret_cast<const int2*>(p.f.segtab)[item];
+    if (ent.x < 0) return;
+    s = ent.x, start = ent.y;
+    const int64_t seq_end = cu_at(a.cu, a.cu_int64, s + 1);
+    end = imin(seq_end, start + int64_t(C) * p.f.seg_chunks);
+    first = start == cu_at(a.cu, a.cu_int64, s), last = end == seq_end;
+  }
+  const bool transfer = Mode == kBwdSummary && v0 >= V;  // M's rows: dO = 0, from the identity
+  if (Mode == kBwdSummary && (first || (last && transfer))) return;
   const int nch = end > start ? int((end - start + C - 1) / C) : 0;
-  const int64_t row0 = start / C + s;
+  // The first chunk's row of FwdSaved::states and dS' (a segment starts C-aligned in its sequence).
+  int64_t row0 = start / C + s;
+  if constexpr (Mode != kBwdWhole) {
+    const int64_t seq0 = cu_at(a.cu, a.cu_int64, s);
+    row0 = seq0 / C + s + (start - seq0) / C;
+  }
+  const size_t slot = size_t(V + a.k) * size_t(a.k);
 
   extern __shared__ __align__(128) unsigned char smem[];
   const size_t sbytes = bstage_bytes(K, BV);
@@ -181,17 +209,21 @@ __global__ void __launch_bounds__(128) state_bwd(Params p) {
     gm = reinterpret_cast<float*>(w + C * ldk);
   };
 
-  // dS^T strip: element (v = v0 + vw + g + 8 (e / 2), k = 8 kt + 2c + e % 2) in dacc[kt][e].
+  // dS^T strip: element (v = v0 + vw + g + 8 (e / 2), k = 8 kt + 2c + e % 2) in dacc[kt][e]. It starts from
+  // dFinal at a sequence's end, else (split) from the next segment's slot (apply), zero or the identity (summary).
+  const float* next_slot = Mode == kBwdApply && !last ? p.f.seg + (size_t(item + 1) * size_t(a.ho) + size_t(j)) * slot : nullptr;
   float dacc[KT][4];
 #pragma unroll
   for (int kt = 0; kt < KT; ++kt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int vv = v0 + vw + g + 8 * (e / 2), kk = 8 * kt + 2 * c + e % 2;
-      dacc[kt][e] = a.dfin ? load_any(a.dfin_type, a.dfin,
-                                      s * a.dfin_stride[0] + j * a.dfin_stride[1] + vv * a.dfin_stride[2] +
-                                          kk * a.dfin_stride[3])
-                           : 0.f;
+      if (transfer) dacc[kt][e] = vv - V == kk ? 1.f : 0.f;
+      else if (next_slot) dacc[kt][e] = next_slot[size_t(vv) * size_t(a.k) + size_t(kk)];
+      else if (last && a.dfin)
+        dacc[kt][e] = load_any(a.dfin_type, a.dfin,
+                               s * a.dfin_stride[0] + j * a.dfin_stride[1] + vv * a.dfin_stride[2] + kk * a.dfin_stride[3]);
+      else dacc[kt][e] = 0.f;
     }
 
   const T* dog = static_cast<const T*>(a.d_o);
@@ -220,8 +252,8 @@ __global__ void __launch_bounds__(128) state_bwd(Params p) {
     }
     for (int e = tid; e < C * (BV / 8); e += nthreads) {
       const int r = e / (BV / 8), col = (e % (BV / 8)) * 8;
-      const bool ok = r < L;
-      cp16(o + r * ldo + col, dog + (ok ? (t0 + r) * a.ho + j : 0) * V + v0 + col, ok);
+      const bool ok = r < L && !transfer;  // M's rows have dO = 0 (and columns past V)
+      cp16(o + r * ldo + col, dog + (ok ? ((t0 + r) * a.ho + j) * V + v0 + col : 0), ok);
     }
     for (int r = tid; r < C; r += nthreads) cp4(gm + r, p.f.gam + (r < L ? (t0 + r) * a.ho + j : 0), r < L);
     cp_commit();
@@ -258,10 +290,10 @@ __global__ void __launch_bounds__(128) state_bwd(Params p) {
       const bool ok = r < L;
       cp16(pm + r * ldp + col, p0 + (ok ? r : 0) * (sw * C) + col, ok);
     }
-    const T* o0 = dog + rw0 * V + v0;
+    const T* o0 = dog + (transfer ? 0 : rw0 * V + v0);
     for (int e = tid; e < (C << su); e += nthreads) {
       const int r = e >> su, col = (e & ((1 << su) - 1)) * 8;
-      const bool ok = r < L;
+      const bool ok = r < L && !transfer;
       cp16(o + r * ldo + col, o0 + (ok ? r : 0) * (sw * V) + col, ok);
     }
     const float* g0 = p.f.gam + rw0;
@@ -300,15 +332,17 @@ __global__ void __launch_bounds__(128) state_bwd(Params p) {
     stage_ptrs(st, os, ps, ks, qs, ws, gs);
     const float glast = gs[L - 1];
 
-    // dS' of this chunk for chunk_bwd_v2.
-    T* dst = static_cast<T*>(p.w.dstates) + ((row0 + ci) * a.ho + j) * int64_t(V) * K;
+    // dS' of this chunk for chunk_bwd_v2 (not from the summaries: their D is not the true one yet).
+    if constexpr (Mode != kBwdSummary) {
+      T* dst = static_cast<T*>(p.w.dstates) + ((row0 + ci) * a.ho + j) * int64_t(V) * K;
 #pragma unroll
-    for (int kt = 0; kt < KT; ++kt)
+      for (int kt = 0; kt < KT; ++kt)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int vv = v0 + vw + g + 8 * h, kk = 8 * kt + 2 * c;
-        *reinterpret_cast<uint32_t*>(dst + int64_t(vv) * K + kk) = pack2<T>(dacc[kt][2 * h], dacc[kt][2 * h + 1]);
-      }
+        for (int h = 0; h < 2; ++h) {
+          const int vv = v0 + vw + g + 8 * h, kk = 8 * kt + 2 * c;
+          *reinterpret_cast<uint32_t*>(dst + int64_t(vv) * K + kk) = pack2<T>(dacc[kt][2 * h], dacc[kt][2 * h + 1]);
+        }
+    }
 
     // dVn^T (16 x 64): dS'^T K^T with its columns decayed, plus dO^T P (P lower: row slice kk feeds r <= its rows).
     float dv[8][4];
@@ -349,7 +383,7 @@ __global__ void __launch_bounds__(128) state_bwd(Params p) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int r = 8 * n + 2 * c + e % 2;
-        if (r < L) dvn[r * a.ho * V + g + 8 * (e / 2)] = from_f<T>(dv[n][e]);
+        if (Mode != kBwdSummary && r < L) dvn[r * a.ho * V + g + 8 * (e / 2)] = from_f<T>(dv[n][e]);
         dv[n][e] = -dv[n][e];
       }
     uint32_t vf[4][4];
@@ -390,7 +424,16 @@ __global__ void __launch_bounds__(128) state_bwd(Params p) {
     }
   }
 
-  if (a.dinit) {
+  if constexpr (Mode == kBwdSummary) {  // this segment's R (rows < V) or M (rows V..) into its slot
+    float* dst = p.f.seg + (size_t(item) * size_t(a.ho) + size_t(j)) * slot;
+#pragma unroll
+    for (int kt = 0; kt < KT; ++kt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int vv = v0 + vw + g + 8 * (e / 2), kk = 8 * kt + 2 * c + e % 2;
+        dst[size_t(vv) * size_t(a.k) + size_t(kk)] = dacc[kt][e];
+      }
+  } else if (a.dinit && first) {
 #pragma unroll
     for (int kt = 0; kt < KT; ++kt)
 #pragma unroll
@@ -828,12 +871,24 @@ void launch_kv_v2(const Params& p, cudaStream_t st) {
   cudaFuncSetAttribute(chunk_bwd_v2<T, K, V>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
   chunk_bwd_v2<T, K, V><<<unsigned(p.f.bound * p.a.ho), 256, bytes, st>>>(p);
 }
-template <class T, int K, int NS>
-void launch_state_bwd(const Params& p, cudaStream_t st) {
-  const BwdArgs& a = p.a;
-  const size_t bytes = NS * bstage_bytes(K, a.bv);
-  cudaFuncSetAttribute(state_bwd<T, K, NS>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
-  state_bwd<T, K, NS><<<unsigned(a.n * a.ho * (a.v / a.bv)), unsigned(a.bv / 16 * 32), bytes, st>>>(p);
+// The split's segment table has no row for an empty sequence, so no apply CTA writes its dh0 (dFinal, or
+// zero). grid (N, HO), 256 threads.
+__global__ void __launch_bounds__(256) empty_dinit(BwdArgs a) {
+  const int64_t s = blockIdx.x, j = blockIdx.y;
+  if (cu_at(a.cu, a.cu_int64, s + 1) > cu_at(a.cu, a.cu_int64, s)) return;
+  const int64_t fb = s * a.dfin_stride[0] + j * a.dfin_stride[1], ib = s * a.dinit_stride[0] + j * a.dinit_stride[1];
+  for (int64_t i = threadIdx.x; i < a.v * a.k; i += blockDim.x) {
+    const int64_t vv = i / a.k, kk = i % a.k;
+    const float x = a.dfin ? load_any(a.dfin_type, a.dfin, fb + vv * a.dfin_stride[2] + kk * a.dfin_stride[3]) : 0.f;
+    store_any(a.dinit_type, a.dinit, ib + vv * a.dinit_stride[2] + kk * a.dinit_stride[3], x);
+  }
+}
+
+template <class T, int K, int NS, int Mode = kBwdWhole>
+void launch_state_bwd(const Params& p, int64_t ctas, int bv, cudaStream_t st) {
+  const size_t bytes = NS * bstage_bytes(K, bv);
+  cudaFuncSetAttribute(state_bwd<T, K, NS, Mode>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+  state_bwd<T, K, NS, Mode><<<unsigned(ctas), unsigned(bv / 16 * 32), bytes, st>>>(p);
 }
 // v3's three stages where they fit and cost no co-resident CTA: either every CTA has an SM to itself, or two
 // stages already leave room for one CTA an SM only (K = 128, bv = 64: 139 KB).
@@ -842,10 +897,19 @@ bool deep_ring(const BwdArgs& a, size_t stage) {
   return a.n * a.ho * (a.v / a.bv) <= a.grid || 2 * (2 * stage + 1024) > 228 * 1024;
 }
 template <class T, int K>
-void launch_k(const Params& p, cudaStream_t st) {
+void launch_k(const Params& p, const FwdArgs& f, void* workspace, cudaStream_t st) {
   const BwdArgs& a = p.a;
-  if (deep_ring(a, bstage_bytes(K, a.bv))) launch_state_bwd<T, K, 3>(p, st);
-  else launch_state_bwd<T, K, 2>(p, st);
+  if (p.f.split) {  // two stages: 158 KB at K = V = 128 with the split's 128-column slices
+    const int bv = p.f.seg_bv;
+    launch_state_bwd<T, K, 2, kBwdSummary>(p, p.f.seg_bound * a.ho * ((a.v + K) / bv), bv, st);
+    launch_split_combine_reverse(f, workspace, st);
+    launch_state_bwd<T, K, 2, kBwdApply>(p, p.f.seg_bound * a.ho * (a.v / bv), bv, st);
+    if (a.dinit) empty_dinit<<<dim3(unsigned(a.n), unsigned(a.ho)), 256, 0, st>>>(a);
+  } else if (deep_ring(a, bstage_bytes(K, a.bv))) {
+    launch_state_bwd<T, K, 3>(p, a.n * a.ho * (a.v / a.bv), a.bv, st);
+  } else {
+    launch_state_bwd<T, K, 2>(p, a.n * a.ho * (a.v / a.bv), a.bv, st);
+  }
   if (p.f.bound > 0) {
     if (a.v == 64) launch_kv_v2<T, K, 64>(p, st);
     else launch_kv_v2<T, K, 128>(p, st);
@@ -857,8 +921,8 @@ const char* launch_typed(const BwdArgs& a, void* workspace, cudaStream_t st) {
   const FwdArgs f = forward_args(a);
   if (const char* e = launch_forward(f, workspace, st)) return e;
   const Params p{a, forward_saved(f, workspace), carve(a, static_cast<char*>(workspace))};
-  if (a.k == 64) launch_k<T, 64>(p, st);
-  else launch_k<T, 128>(p, st);
+  if (a.k == 64) launch_k<T, 64>(p, f, workspace, st);
+  else launch_k<T, 128>(p, f, workspace, st);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return cudaGetErrorString(e);
   return launch_backward_post(a, p.w.dqs, p.w.dks, dv_direct(a) ? nullptr : p.w.des, true, st);
 }
@@ -866,6 +930,7 @@ const char* launch_typed(const BwdArgs& a, void* workspace, cudaStream_t st) {
 // Two CTAs an SM: 228 KB of shared memory, 1 KB of it reserved per CTA.
 static_assert(2 * (B2Layout<128, 128>::bytes + 1024) <= 228 * 1024, "chunk_bwd_v2 at K = V = 128: two CTAs an SM");
 static_assert(2 * bstage_bytes(128, 64) <= kMaxSmem, "state_bwd at K = 128, bv = 64 must fit one SM");
+static_assert(2 * bstage_bytes(128, 128) <= kMaxSmem, "the split state_bwd at K = V = 128, bv = 128 must fit one SM");
 
 }  // namespace
 

@@ -1217,7 +1217,9 @@ __global__ void __launch_bounds__(Mode == kWhole || Mode == kStates ? 128 : 256)
 // into the other buffer while M_g is applied.
 size_t combine_smem(int k) { return (size_t(2) * k * k + size_t(16) * k) * sizeof(float); }
 
-template <int K>
+// Reverse (the chunked backward's state_bwd split): from the sequence's last segment back to its second, slot[g]
+// <- slot[g + 1] M_g + slot[g] with M_g's rows in slot g's rows V.. (the same arithmetic).
+template <int K, bool Reverse = false>
 __global__ void __launch_bounds__(256) split_combine(PassParams p) {
   const FwdArgs& a = p.a;
   const int V = int(a.v);
@@ -1242,14 +1244,17 @@ __global__ void __launch_bounds__(256) split_combine(PassParams p) {
     for (int i = tid; i < K * K / 4; i += 256) cp16(dst + 4 * i, src + 4 * i, true);
     cp_commit();
   };
-  for (int i = tid; i < 16 * K; i += 256) prev[i] = seg_at(g0)[size_t(v0) * K + i];
-  issue(g0 + 1, 0);
-  const int64_t stop = g0 + nseg - 1;  // the last segment has no successor
-  for (int64_t g = g0 + 1; g < stop; ++g) {
-    const int st = int(g - g0 - 1) & 1;
+  // Forward: segments g0 + 1 .. g0 + nseg - 2 from g0's slot (the last one has no successor); reverse:
+  // g0 + nseg - 2 down to g0 + 1 from the last one's (the first one's left boundary is nobody's input).
+  const int64_t from = Reverse ? g0 + nseg - 1 : g0, step = Reverse ? -1 : 1;
+  for (int i = tid; i < 16 * K; i += 256) prev[i] = seg_at(from)[size_t(v0) * K + i];
+  issue(from + step, 0);
+  for (int64_t i = 1; i < nseg - 1; ++i) {
+    const int64_t g = from + step * i;
+    const int st = int(i - 1) & 1;
     cp_wait_all();
     __syncthreads();  // M_g and prev are visible; the other buffer is free
-    if (g + 1 < stop) issue(g + 1, st ^ 1);
+    if (i + 1 < nseg - 1) issue(g + step, st ^ 1);
     const float* m = csm + st * K * K;
     float* cur = seg_at(g) + size_t(v0) * K;
     float acc[R];
@@ -1847,7 +1852,25 @@ int64_t forward_workspace_bytes(const FwdArgs& a) { return int64_t(carve(a, null
 FwdSaved forward_saved(const FwdArgs& a, void* workspace) {
   const Work w = carve(a, static_cast<char*>(workspace));
   return {reinterpret_cast<const int*>(w.table), w.gam, w.w, w.u, w.aqk, a.l2norm ? w.qn : a.q, a.l2norm ? w.kn : a.kk,
-          w.tmat, w.states, w.vn, chunk_bound(a)};
+          w.tmat, w.states, w.vn, chunk_bound(a), a.split, reinterpret_cast<const int*>(w.segtab), w.seg, seg_bound(a), a.seg_chunks, a.bv};
+}
+
+const char* launch_split_combine_reverse(const FwdArgs& a, void* workspace, void* stream) {
+  if (!a.split || a.n <= 0 || a.ho <= 0) return nullptr;
+  const PassParams pp{a, carve(a, static_cast<char*>(workspace)), a.q, a.kk};
+  const int64_t sb = seg_bound(a);
+  auto st = static_cast<cudaStream_t>(stream);
+  const size_t cs = combine_smem(int(a.k));
+  const dim3 grid(unsigned(sb), unsigned(a.ho), unsigned(a.v / 16));
+  if (a.k == 64) {
+    cudaFuncSetAttribute(split_combine<64, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(cs));
+    split_combine<64, true><<<grid, 256, cs, st>>>(pp);
+  } else {
+    cudaFuncSetAttribute(split_combine<128, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(cs));
+    split_combine<128, true><<<grid, 256, cs, st>>>(pp);
+  }
+  cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
 }
 
 const char* launch_forward(const FwdArgs& a, void* workspace, void* stream) {

@@ -86,8 +86,20 @@ struct FwdSaved {
   const void* states; // keep: [T/64 + N, HO, V, K] the state entering chunk c of sequence s at row cu[s]/64 + s + c
   const void* vn;     // keep: [T, HO, V] v' = U - W S
   int64_t bound;      // chunk table rows
+  // split (the recompute as segments): the segment table [seg_bound] (sequence, first token), the segments'
+  // [V + K, K] fp32 slots per head (free once the recompute is done: the backward's own summaries reuse them),
+  // chunks a segment, and the split's state-slice width.
+  bool split;
+  const int* segtab;  // [seg_bound][2], as table
+  float* seg;
+  int64_t seg_bound;
+  int seg_chunks, seg_bv;
 };
 FwdSaved forward_saved(const FwdArgs& a, void* workspace);
+// The split's combine walked from each sequence's last segment back to its second: slot g's state rows become
+// D_g = D_{g+1} M_g + R_g, with R_g in rows 0..V-1 and M_g's rows in rows V.. (the backward's reverse
+// recurrence, see state_bwd in gdn_bwd_chunked.cu). a as passed to launch_forward, with split set.
+const char* launch_split_combine_reverse(const FwdArgs& a, void* workspace, void* stream);
 // Launch on `stream` (a cudaStream_t); workspace holds forward_workspace_bytes. Returns a CUDA
 // error string or nullptr.
 const char* launch_forward(const FwdArgs& a, void* workspace, void* stream);
@@ -117,9 +129,10 @@ struct BwdArgs {
   // for K * V > 16384 where the whole fp32 state and its gradient do not fit shared memory; set by the adapter
   // there unless OPENDNN_GDN_BWD_SLICED=0. See gdn_bwd_kernels.cu.
   bool sliced = false;
-  // The chunked backward's recompute as the forward's sequence split (segments in parallel, then their
-  // entering states combined, then kApplyStates re-running each segment): opt-in, OPENDNN_GDN_BWD_SPLIT=1,
-  // where the unsplit recompute leaves half the SMs idle (few heads). state_bwd stays unsplit.
+  // The chunked backward's two sequential passes split into segments that run in parallel, where the unsplit
+  // ones leave half the SMs idle (few heads): the recompute as the forward's sequence split (kApplyStates
+  // re-running each segment), and state_bwd's reverse walk the same way mirrored (kBwdSummary, the reverse
+  // combine, kBwdApply; see gdn_bwd_chunked.cu). Opt-in, OPENDNN_GDN_BWD_SPLIT=1.
   bool split = false;
   const void *q = nullptr, *kk = nullptr, *vv = nullptr, *g = nullptr, *beta = nullptr, *cu = nullptr;
   const void* d_o = nullptr;
