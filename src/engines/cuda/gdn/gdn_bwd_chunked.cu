@@ -874,14 +874,7 @@ void launch_kv_v2(const Params& p, cudaStream_t st) {
 // The split's segment table has no row for an empty sequence, so no apply CTA writes its dh0 (dFinal, or
 // zero). grid (N, HO), 256 threads.
 __global__ void __launch_bounds__(256) empty_dinit(BwdArgs a) {
-  const int64_t s = blockIdx.x, j = blockIdx.y;
-  if (cu_at(a.cu, a.cu_int64, s + 1) > cu_at(a.cu, a.cu_int64, s)) return;
-  const int64_t fb = s * a.dfin_stride[0] + j * a.dfin_stride[1], ib = s * a.dinit_stride[0] + j * a.dinit_stride[1];
-  for (int64_t i = threadIdx.x; i < a.v * a.k; i += blockDim.x) {
-    const int64_t vv = i / a.k, kk = i % a.k;
-    const float x = a.dfin ? load_any(a.dfin_type, a.dfin, fb + vv * a.dfin_stride[2] + kk * a.dfin_stride[3]) : 0.f;
-    store_any(a.dinit_type, a.dinit, ib + vv * a.dinit_stride[2] + kk * a.dinit_stride[3], x);
-  }
+  pass_empty_state(a.cu, a.cu_int64, a.v, a.k, a.dfin_type, a.dfin, a.dfin_stride, a.dinit_type, a.dinit, a.dinit_stride);
 }
 
 template <class T, int K, int NS, int Mode = kBwdWhole>

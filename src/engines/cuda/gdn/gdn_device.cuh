@@ -38,6 +38,21 @@ __device__ __forceinline__ void store_any(DataType t, void* p, int64_t i, float 
 __device__ __forceinline__ int64_t cu_at(const void* cu, bool i64, int64_t i) {
   return i64 ? static_cast<const long long*>(cu)[i] : int64_t(static_cast<const int*>(cu)[i]);
 }
+// An empty sequence's state passes through: dst[s, j] <- src[s, j] (zero without src), both [N, HO, V, K]
+// with element strides. One CTA per (sequence blockIdx.x, head blockIdx.y); the split passes' segment tables
+// have no row for an empty sequence, so nothing else writes it (the forward's final state, the backward's dh0).
+__device__ __forceinline__ void pass_empty_state(const void* cu, bool cu_i64, int64_t v, int64_t k, DataType src_type,
+                                                 const void* src, const int64_t (&ss)[4], DataType dst_type, void* dst,
+                                                 const int64_t (&ds)[4]) {
+  const int64_t s = blockIdx.x, j = blockIdx.y;
+  if (cu_at(cu, cu_i64, s + 1) > cu_at(cu, cu_i64, s)) return;
+  const int64_t sb = s * ss[0] + j * ss[1], db = s * ds[0] + j * ds[1];
+  for (int64_t i = threadIdx.x; i < v * k; i += blockDim.x) {
+    const int64_t vv = i / k, kk = i % k;
+    const float x = src ? load_any(src_type, src, sb + vv * ss[2] + kk * ss[3]) : 0.f;
+    store_any(dst_type, dst, db + vv * ds[2] + kk * ds[3], x);
+  }
+}
 __device__ __forceinline__ int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 
 // cp.async, ldmatrix and m16n8k16 mma.sync, shared by the register-state passes (forward and backward)

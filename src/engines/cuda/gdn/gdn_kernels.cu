@@ -1283,14 +1283,7 @@ __global__ void __launch_bounds__(256) split_combine(PassParams p) {
 // The split's segment table has no row for an empty sequence, so no apply CTA writes its final state
 // (the initial state, or zero). grid (N, HO), 256 threads.
 __global__ void __launch_bounds__(256) empty_final(FwdArgs a) {
-  const int64_t s = blockIdx.x, j = blockIdx.y;
-  if (cu_at(a.cu, a.cu_int64, s + 1) > cu_at(a.cu, a.cu_int64, s)) return;
-  const int64_t ib = s * a.init_stride[0] + j * a.init_stride[1], fb = s * a.fin_stride[0] + j * a.fin_stride[1];
-  for (int64_t i = threadIdx.x; i < a.v * a.k; i += blockDim.x) {
-    const int64_t vv = i / a.k, kk = i % a.k;
-    const float x = a.init ? load_any(a.init_type, a.init, ib + vv * a.init_stride[2] + kk * a.init_stride[3]) : 0.f;
-    store_any(a.final_type, a.fin, fb + vv * a.fin_stride[2] + kk * a.fin_stride[3], x);
-  }
+  pass_empty_state(a.cu, a.cu_int64, a.v, a.k, a.init_type, a.init, a.init_stride, a.final_type, a.fin, a.fin_stride);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -1724,6 +1717,13 @@ void launch_mma_mode(const PassParams& pp, int64_t ctas, cudaStream_t st) {
     launch_mma_v<T, K, Mode, false>(pp, ctas, st);
   }
 }
+// grid (segment rows, HO, V / 16): a CTA per sequence's first segment does the work.
+template <int K, bool Reverse>
+void launch_combine(const PassParams& pp, cudaStream_t st) {
+  const size_t cs = combine_smem(K);
+  cudaFuncSetAttribute(split_combine<K, Reverse>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(cs));
+  split_combine<K, Reverse><<<dim3(unsigned(seg_bound(pp.a)), unsigned(pp.a.ho), unsigned(pp.a.v / 16)), 256, cs, st>>>(pp);
+}
 // Unsplit: one launch. Split: the segment table, the summaries, the combine, then the outputs.
 template <class T, int K>
 void launch_mma_k(const PassParams& pp, cudaStream_t st) {
@@ -1736,9 +1736,7 @@ void launch_mma_k(const PassParams& pp, cudaStream_t st) {
   const int64_t sb = seg_bound(a);
   chunk_table<<<1, 1024, 0, st>>>(a.cu, a.cu_int64, a.n, sb, C * a.seg_chunks, pp.w.segtab);
   launch_mma_mode<T, K, kSummary>(pp, sb * a.ho * ((a.v + K) / a.bv), st);
-  const size_t cs = combine_smem(K);
-  cudaFuncSetAttribute(split_combine<K>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(cs));
-  split_combine<K><<<dim3(unsigned(sb), unsigned(a.ho), unsigned(a.v / 16)), 256, cs, st>>>(pp);
+  launch_combine<K, false>(pp, st);
   if (a.keep) launch_mma_mode<T, K, kApplyStates>(pp, sb * a.ho * (a.v / a.bv), st);
   else launch_mma_mode<T, K, kApply>(pp, sb * a.ho * (a.v / a.bv), st);
   if (a.fin) empty_final<<<dim3(unsigned(a.n), unsigned(a.ho)), 256, 0, st>>>(a);
@@ -1858,17 +1856,9 @@ FwdSaved forward_saved(const FwdArgs& a, void* workspace) {
 const char* launch_split_combine_reverse(const FwdArgs& a, void* workspace, void* stream) {
   if (!a.split || a.n <= 0 || a.ho <= 0) return nullptr;
   const PassParams pp{a, carve(a, static_cast<char*>(workspace)), a.q, a.kk};
-  const int64_t sb = seg_bound(a);
   auto st = static_cast<cudaStream_t>(stream);
-  const size_t cs = combine_smem(int(a.k));
-  const dim3 grid(unsigned(sb), unsigned(a.ho), unsigned(a.v / 16));
-  if (a.k == 64) {
-    cudaFuncSetAttribute(split_combine<64, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(cs));
-    split_combine<64, true><<<grid, 256, cs, st>>>(pp);
-  } else {
-    cudaFuncSetAttribute(split_combine<128, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(cs));
-    split_combine<128, true><<<grid, 256, cs, st>>>(pp);
-  }
+  if (a.k == 64) launch_combine<64, true>(pp, st);
+  else launch_combine<128, true>(pp, st);
   cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
 }
