@@ -55,35 +55,44 @@ def fit(x, y_us, launch, factor=1.0):
     return np.array([c[0], c[1], c[2] - c[1]])
 
 
-def report(label, rows, x, ours_us, cudnn_us, launch, factor):
-    co, cc = fit(x, ours_us, launch, factor), fit(x, cudnn_us, launch)
-    eo = factor * (launch + x @ co)
-    ec = launch + x @ cc
-    off = [(r["case"], round(min(o, c) / (o if a <= b else c), 3))
-           for r, o, c, a, b in zip(rows, ours_us, cudnn_us, eo, ec) if min(o, c) / (o if a <= b else c) < 0.97]
-    print(f"{label}: ours {np.round(co, 3).tolist()} (max error {np.max(np.abs(eo / ours_us - 1)):.2f}), "
-          f"cuDNN {np.round(cc, 3).tolist()} (max error {np.max(np.abs(ec / cudnn_us - 1)):.2f}); picks off by > 3%: {off}")
+PERSISTENT_FACTOR = 0.9  # kPersistentFactor in sdpa_fwd_adapter.cpp: the persistent plan's estimate
 
 
-def main():
+def samples():
+    """(pass, head dim, rows, features, ours us, cuDNN us, launch us, persistent) per head dim and pass, from
+    the result files' rows that timed both engines."""
+    out = []
     fwd = json.load(open(os.path.join(HERE, "results", "sdpa.json")))["rows"]
     for d in (64, 128, 256):
         rows = [r for r in fwd if f"_d{d}" in r["case"] and r.get("cudnn_engine_ms")]
-        if not rows:
-            continue
-        x = np.array([features(16384 // s, 2048 // d, s, s, r["case"].endswith("causal"), False)
-                      for r in rows for s in [int(r["case"].split("_S")[1].split("_")[0])]])
-        factor = 0.9 if "persistent" in rows[0].get("plan", "") else 1.0  # the persistent plan's estimate
-        report(f"forward d{d}", rows, x, np.array([r["opendnn_ms"] for r in rows]) * 1e3,
-               np.array([r["cudnn_engine_ms"] for r in rows]) * 1e3, 5.0, factor)
+        x = [features(16384 // s, 2048 // d, s, s, r["case"].endswith("causal"), False)
+             for r in rows for s in [int(r["case"].split("_S")[1].split("_")[0])]]
+        out.append(("forward", d, rows, x, 5.0, bool(rows) and "persistent" in rows[0].get("plan", "")))
     bwd = json.load(open(os.path.join(HERE, "results", "sdpa_bwd.json")))["rows"]
     for d in (64, 128, 256):
         rows = [r for r in bwd if r.get("head_dim") == d and r.get("cudnn_engine_ms")]
-        if not rows:
-            continue
-        x = np.array([features(r["batch"], r["heads"], r["seq"], r["seq"], r["causal"], True) for r in rows])
-        report(f"backward d{d}", rows, x, np.array([r["opendnn_ms"] for r in rows]) * 1e3,
-               np.array([r["cudnn_engine_ms"] for r in rows]) * 1e3, 10.0, 1.0)
+        x = [features(r["batch"], r["heads"], r["seq"], r["seq"], r["causal"], True) for r in rows]
+        out.append(("backward", d, rows, x, 10.0, False))
+    return [(p, d, rows, np.array(x), np.array([r["opendnn_ms"] for r in rows]) * 1e3,
+             np.array([r["cudnn_engine_ms"] for r in rows]) * 1e3, launch, persistent)
+            for p, d, rows, x, launch, persistent in out if rows]
+
+
+def off_picks(rows, x, ours_us, cudnn_us, launch, factor, ours_cost, cudnn_cost):
+    """(case, faster time / picked time) where the cheaper estimate's plan is more than 3% slower."""
+    eo, ec = factor * (launch + x @ ours_cost), launch + x @ cudnn_cost
+    ratio = np.minimum(ours_us, cudnn_us) / np.where(eo <= ec, ours_us, cudnn_us)
+    return [(r["case"], round(float(q), 3)) for r, q in zip(rows, ratio) if q < 0.97]
+
+
+def main():
+    for p, d, rows, x, ours_us, cudnn_us, launch, persistent in samples():
+        factor = PERSISTENT_FACTOR if persistent else 1.0
+        co, cc = fit(x, ours_us, launch, factor), fit(x, cudnn_us, launch)
+        eo, ec = factor * (launch + x @ co), launch + x @ cc
+        print(f"{p} d{d}: ours {np.round(co, 3).tolist()} (max error {np.max(np.abs(eo / ours_us - 1)):.2f}), "
+              f"cuDNN {np.round(cc, 3).tolist()} (max error {np.max(np.abs(ec / cudnn_us - 1)):.2f}); "
+              f"picks off by > 3%: {off_picks(rows, x, ours_us, cudnn_us, launch, factor, co, cc)}")
 
 
 if __name__ == "__main__":

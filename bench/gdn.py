@@ -39,6 +39,8 @@ checked against a float64 token recurrence over the first 256 tokens of its firs
 against fla's output where fla runs.
 """
 import argparse
+import contextlib
+import importlib
 import os
 import sys
 
@@ -258,22 +260,30 @@ def opt_in(c, row, p, env, o, fs, fla_out):
 GRAD_NAMES = ("dq", "dk", "dv", "dg", "dbeta", "dh0")
 
 
-def fla_bwd_unguarded(c):
-    """fla's backward with its Triton version guard lifted: fla 0.6 refuses gated chunk_bwd_dqkwg on Hopper
-    under Triton 3.4-3.7.0 (fla issue #640: wrong results there) and the GPU image has no newer Triton or
-    tilelang. Its time is still the peer's cost for the same work; its gradients are recorded but are not
-    an oracle (fla_guard_lifted marks such rows). The guard is checked on every call, so the returned
-    callable lifts it around each one."""
-    import importlib
+@contextlib.contextmanager
+def fla_guard_lifted():
+    """fla 0.6 refuses gated chunk_bwd_dqkwg on Hopper under Triton 3.4-3.7.0 (fla issue #640: wrong results
+    there), and the GPU image has no newer Triton or tilelang: its version guard is lifted inside this block
+    (checked on every call; a no-op for an fla without that guard)."""
     chunk_o = importlib.import_module("fla.ops.common.chunk_o")
+    old = getattr(chunk_o, "TRITON_ABOVE_3_7_1", None)
+    if old is not None:
+        chunk_o.TRITON_ABOVE_3_7_1 = True
+    try:
+        yield
+    finally:
+        if old is not None:
+            chunk_o.TRITON_ABOVE_3_7_1 = old
 
+
+def fla_bwd_unguarded(c):
+    """fla's backward with its Triton version guard lifted (see fla_guard_lifted). Its time is still the peer's
+    cost for the same work; its gradients are recorded but are not an oracle (the row's fla_guard_lifted
+    column marks them). The returned callable lifts the guard around each call."""
     def lifted(fn):
         def call():
-            old, chunk_o.TRITON_ABOVE_3_7_1 = chunk_o.TRITON_ABOVE_3_7_1, True
-            try:
+            with fla_guard_lifted():
                 return fn()
-            finally:
-                chunk_o.TRITON_ABOVE_3_7_1 = old
         return call
 
     run, ref = lifted(c.fla_bwd)()

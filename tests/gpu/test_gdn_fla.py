@@ -8,8 +8,6 @@ fla 0.6 refuses its gated backward kernel under Triton 3.4-3.7.0 on Hopper (fla 
 there). The backward comparison then lifts that guard and compares with fla only where fla's own gradient
 meets the tolerance against float64; ours is always checked against float64.
 """
-import contextlib
-import importlib
 import os
 import sys
 
@@ -22,8 +20,10 @@ fla_gdr = pytest.importorskip("fla.ops.gated_delta_rule")
 
 import opendnn.ops  # noqa: E402
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-from torch_refs import gdn_inputs, gdn_reference  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [os.path.join(HERE, "..", "python"), os.path.join(HERE, "..", "..", "bench")]
+from gdn import fla_guard_lifted  # noqa: E402
+from torch_refs import gdn_inputs, gdn_reference, gdn_run  # noqa: E402
 
 DEV = "cuda"
 NAMES = ("q", "k", "v", "g", "beta", "h0")
@@ -32,27 +32,6 @@ NAMES = ("q", "k", "v", "g", "beta", "h0")
 def rel(a, ref):
     a, ref = a.double(), ref.double()
     return ((a - ref).norm() / ref.norm().clamp_min(1e-30)).item()
-
-
-@contextlib.contextmanager
-def fla_backward_guard_lifted():
-    chunk_o = importlib.import_module("fla.ops.common.chunk_o")
-    old = getattr(chunk_o, "TRITON_ABOVE_3_7_1", None)
-    if old is not None:
-        chunk_o.TRITON_ABOVE_3_7_1 = True
-    try:
-        yield
-    finally:
-        if old is not None:
-            chunk_o.TRITON_ABOVE_3_7_1 = old
-
-
-def run(fn, inputs, h0, cu, do, dfs):
-    """(o, final state, [dq, dk, dv, dg, dbeta, dh0]) of fn(q, k, v, g, beta, h0, cu) under upstream do, dfs."""
-    leaves = [x.detach().clone().requires_grad_() for x in (*inputs, h0)]
-    o, fs = fn(*leaves, cu)
-    torch.autograd.backward([o, fs], [do, dfs])
-    return o.detach(), fs.detach(), [x.grad for x in leaves]
 
 
 def ours(q, k, v, g, beta, h0, cu):
@@ -83,10 +62,10 @@ def test_matches_flash_linear_attention(lens, h, hv, d):
     do = torch.randn(1, t, hv, d, device=DEV, generator=gen).to(torch.bfloat16)
     dfs = torch.randn(len(lens), hv, d, d, device=DEV, generator=gen)
 
-    o, fs, grads = run(ours, inputs, h0, cu, do, dfs)
-    with fla_backward_guard_lifted():
-        fo, ffs, fgrads = run(fla, inputs, h0, cu, do, dfs)
-    ro, rfs, rgrads = run(reference, [x.double() for x in inputs], h0.double(), cu, do.double(), dfs.double())
+    o, fs, grads = gdn_run(ours, inputs, h0, cu, do, dfs)
+    with fla_guard_lifted():
+        fo, ffs, fgrads = gdn_run(fla, inputs, h0, cu, do, dfs)
+    ro, rfs, rgrads = gdn_run(reference, [x.double() for x in inputs], h0.double(), cu, do.double(), dfs.double())
 
     # Forward: ours and fla agree, and both follow the float64 recurrence.
     assert rel(o, ro) <= 2e-2 and rel(fs, rfs) <= 2e-2, (rel(o, ro), rel(fs, rfs))

@@ -18,7 +18,7 @@ import opendnn  # noqa: E402
 import opendnn.ops  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-from torch_refs import check_gdn_forward_backward, gdn_inputs, gdn_reference, sdpa_reference  # noqa: E402
+from torch_refs import check_gdn_forward_backward, gdn_inputs, gdn_reference, gdn_run, sdpa_reference  # noqa: E402
 
 NotSupported = opendnn.cudnnGraphNotSupportedError
 DEV = "cuda"
@@ -144,10 +144,9 @@ def test_gdn_forward_backward(varlen):
 
 
 def _gdn_grads(q, k, v, g, beta, h0, cu, do, dfs):
-    ins = [x.clone().requires_grad_() for x in (q, k, v, g, beta, h0)]
-    o, fs = _gdn(*ins[:5], cu_seqlens=cu, initial_state=ins[5], output_final_state=True, use_qk_l2norm=True)
-    torch.autograd.backward([o, fs], [do, dfs])
-    return [x.grad for x in ins]
+    def gdn(q, k, v, g, beta, h0, cu):
+        return _gdn(q, k, v, g, beta, cu_seqlens=cu, initial_state=h0, output_final_state=True, use_qk_l2norm=True)
+    return gdn_run(gdn, (q, k, v, g, beta), h0, cu, do, dfs)[2]
 
 
 def test_gdn_varlen_backward_matches_each_sequence_alone():

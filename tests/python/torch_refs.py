@@ -56,6 +56,15 @@ def gdn_inputs(b, t, h, hv, dk, dv, device="cpu", dtype=torch.float32, seed=0):
     return q, k, v, g, beta
 
 
+def gdn_run(fn, inputs, initial_state, cu_seqlens, do, dfs):
+    """(o, final state, [dq, dk, dv, dg, dbeta, dh0]) of fn(q, k, v, g, beta, h0, cu_seqlens) -> (o, final state)
+    on fresh leaves, under upstream gradients do and dfs."""
+    leaves = [x.detach().clone().requires_grad_() for x in (*inputs, initial_state)]
+    o, fs = fn(*leaves, cu_seqlens)
+    torch.autograd.backward([o, fs], [do, dfs])
+    return o.detach(), fs.detach(), [x.grad for x in leaves]
+
+
 def check_gdn_forward_backward(gdn, inputs, initial_state, cu_seqlens, fwd_tol, grad_atol, grad_rtol):
     """Runs gdn (opendnn.ops.gated_delta_net or a wrapper) with l2-normalised q/k, an initial state and the
     final state out, then backward; output, final state and the six gradients must match gdn_reference in
