@@ -175,27 +175,23 @@ __global__ void __launch_bounds__(Mode == kBwdWhole ? 128 : 256) state_bwd(Param
   const int hq = int(j / (a.ho / a.h));
   const int tid = threadIdx.x, nthreads = blockDim.x, warp = tid / 32, lane = tid % 32, g = lane / 4, c = lane % 4;
   const int vw = warp * 16;
-  int64_t s = item, start = 0, end = 0;
+  int64_t s = item, seq0 = 0, start = 0, end = 0;
   bool first = true, last = true;
   if constexpr (Mode == kBwdWhole) {
-    start = cu_at(a.cu, a.cu_int64, s), end = cu_at(a.cu, a.cu_int64, s + 1);
+    seq0 = start = cu_at(a.cu, a.cu_int64, s), end = cu_at(a.cu, a.cu_int64, s + 1);
   } else {
     const int2 ent = reinterpret_cast<const int2*>(p.f.segtab)[item];
     if (ent.x < 0) return;
-    s = ent.x, start = ent.y;
+    s = ent.x, seq0 = cu_at(a.cu, a.cu_int64, s), start = ent.y;
     const int64_t seq_end = cu_at(a.cu, a.cu_int64, s + 1);
     end = imin(seq_end, start + int64_t(C) * p.f.seg_chunks);
-    first = start == cu_at(a.cu, a.cu_int64, s), last = end == seq_end;
+    first = start == seq0, last = end == seq_end;
   }
   const bool transfer = Mode == kBwdSummary && v0 >= V;  // M's rows: dO = 0, from the identity
   if (Mode == kBwdSummary && (first || (last && transfer))) return;
   const int nch = end > start ? int((end - start + C - 1) / C) : 0;
   // The first chunk's row of FwdSaved::states and dS' (a segment starts C-aligned in its sequence).
-  int64_t row0 = start / C + s;
-  if constexpr (Mode != kBwdWhole) {
-    const int64_t seq0 = cu_at(a.cu, a.cu_int64, s);
-    row0 = seq0 / C + s + (start - seq0) / C;
-  }
+  const int64_t row0 = seq0 / C + s + (start - seq0) / C;
   const size_t slot = size_t(V + a.k) * size_t(a.k);
 
   extern __shared__ __align__(128) unsigned char smem[];
