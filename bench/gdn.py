@@ -4,7 +4,7 @@ flash-linear-attention's chunk_gated_delta_rule (skipped cleanly when fla is not
 process on the same inputs (in-kernel q/k l2norm, log-space gates, fp32 initial and final states).
 Writes bench/results/gdn.json (+ PNG).
 
-    python bench/gdn.py [--quick | --cases A/B [--append]] [--bwd [--exact] [--bwd-2stage] [--bwd-split]] [--split] [--v3] [--mma-pass]
+    python bench/gdn.py [--quick | --cases A/B [--append]] [--bwd [--exact] [--bwd-2stage] [--bwd-unsplit]] [--split] [--v3] [--mma-pass]
 
 Our forward runs in several variants in the same process: the default plan (opendnn_ms: the
 register-state sequential pass and the tensor-core chunk_prep), the first kernels (v1_*, both
@@ -26,9 +26,9 @@ chunked) and fla's (fla_ms, speedup_vs_fla; fla's Triton version guard lifted wh
 fla_bwd_unguarded); with --exact also the token-exact plan (exact_*) and the errors against it. The
 default is chunk_bwd_v2 with three chunk stages in state_bwd and in the recompute's register-state pass
 (session 9). With --bwd-2stage also bwd_2stage_*: OPENDNN_GDN_BWD_V3=0, two stages and the full post
-(bwd_2stage_ms, speedup_default_vs_2stage, rel_err_2stage_vs_default_*). With --bwd-split also bwd_split_*: the
-opt-in recompute as the forward's sequence split (OPENDNN_GDN_BWD_SPLIT=1; taken only where the unsplit
-recompute leaves half the SMs idle, e.g. h4_hv8_1x32k).
+(bwd_2stage_ms, speedup_default_vs_2stage, rel_err_2stage_vs_default_*). The default splits the recompute and
+state_bwd into sequence segments where the unsplit walks leave half the SMs idle (e.g. h4_hv8_1x32k, session
+12); with --bwd-unsplit also bwd_unsplit_*: OPENDNN_GDN_BWD_SPLIT=0, the unsplit walks.
 --no-variants times only the default plan and the peer (the older kernels' columns take minutes).
 fla autotunes every Triton kernel per shape (minutes a case): --cases runs a subset and --append keeps the
 result files' other rows, so the five cases can come from several device calls (run_gpu_all.sh also
@@ -374,8 +374,8 @@ def main():
     ap.add_argument("--exact", action="store_true", help="with --bwd: also the token-exact backward (slow)")
     ap.add_argument("--bwd-2stage", action="store_true",
                     help="with --bwd: also the backward with two chunk stages and the full post (OPENDNN_GDN_BWD_V3=0)")
-    ap.add_argument("--bwd-split", action="store_true",
-                    help="with --bwd: also the backward with its recompute split (OPENDNN_GDN_BWD_SPLIT=1, opt-in)")
+    ap.add_argument("--bwd-unsplit", action="store_true",
+                    help="with --bwd: also the backward without the sequence split (OPENDNN_GDN_BWD_SPLIT=0)")
     ap.add_argument("--split", action="store_true", help="also the sequence-split pass (OPENDNN_GDN_SPLIT=1)")
     ap.add_argument("--no-variants", action="store_true",
                     help="only the default plan and the peer (skip the v1/mma/prep2 columns of earlier kernels)")
@@ -390,7 +390,7 @@ def main():
     split = os.environ.pop("OPENDNN_GDN_SPLIT", None) == "1" or args.split
     os.environ.pop("OPENDNN_GDN_BWD_CHUNKED", None)  # bwd_opendnn_* is the default plan, bwd_exact_* forced
     os.environ.pop("OPENDNN_GDN_BWD_V3", None)  # only the bwd_2stage column sets it
-    os.environ.pop("OPENDNN_GDN_BWD_SPLIT", None)  # only the bwd_split column sets it
+    os.environ.pop("OPENDNN_GDN_BWD_SPLIT", None)  # only the bwd_unsplit column sets it
     quick = QUICK + (QUICK_SPLIT if split or args.v3 or args.mma_pass else ())
     variants = (([] if args.no_variants else VARIANTS) + (SPLIT_VARIANTS if split else []) +
                 (V3_VARIANTS if args.v3 else []) + (MMA_PASS_VARIANTS if args.mma_pass else []))
@@ -446,8 +446,8 @@ def main():
             brow = {k: row[k] for k in ("H", "HV", "K", "V", "tokens", "sequences", "dtype")}
             brow.update({"case": f"bwd_{name}", "op": "gdn_bwd", "pass": "bwd"})
             grads = backward(c, brow, args.exact)
-            if args.bwd_split:
-                backward_variant(c, brow, grads, "split", {"OPENDNN_GDN_BWD_SPLIT": "1"}, False)
+            if args.bwd_unsplit:
+                backward_variant(c, brow, grads, "unsplit", {"OPENDNN_GDN_BWD_SPLIT": "0"}, True)
             if args.bwd_2stage:
                 backward_variant(c, brow, grads, "2stage", {"OPENDNN_GDN_BWD_V3": "0"}, True)
             del grads

@@ -419,9 +419,10 @@ void check_bwd(const Case& c, bool chunked = false, bool switch_on = false, bool
   const char* sliced_env = std::getenv("OPENDNN_GDN_BWD_SLICED");
   const bool sliced = !chunked && K * V > 16384 && (!sliced_env || !*sliced_env || std::string(sliced_env) == "1");
   // Plan names carry the engine.
-  // OPENDNN_GDN_BWD_SPLIT=1 is set only around cases whose recompute leaves half the SMs idle.
+  // The fixture sets OPENDNN_GDN_BWD_SPLIT=0 (the unsplit walks); only cases whose recompute leaves half the
+  // SMs idle unset it (the default takes the split there) or set it to 1.
   const char* split_env = std::getenv("OPENDNN_GDN_BWD_SPLIT");
-  const std::string split = chunked && split_env && std::string(split_env) == "1" ? "_split" : "";
+  const std::string split = chunked && !(split_env && std::string(split_env) == "0") ? "_split" : "";
   EXPECT_EQ(plan, chunked ? "cuda:gdn_bwd_chunked_v2" + bv3 + split
                           : std::string("cuda:gdn_bwd_token_exact") + (sliced ? "_sliced" : ""));
   const DataType types[] = {c.io, c.io, c.io, DataType::FLOAT, beta.type, c.state_type};
@@ -461,6 +462,9 @@ class CudaGdn : public ::testing::Test {
   void SetUp() override {
     if (!have_gpu()) GTEST_SKIP() << "no sm_90+ CUDA device";
   }
+  // Most cases are small enough for the backward split's default (few CTAs): they keep testing the unsplit
+  // walks, and ChunkedBackwardSplitRecompute the split.
+  ScopedEnv unsplit_{"OPENDNN_GDN_BWD_SPLIT", "0"};
 };
 
 TEST_F(CudaGdn, VarlenGvaL2) {
@@ -734,15 +738,17 @@ TEST_F(CudaGdn, ChunkedBackwardVarlenGva) {
   check_chunked({"varlen GVA HV=2H K=V=64", {0, 100, 100, 230}, 2, 4, 64, 64});
 }
 
-// The backward split (OPENDNN_GDN_BWD_SPLIT=1, opt-in: the recompute and state_bwd by segments of 8 chunks). First
-// case: both sequences span three segments (the reverse combine runs), the last ones ending in partial chunks;
-// second: two segments each around an empty sequence (its dh0 is dFinal). Weak decay, so that the state at a
-// segment boundary matters; with the two-stage variant too (check_chunked).
+// The backward split (the recompute and state_bwd by segments of 8 chunks; the default where the unsplit CTAs
+// leave half the SMs idle). First case, under the default: both sequences span three segments (the reverse
+// combine runs), the last ones ending in partial chunks; second, OPENDNN_GDN_BWD_SPLIT=1: two segments each
+// around an empty sequence (its dh0 is dFinal). Weak decay, so that the state at a segment boundary matters;
+// with the two-stage variant too (check_chunked).
 TEST_F(CudaGdn, ChunkedBackwardSplitRecompute) {
-  ScopedEnv split("OPENDNN_GDN_BWD_SPLIT", "1");
+  ScopedEnv by_default("OPENDNN_GDN_BWD_SPLIT", nullptr);
   Case c{"split recompute H=1 HV=2 K=V=128", {0, 1500, 2700}, 1, 2, 128, 128};
   c.g_lo = -0.05, c.g_hi = 0.0;
   check_chunked(c);
+  ScopedEnv split("OPENDNN_GDN_BWD_SPLIT", "1");
   Case d{"split recompute HV=2H K=V=64 empty", {0, 700, 700, 1300}, 2, 4, 64, 64};
   d.g_lo = -0.1, d.g_hi = 0.0;
   d.torch_state_layout = true;

@@ -363,12 +363,12 @@ class EventTimer final : public Timer {
 };
 
 // cuDNN 9.19's SDPA kernels on sm_90 in the terms of plan/attention_cost.h (H200, bf16, FA3-paper shapes),
-// per head dim 64 / 128 / 256. Forward: bench/results/sdpa.json cudnn_engine_ms (session 11), within 3% (d64),
-// 6% (d128) and 9% (d256) of the measured times in sample. Backward d64 / d128: sdpa_bwd.json cudnn_ms
-// (session 6; 0.85-1.33x the measured times); d256: its cudnn_engine_ms (session 11), within 9%, with
-// block + diagonal >= 0 so that no visible block costs less than nothing.
-constexpr cost::TileCost kSdpaFwdSm90[3] = {{0.841, 1.176, 0.379}, {0.859, 1.766, 1.002}, {2.049, 3.367, 1.899}};
-constexpr cost::TileCost kSdpaBwdSm90[3] = {{10.783, 3.048, 2.996}, {17.621, 5.072, 2.434}, {38.954, 13.731, -10.919}};
+// per head dim 64 / 128 / 256, fitted by bench/fit_sdpa_cost.py. Forward: bench/results/sdpa.json
+// cudnn_engine_ms (session 12), within 2% (d64), 10% (d128) and 13% (d256) of the measured times in sample.
+// Backward: sdpa_bwd.json cudnn_engine_ms, d64 / d128 session 12 (within 3% / 5%), d256 session 11 (within
+// 9%), with block + diagonal >= 0 so that no visible block costs less than nothing.
+constexpr cost::TileCost kSdpaFwdSm90[3] = {{0.85, 1.167, 0.373}, {0.696, 1.694, 1.396}, {1.868, 3.336, 2.01}};
+constexpr cost::TileCost kSdpaBwdSm90[3] = {{7.915, 2.925, 1.901}, {12.871, 4.826, 2.106}, {38.954, 13.731, -10.919}};
 
 // cuDNN 9.19's lead config for a lone bf16 MATMUL on the H200 (engine 0), timed in the same rounds as the
 // cuda engine's GEMM (bench/results/gemm.json, cudnn_engine_ms, session 8): ~770 TFLOP/s up to 8192x4096x4096

@@ -132,7 +132,7 @@ struct BwdArgs {
   // The chunked backward's two sequential passes split into segments that run in parallel, where the unsplit
   // ones leave half the SMs idle (few heads): the recompute as the forward's sequence split (kApplyStates
   // re-running each segment), and state_bwd's reverse walk the same way mirrored (kBwdSummary, the reverse
-  // combine, kBwdApply; see gdn_bwd_chunked.cu). Opt-in, OPENDNN_GDN_BWD_SPLIT=1.
+  // combine, kBwdApply; see gdn_bwd_chunked.cu). OPENDNN_GDN_BWD_SPLIT=0 withholds it.
   bool split = false;
   const void *q = nullptr, *kk = nullptr, *vv = nullptr, *g = nullptr, *beta = nullptr, *cu = nullptr;
   const void* d_o = nullptr;

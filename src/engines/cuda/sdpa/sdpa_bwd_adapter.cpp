@@ -108,15 +108,14 @@ std::string match(const Graph& g, sdpa::BwdProblem& a, BwdSlots& s) {
   return "";
 }
 
-// The router's tile model (plan/attention_cost.h) fitted to bench/results/sdpa_bwd.json (H200, session
-// 6): the default wgmma schedule at d64 / d128 and the mma.sync kernel at d256. The mma.sync kernel
-// took 3.1x (d64) and 3.6x (d128) the wgmma one's time at S=2048; at d192 it is costed like d256.
-// The d256 wgmma kernel's v4 (the default; the v2 schedule it falls back to where TMA cannot describe the
-// tensors takes ~1.9x): sdpa_bwd.json's d256 rows (session 11, least squares in relative error with block +
-// diagonal >= 0), within 13% of the measured times; with cuDNN's d256 fit from the same run the cheaper
-// estimate is the faster plan, or within 3% of it, at all 12 d256 shapes (the session 8 constants took ours
-// at S512 / S1024 causal, 6% and 11% slower than cuDNN's plan).
-constexpr cost::TileCost kV2Cost[3] = {{17.079, 4.036, 0.0}, {18.71, 5.793, 0.0}, {45.73, 16.307, -16.307}};
+// The router's tile model (plan/attention_cost.h) fitted by bench/fit_sdpa_cost.py to the default wgmma
+// backward in bench/results/sdpa_bwd.json (H200): d64 / d128 from session 12's rows (within 6% / 3% of the
+// measured times), d256 (v4; the v2 schedule it falls back to where TMA cannot describe the tensors takes
+// ~1.9x) from session 11's (within 13%). With cuDNN's fit from the same runs the cheaper estimate is the
+// faster plan, or within 3% of it, at all 36 shapes (tests/python/test_router_sdpa_costs.py). The mma.sync
+// kernel took 3.1x (d64) and 3.6x (d128) the wgmma one's time at S=2048 (session 6); at d192 it is costed
+// like d256.
+constexpr cost::TileCost kV2Cost[3] = {{15.219, 4.162, -3.183}, {19.441, 5.847, -2.916}, {45.73, 16.307, -16.307}};
 constexpr cost::TileCost kV1CostD256 = {0.0, 129.94, 0.0};
 int sms(const Target& t) { return t.sm_count > 0 ? t.sm_count : 132; }
 double estimate_v2_us(const sdpa::Problem& p, const Target& t) {

@@ -40,14 +40,13 @@ std::string match(const Graph& g, sdpa::Problem& p, sdpa::Slots& s, sdpa::FwdLau
 }
 
 // The router's tile model (plan/attention_cost.h) fitted per head dim 64/128/256 to the default forward in
-// bench/results/sdpa.json (H200, session 11: the persistent v2 at d64/d128, whose plan is costed at 0.9x
-// this, and v2 at d256), least squares in relative error, with cuDNN's fit (cudnn_engine.cpp) from the same
-// run's cudnn_engine_ms. In sample the estimates are within 2% (d64), 7% (d128), 3% (d256) of the
-// measured times and the cheaper estimate is the faster plan, or within 3% of it, at all 36 shapes; the
-// session 7 constants picked ours at 9 shapes where cuDNN's plan was 4-17% faster (d64 past 2k tokens,
-// d128 causal up to 2k) and cuDNN's at d256 S4096 where ours was 9% faster. The first kernel ran at
-// 2.3-2.7x v2's time (sdpa_v2.json).
-constexpr cost::TileCost kV2Cost[3] = {{2.259, 1.341, 0.35}, {3.406, 1.793, 0.678}, {7.354, 2.87, 1.055}};
+// bench/results/sdpa.json (H200, session 12: the persistent v2 at d64/d128, whose plan is costed at 0.9x
+// this, and v2 at d256) by bench/fit_sdpa_cost.py, least squares in relative error, with cuDNN's fit
+// (cudnn_engine.cpp) from the same run's cudnn_engine_ms. In sample the estimates are within 3% (d64), 9%
+// (d128), 5% (d256) of the measured times and the cheaper estimate is the faster plan, or within 3% of it,
+// at all 36 shapes (session 11's constants took ours at d128 S2048, 4% slower than cuDNN's plan there).
+// The first kernel ran at 2.3-2.7x v2's time (sdpa_v2.json).
+constexpr cost::TileCost kV2Cost[3] = {{2.325, 1.326, 0.325}, {3.304, 1.76, 0.824}, {7.143, 2.876, 1.029}};
 double estimate_v2_us(const sdpa::Problem& p, const Target& t) {
   const int i = p.d_qk <= 64 ? 0 : p.d_qk <= 128 ? 1 : 2;
   return cost::attention_us(sdpa::attention_shape(p, false), kV2Cost[i], t.sm_count > 0 ? t.sm_count : 132, 5.0);
