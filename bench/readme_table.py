@@ -24,7 +24,7 @@ def table(doc, name):
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         case = r["case"] + (" (wrong result: time not valid)" if r.get("correct") is False else "")
-        cells = [case, fmt(r.get(ours, float("nan"))), fmt(r.get(metric, float("nan")), 4)]
+        cells = [case] + [fmt(r[k], n) if k in r else "—" for k, n in ((ours, 3), (metric, 4))]
         cells += [fmt(r["speedup_vs_" + p]) + "×" if "speedup_vs_" + p in r else "—" for p in peers]
         out.append("| " + " | ".join(cells) + " |")
     env = doc["environment"]
