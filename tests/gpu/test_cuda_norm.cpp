@@ -305,13 +305,8 @@ void check_all(bool layer) {
   check_norm(layer, 50, 2000, DataType::FLOAT, DataType::BFLOAT16);
 }
 
-// Sets an environment variable for one scope (the norm adapter reads OPENDNN_NORM_BWD_V2 when it
-// proposes and builds a plan).
-struct ScopedEnv {
-  const char* name;
-  ScopedEnv(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
-  ~ScopedEnv() { unsetenv(name); }
-};
+// The norm adapter reads OPENDNN_NORM_BWD_V2/V3 and OPENDNN_NORM_FWD_NARROW when it proposes and builds a plan.
+using test::ScopedEnv;
 
 // The register-row backward (opt-in) on every case of check_all, each run twice and compared
 // bit for bit, plus the bench's smaller shape and an uneven split of rows over the row slots.
