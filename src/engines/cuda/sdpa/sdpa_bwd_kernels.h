@@ -29,10 +29,10 @@ struct BwdProblem {
   // dQ accumulated by the dK/dV kernel (OPENDNN_SDPA_BWD_V2_TWO_PASS=1, read when building).
   bool v2_two_pass = false;
   // v2 fused schedule only: v3 (sdpa_bwd_v2.cuh: dQ added by one bulk reduction per warpgroup and
-  // step, loads issued behind the first wgmma; OPENDNN_SDPA_BWD_V3=1, read when building; UNVERIFIED).
+  // step, loads issued behind the first wgmma; default, OPENDNN_SDPA_BWD_V3=0 turns it off, read when building).
   bool v3 = false;
   // v2 fused schedule only: v4 (sdpa_bwd_v2.cuh: a TMA producer warp fills the Q/dO/LSE/D ring,
-  // OPENDNN_SDPA_BWD_V4=1, read when building; UNVERIFIED); with v3 too, dQ writer warps do v3's bulk
+  // default, OPENDNN_SDPA_BWD_V4=0 turns it off, read when building); with v3 too, dQ writer warps do v3's bulk
   // dQ adds off the consumers' path.
   // Problems TMA cannot take (per-batch lengths, THD, unaligned pointers) run the fused kernel.
   bool v4 = false;
@@ -44,7 +44,7 @@ struct BwdProblem {
   // forces them (read when building).
   bool d256_early_turns = true;
   // d256 v2 only: v4 of the d256 kernel (sdpa_bwd_v2_d256.cuh: TMA producer warp, mbarrier ring, dQ writer
-  // warps with bulk reductions; OPENDNN_SDPA_BWD_D256_V4=1, read when building; UNVERIFIED). Problems TMA
+  // warps with bulk reductions; default, OPENDNN_SDPA_BWD_D256_V4=0 turns it off, read when building). Problems TMA
   // cannot take run the d256 kernel without it; d256_early_turns does not apply to it.
   bool d256_v4 = false;
   // With sink_token: the gradient of the sink logits, [1,Hq,1,1] FLOAT (null when not requested). dQ, dK
