@@ -205,13 +205,13 @@ VARIANTS = [  # column prefix, environment while the plan is built (the default 
     ("mma", {"OPENDNN_GDN_FWD_V2": "1", "OPENDNN_GDN_PREP_V2": "0"}),
     ("prep2", {"OPENDNN_GDN_FWD_V2": "0", "OPENDNN_GDN_PREP_V2": "1"}),
 ]
-SPLIT_VARIANTS = [  # speed not yet measured: only with --split, after the others
+SPLIT_VARIANTS = [  # the sequence split forced on (the default where SMs would idle): only with --split
     ("split", {"OPENDNN_GDN_SPLIT": "1", "OPENDNN_GDN_PREP_V2": "0"}),
     ("split2", {"OPENDNN_GDN_SPLIT": "1"}),
 ]
 
 
-V3_VARIANTS = [  # session 5, unverified until a GPU run: only with --v3
+V3_VARIANTS = [  # session 5's v3 kernels forced on (v3 prep and pass are the defaults since): only with --v3
     ("v3", {"OPENDNN_GDN_PREP_V3": "1", "OPENDNN_GDN_PASS_V3": "1"}),
     ("prep3", {"OPENDNN_GDN_PREP_V3": "1"}),
     ("pass3", {"OPENDNN_GDN_PASS_V3": "1"}),
