@@ -176,7 +176,7 @@ std::string match_backward(const Node& n, const Target& target, gdn::BwdArgs& a)
   // n * HO * V / bv CTAs of one warp (bv = 16: 64 CTAs at H4 HV8), ~4 us a step (~2 ms each of the backward's
   // 4.79 there); split into segments, as the forward's split runs that walk in ~0.3 ms. Default where the
   // unsplit CTAs leave half the SMs idle since session 12 (H200: CudaGdn.ChunkedBackwardSplitRecompute passed;
-  // bench/gdn.py --bwd --bwd-split, H4 HV8 32k tokens: 2.06 ms vs 4.75 unsplit and 3.60 for fla, dq/dk/dv
+  // bench/gdn.py --bwd --bwd-unsplit, H4 HV8 32k tokens: 2.02 ms vs 4.76 unsplit and 3.50 for fla, dq/dk/dv
   // bitwise equal to the unsplit backward's, dg within 2e-7); OPENDNN_GDN_BWD_SPLIT=0 keeps the unsplit walk.
   a.split = env_flag("OPENDNN_GDN_BWD_SPLIT", true) && a.n * a.ho * (a.v / a.bv) * 2 <= a.grid;
   return "";

@@ -885,13 +885,14 @@ bool deep_ring(const BwdArgs& a, size_t stage) {
   if (!a.v3 || 3 * stage > kMaxSmem) return false;
   return a.n * a.ho * (a.v / a.bv) <= a.grid || 2 * (2 * stage + 1024) > 228 * 1024;
 }
+// Returns a launch error (the combine's launcher reads, and so clears, the error state) or nullptr.
 template <class T, int K>
-void launch_k(const Params& p, const FwdArgs& f, void* workspace, cudaStream_t st) {
+const char* launch_k(const Params& p, const FwdArgs& f, void* workspace, cudaStream_t st) {
   const BwdArgs& a = p.a;
   if (p.f.split) {  // two stages: 158 KB at K = V = 128 with the split's 128-column slices
     const int bv = p.f.seg_bv;
     launch_state_bwd<T, K, 2, kBwdSummary>(p, p.f.seg_bound * a.ho * ((a.v + K) / bv), bv, st);
-    launch_split_combine_reverse(f, workspace, st);
+    if (const char* e = launch_split_combine_reverse(f, workspace, st)) return e;
     launch_state_bwd<T, K, 2, kBwdApply>(p, p.f.seg_bound * a.ho * (a.v / bv), bv, st);
     if (a.dinit) empty_dinit<<<dim3(unsigned(a.n), unsigned(a.ho)), 256, 0, st>>>(a);
   } else if (deep_ring(a, bstage_bytes(K, a.bv))) {
@@ -903,6 +904,7 @@ void launch_k(const Params& p, const FwdArgs& f, void* workspace, cudaStream_t s
     if (a.v == 64) launch_kv_v2<T, K, 64>(p, st);
     else launch_kv_v2<T, K, 128>(p, st);
   }
+  return nullptr;
 }
 
 template <class T>
@@ -910,8 +912,7 @@ const char* launch_typed(const BwdArgs& a, void* workspace, cudaStream_t st) {
   const FwdArgs f = forward_args(a);
   if (const char* e = launch_forward(f, workspace, st)) return e;
   const Params p{a, forward_saved(f, workspace), carve(a, static_cast<char*>(workspace))};
-  if (a.k == 64) launch_k<T, 64>(p, f, workspace, st);
-  else launch_k<T, 128>(p, f, workspace, st);
+  if (const char* e = a.k == 64 ? launch_k<T, 64>(p, f, workspace, st) : launch_k<T, 128>(p, f, workspace, st)) return e;
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return cudaGetErrorString(e);
   return launch_backward_post(a, p.w.dqs, p.w.dks, dv_direct(a) ? nullptr : p.w.des, true, st);
 }
