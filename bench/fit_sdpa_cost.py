@@ -13,6 +13,7 @@ weighed up until the picks are right."""
 import itertools
 import json
 import os
+import re
 
 import numpy as np
 
@@ -57,7 +58,11 @@ def fit(x, y_us, launch, factor=1.0, weight=None):
     return np.array([c[0], c[1], c[2] - c[1]])
 
 
-PERSISTENT_FACTOR = 0.9  # kPersistentFactor in sdpa_fwd_adapter.cpp: the persistent plan's estimate
+def persistent_factor():
+    """kPersistentFactor in sdpa_fwd_adapter.cpp, read from the source: the persistent plan's estimate is the v2
+    estimate times this."""
+    text = open(os.path.join(HERE, "..", "src", "engines", "cuda", "sdpa", "sdpa_fwd_adapter.cpp")).read()
+    return float(re.search(r"kPersistentFactor\s*=\s*([\d.]+)", text).group(1))
 
 
 def samples():
@@ -89,7 +94,7 @@ def off_picks(rows, x, ours_us, cudnn_us, launch, factor, ours_cost, cudnn_cost)
 
 def main():
     for p, d, rows, x, ours_us, cudnn_us, launch, persistent in samples():
-        factor = PERSISTENT_FACTOR if persistent else 1.0
+        factor = persistent_factor() if persistent else 1.0
         # Near a crossover the two fits' errors (up to ~10%) can flip the pick: weigh the rows picked wrong
         # more and refit both, a few rounds.
         w, cases = np.ones(len(rows)), [r["case"] for r in rows]

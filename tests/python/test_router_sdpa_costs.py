@@ -14,7 +14,7 @@ np = pytest.importorskip("numpy")
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
-from fit_sdpa_cost import off_picks, samples  # noqa: E402
+from fit_sdpa_cost import off_picks, persistent_factor, samples  # noqa: E402
 
 SOURCES = {  # pass: (our plan's costs, cuDNN's)
     "forward": (("src/engines/cuda/sdpa/sdpa_fwd_adapter.cpp", "kV2Cost"), ("src/engines/cudnn/cudnn_engine.cpp", "kSdpaFwdSm90")),
@@ -30,11 +30,6 @@ def tile_costs(path, name):
     triples = re.findall(r"\{\s*([-\d.eE]+)\s*,\s*([-\d.eE]+)\s*,\s*([-\d.eE]+)\s*\}", m.group(1))
     assert len(triples) == 3, m.group(0)
     return [np.array([float(x) for x in t]) for t in triples]
-
-
-def persistent_factor():
-    text = (ROOT / "src/engines/cuda/sdpa/sdpa_fwd_adapter.cpp").read_text()
-    return float(re.search(r"kPersistentFactor\s*=\s*([\d.]+)", text).group(1))
 
 
 @pytest.mark.parametrize("kind", ["forward", "backward"])
