@@ -115,7 +115,7 @@ Status infer_conv_fprop(Node& n, const GraphContext& ctx) {
   OPENDNN_RETURN_IF_ERROR(forward_spatial(n, p, x, "X", w, sp));
   Dims y{x[0], w[0]};
   y.insert(y.end(), sp.begin(), sp.end());
-  return ops::set_dims(n, "Y", y);
+  return ops::set_dims_like(n, "Y", y, *n.in("X"));
 }
 
 Status infer_conv_dgrad(Node& n, const GraphContext& ctx) {
@@ -145,7 +145,7 @@ Status infer_conv_dgrad(Node& n, const GraphContext& ctx) {
         return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED,
                       "output DX " + ops::dims_str(user) + " convolved with W " + ops::dims_str(w) + " gives spatial dims " +
                           ops::dims_str(sp) + " but DY " + ops::dims_str(dy) + " has different ones");
-    return {};
+    return ops::set_dims_like(n, "DX", user, *n.in("DY"));
   }
   Dims dx{dy[0], w[1]};
   for (size_t i = 0; i < p.nsp; ++i) {
@@ -155,7 +155,7 @@ Status infer_conv_dgrad(Node& n, const GraphContext& ctx) {
                                                            " would be " + s(in) + " (padding exceeds the receptive field); set DX's dims");
     dx.push_back(in);
   }
-  return ops::set_dims(n, "DX", dx);
+  return ops::set_dims_like(n, "DX", dx, *n.in("DY"));
 }
 
 Status infer_conv_wgrad(Node& n, const GraphContext& ctx) {
@@ -174,6 +174,7 @@ Status infer_conv_wgrad(Node& n, const GraphContext& ctx) {
     return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, "output DW needs its dims set to [K, C/groups, kernel...]: the kernel size "
                                                 "cannot be inferred from X and DY");
   OPENDNN_RETURN_IF_ERROR(check_weight(n, "output DW", dw, x.size()));
+  OPENDNN_RETURN_IF_ERROR(ops::set_dims_like(n, "DW", dw, *n.in("X")));
   if (dw[0] != dy[1])
     return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, "output DW " + ops::dims_str(dw) + " has " + s(dw[0]) +
                                                          " output channels but DY " + ops::dims_str(dy) + " has " + s(dy[1]));

@@ -177,14 +177,14 @@ Status infer_resample(Node& n, const GraphContext&) {
                                                              " with its padding on spatial dim " + s(int64_t(i)));
       y.push_back(o);
     }
-    OPENDNN_RETURN_IF_ERROR(ops::set_dims(n, "Y", y));
+    OPENDNN_RETURN_IF_ERROR(ops::set_dims_like(n, "Y", y, *n.in("X")));
   }
   bool index = n.attr_bool("generate_index");
   if (index && mode != "MAXPOOL")
     return n.fail(ErrorCode::INVALID_VALUE, "generate_index needs resample_mode MAXPOOL, not " + mode);
   if (!index && ops::is_user_output(n, "Index"))
     return n.fail(ErrorCode::INVALID_VALUE, "output Index is marked as a graph output but generate_index is false");
-  OPENDNN_RETURN_IF_ERROR(ops::set_dims(n, "Index", y));
+  OPENDNN_RETURN_IF_ERROR(ops::set_dims_like(n, "Index", y, *n.in("X")));
   OPENDNN_RETURN_IF_ERROR(ops::require_out_type(n, "Index", kIndexTypes));
   ops::default_type(n, "Index", DataType::INT32);
   return {};
@@ -236,7 +236,7 @@ Status infer_dequantize(Node& n, const GraphContext&) {
   Dims sc = x;
   sc[size_t(axis)] /= bs;
   OPENDNN_RETURN_IF_ERROR(ops::require_dims(n, "scale", sc, "(X's dims with axis " + s(axis) + " divided by block_size)"));
-  OPENDNN_RETURN_IF_ERROR(ops::set_dims(n, "Y", x));
+  OPENDNN_RETURN_IF_ERROR(ops::set_dims_like(n, "Y", x, *n.in("X")));
   OPENDNN_RETURN_IF_ERROR(ops::require_out_type(n, "Y", {DataType::FLOAT, DataType::HALF, DataType::BFLOAT16}));
   ops::default_type(n, "Y", DataType::FLOAT);
   return {};
@@ -336,7 +336,7 @@ Status infer_rope_common(Node& n, const char* in_port, const char* out_port) {
       return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, std::string(p) + " must have a floating data type, has " +
                                                         std::string(to_string(n.in(p)->get_data_type())));
   }
-  OPENDNN_RETURN_IF_ERROR(ops::set_dims(n, out_port, x));
+  OPENDNN_RETURN_IF_ERROR(ops::set_dims_like(n, out_port, x, *xt));
   ops::default_type(n, out_port, xt->get_data_type());
   return {};
 }

@@ -100,7 +100,8 @@ Status require_like(const Node& n, std::string_view port, std::string_view like)
 
 // Sets a statistics output, FLOAT by default; in INFERENCE phase it is not produced.
 Status stats_output(Node& n, std::string_view port, const Dims& d, bool produced, std::string_view why = "in INFERENCE phase") {
-  OPENDNN_RETURN_IF_ERROR(ops::set_dims(n, port, d));
+  const TensorPtr& x = ops::input_if(n, "X");
+  OPENDNN_RETURN_IF_ERROR(x ? ops::set_dims_like(n, port, d, *x) : ops::set_dims(n, port, d));
   ops::default_type(n, port, DataType::FLOAT);
   if (!produced && ops::is_user_output(n, port))
     return n.fail(ErrorCode::INVALID_VALUE, "output " + std::string(port) + " is marked as a graph output but is not produced " +
@@ -140,7 +141,7 @@ Status infer_batchnorm(Node& n, const GraphContext&) {
   OPENDNN_RETURN_IF_ERROR(ops::require_scalar(n, "epsilon"));
   bool have = false;
   OPENDNN_RETURN_IF_ERROR(running_stats(n, pc, have));
-  OPENDNN_RETURN_IF_ERROR(ops::set_dims(n, "Y", x));
+  OPENDNN_RETURN_IF_ERROR(ops::set_dims_like(n, "Y", x, *n.in("X")));
   OPENDNN_RETURN_IF_ERROR(stats_output(n, "mean", pc, true));
   OPENDNN_RETURN_IF_ERROR(stats_output(n, "inv_variance", pc, true));
   return next_running_outputs(n, pc, have);
@@ -152,7 +153,7 @@ Status infer_batchnorm_inference(Node& n, const GraphContext&) {
   Dims pc = per_channel(x);
   for (const char* p : {"mean", "inv_variance", "scale", "bias"})
     OPENDNN_RETURN_IF_ERROR(ops::require_dims(n, p, pc, "(per channel)"));
-  return ops::set_dims(n, "Y", x);
+  return ops::set_dims_like(n, "Y", x, *n.in("X"));
 }
 
 Status infer_batchnorm_backward(Node& n, const GraphContext&) {
@@ -161,7 +162,7 @@ Status infer_batchnorm_backward(Node& n, const GraphContext&) {
   const Dims& x = ops::in_dims(n, "X");
   Dims pc = per_channel(x);
   for (const char* p : {"scale", "mean", "inv_variance"}) OPENDNN_RETURN_IF_ERROR(ops::require_dims(n, p, pc, "(per channel)"));
-  OPENDNN_RETURN_IF_ERROR(ops::set_dims(n, "DX", x));
+  OPENDNN_RETURN_IF_ERROR(ops::set_dims_like(n, "DX", x, *n.in("X")));
   OPENDNN_RETURN_IF_ERROR(ops::set_dims(n, "dscale", pc));
   return ops::set_dims(n, "dbias", pc);
 }
@@ -248,7 +249,7 @@ Status norm_forward(Node& n, NormKind k) {
   OPENDNN_RETURN_IF_ERROR(ops::require_dims(n, "scale", sc, scale_layout(k)));
   OPENDNN_RETURN_IF_ERROR(ops::require_dims(n, "bias", sc, "(like scale)"));
   OPENDNN_RETURN_IF_ERROR(ops::require_scalar(n, "epsilon"));
-  OPENDNN_RETURN_IF_ERROR(ops::set_dims(n, "Y", ops::in_dims(n, "X")));
+  OPENDNN_RETURN_IF_ERROR(ops::set_dims_like(n, "Y", ops::in_dims(n, "X"), *n.in("X")));
   bool training = n.attr_str("forward_phase") != "INFERENCE";
   if (k != NormKind::RMS) OPENDNN_RETURN_IF_ERROR(stats_output(n, "mean", st, training));
   return stats_output(n, "inv_variance", st, training);
@@ -262,7 +263,7 @@ Status norm_backward(Node& n, NormKind k) {
   if (has_port(n, "mean")) OPENDNN_RETURN_IF_ERROR(ops::require_dims(n, "mean", st, "(the forward's statistics)"));
   OPENDNN_RETURN_IF_ERROR(ops::require_dims(n, "inv_variance", st, "(the forward's statistics)"));
   if (has_port(n, "epsilon")) OPENDNN_RETURN_IF_ERROR(ops::require_scalar(n, "epsilon"));
-  OPENDNN_RETURN_IF_ERROR(ops::set_dims(n, "DX", ops::in_dims(n, "X")));
+  OPENDNN_RETURN_IF_ERROR(ops::set_dims_like(n, "DX", ops::in_dims(n, "X"), *n.in("X")));
   OPENDNN_RETURN_IF_ERROR(ops::set_dims(n, "dscale", sc));
   OPENDNN_RETURN_IF_ERROR(ops::set_dims(n, "dbias", sc));
   if (k == NormKind::RMS && !n.attr_bool("has_dbias") && ops::is_user_output(n, "dbias"))

@@ -54,7 +54,14 @@ Status infer_pointwise(Node& n, const GraphContext&) {
       return n.fail(ErrorCode::INVALID_VALUE, "axis " + std::to_string(axis) + " is out of range for " + ops::dims_str(dims));
     ops::default_type(n, "OUT_0", DataType::INT32);
   }
-  return ops::set_dims(n, "OUT_0", dims);
+  // The output keeps the stride order of the first input that has the output's dims (a broadcast
+  // operand does not decide the layout); failing that, of the first input of the output's rank.
+  const TensorAttr* like = nullptr;
+  for (int i = 0; i < arity && !like; ++i)
+    if (n.inputs()[size_t(i)]->get_dim() == dims) like = n.inputs()[size_t(i)].get();
+  for (int i = 0; i < arity && !like; ++i)
+    if (n.inputs()[size_t(i)]->get_dim().size() == dims.size()) like = n.inputs()[size_t(i)].get();
+  return like ? ops::set_dims_like(n, "OUT_0", dims, *like) : ops::set_dims(n, "OUT_0", dims);
 }
 
 }  // namespace

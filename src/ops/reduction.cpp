@@ -36,7 +36,7 @@ Status infer_reduction(Node& n, const GraphContext&) {
       return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, "Y " + ops::dims_str(y) + " dim " + std::to_string(i) +
                                                            " must be 1 (reduced) or X's " + std::to_string(x[i]) + " (kept); X is " +
                                                            ops::dims_str(x));
-  return ops::set_dims(n, "Y", y);
+  return ops::set_dims_like(n, "Y", y, *n.in("X"));
 }
 
 Status infer_genstats(Node& n, const GraphContext&) {
@@ -46,7 +46,7 @@ Status infer_genstats(Node& n, const GraphContext&) {
   std::vector<int64_t> stats(x.size(), 1);
   stats[1] = x[1];
   for (const char* o : {"sum", "sq_sum"}) {
-    OPENDNN_RETURN_IF_ERROR(ops::set_dims(n, o, stats));
+    OPENDNN_RETURN_IF_ERROR(ops::set_dims_like(n, o, stats, *n.in("X")));
     ops::default_type(n, o, DataType::FLOAT);
   }
   return {};
