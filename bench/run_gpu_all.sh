@@ -5,6 +5,7 @@
 # test and the benchmarks named on the command line, and leaves at most 8 files in $OUT (log.txt,
 # tests.txt, results.tgz with bench/results, ...). Needs .carry/cudnn (nlohmann-json, GoogleTest, cuDNN
 # headers) and .carry/cutlass (CuTe headers); flash-linear-attention wheels in .whl if present.
+# FE_SUITE=all|"test_x.py ..." also runs cuDNN Frontend's own test files (see below).
 #   bash bench/run_gpu_all.sh [--no-tests] [--only-tests REGEX] [--quick] [--demo] [bench[:arg,arg] ...]  (gemm sdpa:--v2 gdn norm ...)
 # GTEST_FILTER applies to every test binary; GF_<binary>=PATTERN (e.g. GF_test_cudnn_engine='*Dropout*')
 # overrides it for one. --demo also builds the opendnn tool and runs `opendnn demo` (the README's main job).
@@ -94,6 +95,20 @@ if [[ $run_tests == 1 ]]; then
     timeout 120 python3 -m torch.distributed.run --standalone --nproc-per-node="$ngpu" tests/distributed/ddp_train.py 2>&1 |
       tee -a "$LOG" | grep -E "DDP-(OK|FAIL)" >>"$TESTS"
   fi
+fi
+
+# cuDNN Frontend's own pytest files (staged in .carry/peer by ../shared/peer/stage.sh), unchanged, against this
+# build: FE_SUITE=all (every file) or FE_SUITE="test_a.py test_b.py". The per-file table lands in
+# bench/results/fe_conformance.txt (and results.tgz); the whole log in $OUT/fe_suite.log.
+if [[ -n ${FE_SUITE:-} && -x .carry/peer/run_fe_suite.sh ]]; then
+  log "cuDNN Frontend test files: $FE_SUITE"
+  files=$([[ $FE_SUITE == all ]] || echo "$FE_SUITE")
+  FE_FILE_S=${FE_FILE_S:-$(( $(left) < 300 ? $(left) : 300 ))} OUT=$OUT bash .carry/peer/run_fe_suite.sh $files >>"$LOG" 2>&1
+  { echo "# cuDNN Frontend v1.23 test files against opendnn $(git rev-parse --short HEAD 2>/dev/null) on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(date -u +%F)"
+    echo "# file: pytest summary; waived = 'TEST WAIVED: unsupported graph' (counted as failures)"
+    cat "$OUT/fe_suite.txt"; } > bench/results/fe_conformance.txt
+  cat bench/results/fe_conformance.txt >>"$TESTS"
+  tar czf "$OUT/results.tgz" bench/results 2>/dev/null
 fi
 
 for spec in "$@"; do
