@@ -130,6 +130,18 @@ def sdpa_fwd(g, T):
     return {"O": o, "Stats": stats}
 
 
+def cmp_mask(g, T):
+    mask = g.cmp_gt(T["A"], T["B"])
+    mask.set_data_type(DT.BOOLEAN)
+    return {"mask": mask, "Y": g.mul(T["A"], T["M"])}
+
+
+def slice_matmul(g, T):
+    a = g.slice(T["A"], [slice(8, None), slice(16, None), slice(None)])
+    b = g.slice(T["B"], [slice(8, None), slice(None), slice(32, None)])
+    return {"C": g.matmul(a, b)}
+
+
 def rnd(*shape):
     return torch.rand(*shape) * 2 - 1
 
@@ -163,6 +175,10 @@ def case_inputs(name):
         return reduction_sum, {"X": rnd(2, 16, 6, 10)}
     if name == "sdpa":
         return sdpa_fwd, {"Q": rnd(2, 4, 128, 64), "K": rnd(2, 4, 160, 64), "V": rnd(2, 4, 160, 64)}
+    if name == "cmp_mask":
+        return cmp_mask, {"A": rnd(2, 16, 6, 10), "B": rnd(2, 16, 6, 10), "M": torch.rand(2, 16, 6, 10) > 0.5}
+    if name == "slice_matmul":
+        return slice_matmul, {"A": rnd(16, 32, 128), "B": rnd(16, 128, 64) / 11}
     raise KeyError(name)
 
 
@@ -180,6 +196,8 @@ CASES = [
     ("batchnorm_inference", packed, torch.float16), ("batchnorm_inference", channels_last, torch.float16),
     ("reduction_sum", packed, torch.float32), ("reduction_sum", channels_last, torch.float32),
     ("sdpa", packed, torch.bfloat16), ("sdpa", bshd_view, torch.bfloat16),
+    ("cmp_mask", packed, torch.float16), ("cmp_mask", channels_last, torch.float16),
+    ("slice_matmul", packed, torch.bfloat16),
 ]
 
 # Inputs that keep a packed layout whatever the case's layout is (per-channel vectors, weights of norms).
@@ -199,17 +217,18 @@ def _graph(build, arrays, io, extra):
     outs = build(g, T)
     for k, t in outs.items():
         t.set_output(True).set_name(k)
-        if k not in ("mean", "inv_variance", "Stats"):
+        if k not in ("mean", "inv_variance", "Stats", "mask"):
             t.set_data_type(io)
     g.validate()
     return g, T, outs
 
 
 def _alloc(t, dtype, dev):
-    return torch.empty_strided(t.get_dim(), t.get_stride(), dtype=dtype, device=dev).fill_(float("nan"))
+    out = torch.empty_strided(t.get_dim(), t.get_stride(), dtype=dtype, device=dev)
+    return out.fill_(True) if dtype == torch.bool else out.fill_(float("nan"))
 
 
-_TORCH_OF = {DT.FLOAT: torch.float32, DT.HALF: torch.float16, DT.BFLOAT16: torch.bfloat16}
+_TORCH_OF = {DT.FLOAT: torch.float32, DT.HALF: torch.float16, DT.BFLOAT16: torch.bfloat16, DT.BOOLEAN: torch.bool}
 
 
 def _extra(name):
@@ -225,7 +244,7 @@ def _extra(name):
 def _reference(name, vals, dtype):
     build = case_inputs(name)[0]
     with _target("cpu"):
-        arrays = {k: v.to(dtype) for k, v in vals.items()}
+        arrays = {k: _cast(v, dtype) for k, v in vals.items()}
         g, T, outs = _graph(build, arrays, _dt(dtype), _extra(name))
         g.build_operation_graph()
         g.create_execution_plans([cudnn.heur_mode.FALLBACK])
@@ -239,6 +258,10 @@ def _reference(name, vals, dtype):
     return {k: r.double() for k, r in res.items()}
 
 
+def _cast(v, dtype):
+    return v if v.dtype == torch.bool else v.to(dtype)
+
+
 def _dt(t):
     return {torch.float32: DT.FLOAT, torch.float16: DT.HALF, torch.bfloat16: DT.BFLOAT16}[t]
 
@@ -248,7 +271,7 @@ def test_every_gpu_plan_matches_the_reference(name, layout, dtype):
     torch.manual_seed(0)
     build, vals = case_inputs(name)
     ref = _reference(name, vals, dtype)
-    arrays = {k: _lay(layout, k, v.to(dtype), "cuda") for k, v in vals.items()}
+    arrays = {k: _lay(layout, k, _cast(v, dtype), "cuda") for k, v in vals.items()}
     with _target("cuda"):
         g, T, outs = _graph(build, arrays, _dt(dtype), _extra(name))
         g.build_operation_graph()

@@ -217,6 +217,13 @@ class CudnnPlan final : public Plan {
                                               " has no variant-pack slot (plan the graph with create_execution_plans first)"};
       slot_index_.push_back(size_t(slot));
     }
+    for (auto& v : lg.offset_views) {
+      int64_t slot = g.variant_slot_of(v.source_uid);
+      if (slot < 0)
+        return {ErrorCode::INVALID_VALUE, "cudnn: sliced tensor uid " + std::to_string(v.source_uid) + " has no variant-pack slot"};
+      view_index_.push_back({uids_.size(), size_t(slot), v.byte_offset});
+      uids_.push_back(v.uid);
+    }
     for (auto& w : lg.ws_tensors) {
       ws_index_.push_back({uids_.size(), cudnn_ws_ + w.offset});
       uids_.push_back(w.uid);
@@ -228,10 +235,10 @@ class CudnnPlan final : public Plan {
       host_index_.push_back({uids_.size(), const_cast<unsigned char*>(h.bytes)});
       uids_.push_back(h.uid);
     }
-    ptrs_.assign(uids_.size(), nullptr);
-    for (auto& [i, p] : host_index_) ptrs_[i] = p;
+    base_ptrs_.assign(uids_.size(), nullptr);
+    for (auto& [i, p] : host_index_) base_ptrs_[i] = p;
     // The variant pack, built once. Data pointers are placeholders until execute().
-    std::vector<void*> dummy(ptrs_);
+    std::vector<void*> dummy(base_ptrs_);
     for (auto& p : dummy)
       if (!p) p = reinterpret_cast<void*>(uintptr_t(4096));
     Builder b;
@@ -254,14 +261,23 @@ class CudnnPlan final : public Plan {
 
   int64_t workspace_size() const override { return total_ws_; }
 
+  // Reentrant: the pointers live in a per-thread array (sized once per thread), and the prebuilt variant
+  // pack is used by one call at a time; a call that finds it busy builds a fresh one.
   Status execute(void* const* slots, void* workspace, void* stream) override {
     const auto& a = api();
     cudnnHandle_t handle = nullptr;
     OPENDNN_RETURN_IF_ERROR(thread_handle(device_, stream, handle));
+    thread_local std::vector<void*> ptrs_;
+    ptrs_.assign(base_ptrs_.begin(), base_ptrs_.end());
     for (size_t i = 0; i < n_slots_; ++i) {
       void* p = slots[slot_index_[i]];
       if (!p) return {ErrorCode::INVALID_VARIANT_PACK, "cudnn: no pointer for tensor uid " + std::to_string(uids_[i])};
       ptrs_[i] = p;
+    }
+    for (const auto& v : view_index_) {
+      char* p = static_cast<char*>(slots[v.slot]);
+      if (!p) return {ErrorCode::INVALID_VARIANT_PACK, "cudnn: no pointer for the sliced tensor of uid " + std::to_string(uids_[v.index])};
+      ptrs_[v.index] = p + v.byte_offset;
     }
     if (total_ws_ > 0 && !workspace)
       return {ErrorCode::INVALID_VARIANT_PACK,
@@ -275,7 +291,8 @@ class CudnnPlan final : public Plan {
     void* cudnn_ws = e_->ws > 0 ? workspace : nullptr;
     cudnnBackendDescriptor_t vp = nullptr;
     DescPtr fresh;
-    if (!fresh_) {
+    std::unique_lock<std::mutex> shared_pack(vp_mu_, std::try_to_lock);
+    if (!fresh_ && shared_pack.owns_lock()) {
       cudnnStatus_t s = a.BackendSetAttribute(vp_->get(), CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
                                               int64_t(ptrs_.size()), ptrs_.data());
       if (s == CUDNN_STATUS_SUCCESS)
@@ -307,7 +324,10 @@ class CudnnPlan final : public Plan {
   size_t n_slots_ = 0;
   std::vector<int64_t> uids_;
   std::vector<size_t> slot_index_;  // per user tensor: its index in execute()'s slot array
-  std::vector<void*> ptrs_;
+  std::vector<void*> base_ptrs_;  // host values set, the rest filled per call
+  std::mutex vp_mu_;
+  struct ViewIndex { size_t index, slot; int64_t byte_offset; };
+  std::vector<ViewIndex> view_index_;  // slices of user tensors: pointer = slots[slot] + byte_offset
   std::vector<std::pair<size_t, int64_t>> ws_index_;
   std::vector<std::pair<size_t, unsigned char*>> host_index_;
   std::vector<std::pair<int64_t, int64_t>> zero_;

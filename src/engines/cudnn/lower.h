@@ -39,6 +39,10 @@ struct LoweredGraph {
   struct WsTensor { int64_t uid; int64_t offset; int64_t bytes; bool zero; };
   std::vector<WsTensor> ws_tensors;  // offsets relative to the end of cuDNN's workspace (256-aligned)
   int64_t ws_bytes = 0;
+  // A slice of a graph input, described as its own backend tensor (a fresh uid) whose pointer is the
+  // input's pointer plus byte_offset at execute: cuDNN has no slice operation.
+  struct OffsetView { int64_t uid; int64_t source_uid; int64_t byte_offset; };
+  std::vector<OffsetView> offset_views;
   struct HostValue { int64_t uid; alignas(16) unsigned char bytes[16]; };
   std::deque<HostValue> host_values;  // stable addresses
 

@@ -48,20 +48,17 @@ DescPtr LowerCtx::make_tensor(const std::vector<int64_t>& dims, const std::vecto
 }
 
 DescPtr LowerCtx::user_tensor(const TensorPtr& t, const std::vector<int64_t>& dims, const std::vector<int64_t>& strides) {
-  // cuDNN's BOOLEAN tensors in memory are bit-packed (element i is bit i%8 of byte i/8), opendnn's are one
-  // byte per element: a BOOLEAN operand read through cuDNN took its values from the wrong bits (the H200
-  // run of BINARY_SELECT with a BOOLEAN mask input), and no pointwise engine takes BOOLEAN graph I/O
-  // (LOGICAL_AND/OR/NOT found no engine config). Virtual BOOLEAN intermediates (masks) are fine.
-  if (t->get_data_type() == DataType::BOOLEAN && !t->get_is_virtual()) {
-    b.fail("not supported: BOOLEAN tensor " + t->get_name() + " in memory (cuDNN packs BOOLEAN 8 per byte, " +
-           "opendnn stores one byte per element); only virtual BOOLEAN intermediates are lowered");
-    return nullptr;
-  }
+  // cuDNN's BOOLEAN tensors in memory are bit-packed (element i is bit i%8 of byte i/8), opendnn's (like
+  // torch's and numpy's) are one byte per element: a BOOLEAN operand read through cuDNN as BOOLEAN took its
+  // values from the wrong bits. A BOOLEAN tensor in memory is therefore described to cuDNN as UINT8 (one
+  // byte, 0 or 1): comparisons write 0/1 bytes and a mask operand reads them as numbers. Virtual BOOLEAN
+  // intermediates stay BOOLEAN.
+  DataType dt = t->get_data_type();
+  if (dt == DataType::BOOLEAN && !t->get_is_virtual()) dt = DataType::UINT8;
   // Ragged (THD) tensors: the offset tensor is an ordinary int tensor, referenced by the data tensor.
   DescPtr ragged = t->get_ragged_offset() ? tensor(t->get_ragged_offset()) : nullptr;
   if (t->get_ragged_offset() && !ragged) return nullptr;
-  return make_tensor(dims, strides, t->get_data_type(), t->get_is_virtual(), t->get_uid(), t->get_is_pass_by_value(),
-                     ragged);
+  return make_tensor(dims, strides, dt, t->get_is_virtual(), t->get_uid(), t->get_is_pass_by_value(), ragged);
 }
 
 DescPtr LowerCtx::tensor(const TensorPtr& t) {

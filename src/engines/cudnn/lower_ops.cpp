@@ -385,6 +385,49 @@ bool lower_genstats(LowerCtx& c, const Node& n, std::string&) {
   return b.ok();
 }
 
+// SLICE of a graph input into a virtual tensor: the slice is the input's memory seen with other dims,
+// strides and start, so it becomes a user tensor of its own at the input's pointer plus an offset.
+bool lower_slice(LowerCtx& c, const Node& n, std::string& why) {
+  const TensorPtr& x = n.in("X");
+  const TensorPtr& y = n.out("Y");
+  if (x->get_is_virtual() || x->is_produced()) {
+    why = "not supported: a slice of an intermediate tensor (cuDNN has no slice operation; only a slice of a graph input is lowered)";
+    return false;
+  }
+  if (!y->get_is_virtual()) {
+    why = "not supported: a slice as a graph output (it is a view of the input: read the input instead)";
+    return false;
+  }
+  const auto& xd = x->get_dim();
+  const auto& xs = x->get_stride();
+  const auto& start = n.attr_ints("start");
+  const auto& step = n.attr_ints("stride");
+  TensorAttr view;
+  std::vector<int64_t> vs(xd.size());
+  int64_t offset = 0;
+  for (size_t i = 0; i < xd.size(); ++i) {
+    int64_t d = xd[i], b = i < start.size() ? start[i] : 0;
+    if (b < 0) b = b < -d ? 0 : b + d;  // the catalogue's clamp (ops/layout.cpp)
+    b = std::min(b, d);
+    offset += b * xs[i];
+    vs[i] = xs[i] * (i < step.size() ? step[i] : 1);
+  }
+  int64_t bytes = offset * int64_t(bits_of(x->get_data_type())) / 8;
+  if (offset * int64_t(bits_of(x->get_data_type())) % 8 != 0 || bytes % 16 != 0) {
+    why = "not supported: the slice starts " + std::to_string(bytes) + " bytes into " + x->get_name() +
+          ", not a multiple of cuDNN's 16-byte alignment";
+    return false;
+  }
+  view.set_dim(y->get_dim());
+  view.set_stride(vs);
+  int64_t uid = c.next_uid;
+  DescPtr d = c.make_tensor(c.padded_dims(view), c.padded_strides(view), x->get_data_type(), false);
+  if (!d) return false;
+  c.tensors[y.get()] = d;
+  c.out.offset_views.push_back({uid, x->get_uid(), bytes});
+  return c.b.ok();
+}
+
 }  // namespace
 
 bool lower_generic_node(LowerCtx& c, const Node& n, std::string& why) {
@@ -407,6 +450,7 @@ bool lower_generic_node(LowerCtx& c, const Node& n, std::string& why) {
       }
       return lower_norm(c, n, why);
     case OpKind::GENSTATS: return lower_genstats(c, n, why);
+    case OpKind::SLICE: return lower_slice(c, n, why);
     default:
       why = "the cudnn engine does not lower this op yet";
       return false;
