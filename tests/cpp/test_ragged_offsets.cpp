@@ -69,3 +69,23 @@ TEST(RaggedOffsets, ReferenceEngineRefusesOffsetsOutsideTheTensor) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(RaggedOffsets, OpsThatDoNotReadThemAreDeclinedByTheReferenceEngine) {
+  // A concatenate whose input has a ragged offset: its kernel would take the offsets for a second
+  // input and read past them.
+  Graph g;
+  g.set_io_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+  auto r = g.tensor(TensorAttr().set_name("r").set_dim({4, 1, 1, 1}).set_stride({1, 1, 1, 1}).set_data_type(DataType::INT32));
+  auto x = g.tensor(TensorAttr().set_name("x").set_dim({3}).set_stride({1}).set_data_type(DataType::FLOAT));
+  x->set_ragged_offset(r);
+  g.concatenate({x}, NodeAttrs().set_name("cat").set("axis", int64_t(0)))->set_output(true);
+  ASSERT_TRUE(g.validate().is_good());
+  Status s = g.build({HeurMode::FALLBACK});
+  ASSERT_TRUE(s.is_bad());
+  EXPECT_NE(s.message().find("tensor \"x\" has a ragged offset, which only the SDPA ops read"), std::string::npos)
+      << s.message();
+}
+
+}  // namespace

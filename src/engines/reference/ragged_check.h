@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/dtype_convert.h"
+#include "opendnn/node.h"
 #include "opendnn/types.h"
 
 namespace opendnn::ref {
@@ -52,6 +53,24 @@ inline std::string batch_offsets_error(const std::vector<int64_t>& dims, const s
              std::to_string(limit) + "]";
     }
   }
+  return {};
+}
+
+// Only the SDPA ops address tensors through ragged offsets (THD layout); every other kernel would
+// read its tensors as dense and the offsets as extra inputs. "" when n has no ragged tensor or reads
+// them, else what is wrong.
+inline std::string ragged_port_error(const Node& n) {
+  switch (n.kind()) {
+    case OpKind::SDPA:
+    case OpKind::SDPA_BACKWARD:
+    case OpKind::SDPA_FP8:
+    case OpKind::SDPA_FP8_BACKWARD: return {};
+    default: break;
+  }
+  for (const auto* ports : {&n.inputs(), &n.outputs()})
+    for (const auto& t : *ports)
+      if (t && t->get_ragged_offset())
+        return "tensor \"" + t->get_name() + "\" has a ragged offset, which only the SDPA ops read (THD layout)";
   return {};
 }
 
