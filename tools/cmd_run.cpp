@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// opendnn run FILE.json [--engine NAME] [--inputs DIR] [--plans] [--save DIR] [--seed N]
+// opendnn run FILE.json [--engine NAME] [--inputs DIR [--convert] [--fill-missing]] [--plans] [--save DIR]
+//                       [--seed N]
 // Reads a graph, plans it, fills its inputs (random, or .npy files), executes it, and prints the
 // plan table and a checksum of every output.
 #include <algorithm>
@@ -11,11 +12,13 @@
 #include <random>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "commands.h"
 #include "common/dtype_convert.h"
 #include "graph_io.h"
+#include "engines/reference/ragged_check.h"
 #include "npy.h"
 #include "opendnn/opendnn.h"
 
@@ -29,6 +32,8 @@ struct RunOptions {
   std::string inputs;
   std::string save;
   bool plans = false;
+  bool convert = false;
+  bool fill_missing = false;
   uint64_t seed = 1234;
 };
 
@@ -50,33 +55,68 @@ std::string file_stem(const TensorAttr& t) {
   return s;
 }
 
-// Loads an .npy into the tensor's strided storage, converting element types.
-bool load_input(const std::string& path, const TensorAttr& t, std::byte* dst, std::string& err) {
+// One file stem per variant tensor, unique on disk: a stem two tensors share gets "_uid<N>".
+std::unordered_map<int64_t, std::string> unique_stems(const Graph& g) {
+  std::unordered_map<std::string, int> count;
+  for (int64_t uid : g.variant_uids()) ++count[file_stem(*g.find_tensor(uid))];
+  std::unordered_map<int64_t, std::string> out;
+  for (int64_t uid : g.variant_uids()) {
+    std::string s = file_stem(*g.find_tensor(uid));
+    out[uid] = count[s] > 1 ? s + "_uid" + std::to_string(uid) : s;
+  }
+  return out;
+}
+
+std::vector<int64_t> squeezed(const std::vector<int64_t>& dims) {
+  std::vector<int64_t> out;
+  for (int64_t d : dims)
+    if (d != 1) out.push_back(d);
+  return out;
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "(";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + (shape.size() == 1 ? ",)" : ")");
+}
+
+// The element type of an .npy for tensor t: numpy's own types map one to one; raw 2-byte data is an
+// ml_dtypes bfloat16 array; raw 1-byte data is taken as the tensor's FP8 type (its bits). NOT_SET
+// (with err) when the data cannot be typed.
+DataType npy_source_type(const NpyArray& a, const TensorAttr& t, const std::string& path, std::string& err) {
+  if (a.dtype != DataType::NOT_SET) return a.dtype;
+  if (a.item_bytes == 2) return DataType::BFLOAT16;
+  if (is_fp8(t.get_data_type())) return t.get_data_type();
+  err = path + ": raw 1-byte " + a.descr + " data (an ml_dtypes float8/float4/int4 array) can feed only an FP8 tensor, not \"" +
+        t.get_name() + "\" " + std::string(to_string(t.get_data_type()));
+  return DataType::NOT_SET;
+}
+
+// Loads an .npy into the tensor's strided storage. Its shape must be the tensor's dims (dims of 1
+// aside) and its type the tensor's type; other types are converted (by value) only with `convert`.
+bool load_input(const std::string& path, const TensorAttr& t, bool convert, std::byte* dst, std::string& err) {
   NpyArray a;
   if (!read_npy(path, a, err)) return false;
   if (a.fortran_order) {
-    err = path + ": fortran-ordered arrays are not supported";
+    err = path + ": fortran-ordered arrays are not supported (save with np.ascontiguousarray)";
     return false;
   }
-  int64_t n = 1;
-  for (int64_t d : a.shape) n *= d;
-  if (n != t.volume()) {
-    err = path + ": " + std::to_string(n) + " elements, but tensor \"" + t.get_name() + "\" " + dims_text(t.get_dim()) +
-          " has " + std::to_string(t.volume());
+  if (squeezed(a.shape) != squeezed(t.get_dim())) {
+    err = path + ": shape " + shape_text(a.shape) + " does not match the dims " + dims_text(t.get_dim()) + " of tensor \"" +
+          t.get_name() + "\"";
     return false;
   }
-  DataType src = a.dtype;
-  if (src == DataType::NOT_SET) {  // raw bits: must match the tensor's element size
-    if (bits_of(t.get_data_type()) != a.item_bytes * 8) {
-      err = path + ": raw " + a.descr + " data does not match " + std::string(to_string(t.get_data_type()));
-      return false;
-    }
-    src = t.get_data_type();
+  DataType src = npy_source_type(a, t, path, err);
+  if (src == DataType::NOT_SET) return false;
+  if (src != t.get_data_type() && !convert) {
+    err = path + ": holds " + std::string(to_string(src)) + " (" + a.descr + ") but tensor \"" + t.get_name() + "\" is " +
+          std::string(to_string(t.get_data_type())) + "; pass --convert to convert the values";
+    return false;
   }
   const auto& dims = t.get_dim();
   const auto& strides = t.get_stride();
   std::vector<int64_t> idx(dims.size(), 0);
-  for (int64_t lin = 0; lin < n; ++lin) {
+  for (int64_t lin = 0, n = t.volume(); lin < n; ++lin) {
     int64_t off = 0;
     for (size_t i = 0; i < dims.size(); ++i) off += idx[i] * strides[i];
     store_element(t.get_data_type(), dst, off, load_element(src, a.data.data(), lin));
@@ -88,35 +128,103 @@ bool load_input(const std::string& path, const TensorAttr& t, std::byte* dst, st
   return true;
 }
 
-// Integer inputs that carry sequence lengths must hold valid values, or the op has nothing to do:
-// per-batch lengths get the full length, cumulative ones an even split of the tokens.
+bool is_sdpa(OpKind k) {
+  return k == OpKind::SDPA || k == OpKind::SDPA_BACKWARD || k == OpKind::SDPA_FP8 || k == OpKind::SDPA_FP8_BACKWARD;
+}
+
+// The tensor on a port of n (input or output), or null.
+const TensorAttr* port_tensor(const Node& n, std::string_view port) {
+  int i = n.spec().input_index(port);
+  if (i >= 0 && size_t(i) < n.inputs().size()) return n.inputs()[size_t(i)].get();
+  i = n.spec().output_index(port);
+  if (i >= 0 && size_t(i) < n.outputs().size()) return n.outputs()[size_t(i)].get();
+  return nullptr;
+}
+
+// The 4-D token tensors of one side of an SDPA node (q: Q, O, dO, dQ; kv: K, V, dK, dV).
+std::vector<const TensorAttr*> sdpa_side(const Node& n, bool kv) {
+  static constexpr const char* kQ[] = {"Q", "O", "dO", "dQ"};
+  static constexpr const char* kKv[] = {"K", "V", "dK", "dV"};
+  std::vector<const TensorAttr*> out;
+  for (const char* p : kv ? kKv : kQ)
+    if (const TensorAttr* t = port_tensor(n, p); t && t->get_dim().size() == 4) out.push_back(t);
+  return out;
+}
+
+// Integer inputs that carry sequence lengths or offsets must hold valid values, or the op has nothing
+// to do, and they must stay inside the tensors they index: per-batch lengths get the full length of
+// their side, cumulative ones S tokens per sequence of their side (SDPA) or an even split of the
+// packed tokens (GDN), and ragged offsets the start of each batch entry (b * stride of dim 0).
 bool fill_lengths(const Graph& g, const TensorAttr& t, std::byte* dst) {
+  const DataType dt = t.get_data_type();
+  const int64_t count = t.volume();
   for (const auto& n : g.nodes()) {
+    for (const auto* ports : {&n->inputs(), &n->outputs()})
+      for (const auto& x : *ports)
+        if (x && x->get_ragged_offset().get() == &t && !x->get_dim().empty()) {
+          for (int64_t k = 0; k < count; ++k) store_element(dt, dst, k, double(k * x->get_stride()[0]));
+          return true;
+        }
     const auto& ins = n->inputs();
     for (size_t i = 0; i < ins.size() && !n->spec().variadic(); ++i) {
       if (ins[i].get() != &t) continue;
       std::string_view port = n->spec().def->inputs[i].name;
-      const TensorPtr& first = ins[0];
-      if (!first || first->get_dim().empty()) return false;
-      int64_t count = t.volume();
+      const bool kv = port.size() > 3 && port.substr(port.size() - 3) == "_kv";
       if (port.substr(0, 6) == "cu_seq") {
-        // GDN packs tokens in dim 0; SDPA's side has S tokens per sequence in dim 2.
-        bool packed = n->kind() == OpKind::GDN || n->kind() == OpKind::GDN_BACKWARD;
-        int64_t seqs = count - 1;
-        int64_t per = first->get_dim().size() > 2 ? first->get_dim()[2] : 1;
-        int64_t total = packed ? first->get_dim()[0] : seqs * per;
-        for (int64_t k = 0; k < count; ++k) store_element(t.get_data_type(), dst, k, double(seqs ? total * k / seqs : 0));
+        const TensorPtr& first = ins[0];
+        if (!first || first->get_dim().empty()) return false;
+        int64_t seqs = count - 1, total = first->get_dim()[0], per = 0;
+        if (is_sdpa(n->kind())) {
+          auto side = sdpa_side(*n, kv);
+          if (side.empty()) return false;
+          per = side[0]->get_dim()[2];
+        }
+        for (int64_t k = 0; k < count; ++k)
+          store_element(dt, dst, k, double(per > 0 ? k * per : seqs ? total * k / seqs : 0));
         return true;
       }
-      if (port.substr(0, 7) == "seq_len") {
-        const TensorPtr& side = port == "seq_len_q" ? first : n->in("K");
-        int64_t len = side && side->get_dim().size() > 2 ? side->get_dim()[2] : 1;
-        for (int64_t k = 0; k < count; ++k) store_element(t.get_data_type(), dst, k, double(len));
+      if (port.substr(0, 7) == "seq_len" && is_sdpa(n->kind())) {
+        auto side = sdpa_side(*n, kv);
+        int64_t len = side.empty() ? 1 : side[0]->get_dim()[2];
+        for (int64_t k = 0; k < count; ++k) store_element(dt, dst, k, double(len));
         return true;
       }
     }
   }
   return false;
+}
+
+// Offsets a kernel adds to a tensor's address must keep it inside the tensor's storage: ragged
+// offsets of every tensor, and SDPA's cumulative lengths (token starts). Checked before any plan runs.
+bool check_offsets(const Graph& g, const std::unordered_map<int64_t, void*>& pack, std::string& err) {
+  auto data_of = [&](const TensorAttr* t) -> const void* {
+    auto it = t ? pack.find(t->get_uid()) : pack.end();
+    return it == pack.end() ? nullptr : it->second;
+  };
+  auto check = [&](const TensorAttr& x, const TensorAttr& offs, const char* what, int64_t scale) {
+    const void* data = data_of(&offs);
+    if (!data || x.get_dim().empty()) return true;
+    int64_t count = std::min(offs.volume(), x.get_dim()[0]);
+    std::string why = ref::batch_offsets_error(x.get_dim(), x.get_stride(), x.get_name().c_str(), data, offs.get_data_type(),
+                                               count, scale);
+    if (why.empty()) return true;
+    err = std::string(what) + " \"" + offs.get_name() + "\" (uid " + std::to_string(offs.get_uid()) + "): " + why;
+    return false;
+  };
+  for (const auto& n : g.nodes()) {
+    for (const auto* ports : {&n->inputs(), &n->outputs()})
+      for (const auto& x : *ports)
+        if (x && x->get_ragged_offset() && !check(*x, *x->get_ragged_offset(), "ragged offset", 1)) return false;
+    if (!is_sdpa(n->kind())) continue;
+    for (bool kv : {false, true}) {
+      const TensorAttr* cu = port_tensor(*n, kv ? "cu_seq_len_kv" : "cu_seq_len_q");
+      if (!cu) continue;
+      if (kv && port_tensor(*n, "page_table_k")) continue;  // paged K/V: pages are addressed by the tables
+      for (const TensorAttr* x : sdpa_side(*n, kv))
+        if (!x->get_ragged_offset() && !check(*x, *cu, "cumulative sequence lengths", x->get_stride()[2])) return false;
+    }
+  }
+  return true;
 }
 
 void fill_random(const TensorAttr& t, std::byte* dst, std::mt19937_64& rng) {
@@ -149,7 +257,7 @@ void for_each_value(const TensorAttr& t, const std::byte* src, F&& f) {
   }
 }
 
-bool save_output(const std::string& dir, const TensorAttr& t, const std::byte* src, std::string& err) {
+bool save_output(const std::string& path, const TensorAttr& t, const std::byte* src, std::string& err) {
   DataType dt = t.get_data_type();
   std::string descr = npy_descr(dt);
   DataType as = dt;
@@ -161,7 +269,6 @@ bool save_output(const std::string& dir, const TensorAttr& t, const std::byte* s
   std::vector<std::byte> packed(size_t(std::max<int64_t>(n, 0)) * size_t(bits_of(as) / 8));
   int64_t i = 0;
   for_each_value(t, src, [&](double v) { store_element(as, packed.data(), i++, v); });
-  std::string path = dir + "/" + file_stem(t) + ".npy";
   if (!write_npy(path, descr, t.get_dim(), packed.data(), packed.size(), err)) return false;
   std::printf("saved %s\n", path.c_str());
   return true;
@@ -183,6 +290,66 @@ double measure_us(Graph& g, int64_t index, const std::unordered_map<int64_t, voi
   if (s.is_bad()) return -1.0;
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
+}
+
+// The .npy for an input in --inputs: <stem>.npy or <uid>.npy ("" when neither exists).
+std::string input_file(const std::string& dir, const std::string& stem, int64_t uid) {
+  for (const std::string& name : {stem, std::to_string(uid)}) {
+    std::string p = dir + "/" + name + ".npy";
+    std::error_code ec;
+    if (std::filesystem::exists(p, ec)) return p;
+  }
+  return {};
+}
+
+// Allocates every variant slot and fills the inputs: from --inputs (every input needs its file,
+// unless --fill-missing), else generated. Outputs are zeroed. Returns an exit code (0 = fine).
+int fill_inputs(const Graph& g, const RunOptions& o, const std::unordered_map<int64_t, std::string>& stems,
+                std::vector<Buffer>& buffers, std::unordered_map<int64_t, void*>& pack, std::vector<TensorPtr>& outputs) {
+  if (!o.inputs.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(o.inputs, ec)) {
+      std::fprintf(stderr, "error: --inputs %s: %s\n", o.inputs.c_str(),
+                   std::filesystem::exists(o.inputs, ec) ? "not a directory" : "no such directory");
+      return 1;
+    }
+  }
+  std::mt19937_64 rng(o.seed);
+  for (size_t k = 0; k < g.variant_uids().size(); ++k) {
+    TensorPtr t = g.find_tensor(g.variant_uids()[k]);
+    int64_t bytes = std::max<int64_t>(t->storage_bytes(), 16);
+    buffers[k].resize(size_t(bytes));
+    pack[t->get_uid()] = buffers[k].data;
+    if (t->is_produced()) {
+      outputs.push_back(t);
+      continue;
+    }
+    const std::string& stem = stems.at(t->get_uid());
+    std::string src = o.inputs.empty() ? std::string() : input_file(o.inputs, stem, t->get_uid());
+    if (!src.empty()) {
+      std::string err;
+      if (!load_input(src, *t, o.convert, buffers[k].data, err)) {
+        std::fprintf(stderr, "error: %s\n", err.c_str());
+        return 1;
+      }
+      std::printf("input %s <- %s\n", stem.c_str(), src.c_str());
+      continue;
+    }
+    if (!o.inputs.empty() && !o.fill_missing) {
+      std::fprintf(stderr, "error: --inputs %s has no %s.npy (or %lld.npy) for input tensor \"%s\" %s %s "
+                   "(pass --fill-missing to generate inputs without a file)\n", o.inputs.c_str(), stem.c_str(),
+                   static_cast<long long>(t->get_uid()), t->get_name().c_str(),
+                   std::string(to_string(t->get_data_type())).c_str(), dims_text(t->get_dim()).c_str());
+      return 1;
+    }
+    if (!(is_integer(t->get_data_type()) && fill_lengths(g, *t, buffers[k].data))) fill_random(*t, buffers[k].data, rng);
+  }
+  std::string err;
+  if (!check_offsets(g, pack, err)) {
+    std::fprintf(stderr, "error: %s: %s\n", o.file.c_str(), err.c_str());
+    return 1;
+  }
+  return 0;
 }
 
 int run_graph(const RunOptions& o) {
@@ -220,40 +387,11 @@ int run_graph(const RunOptions& o) {
     return fail("build_plans", s);
 
   // Buffers for every variant slot; inputs filled, outputs zeroed.
-  std::mt19937_64 rng(o.seed);
   std::vector<Buffer> buffers(g.variant_uids().size());
   std::unordered_map<int64_t, void*> pack;
   std::vector<TensorPtr> outputs;
-  for (size_t k = 0; k < g.variant_uids().size(); ++k) {
-    TensorPtr t = g.find_tensor(g.variant_uids()[k]);
-    int64_t bytes = std::max<int64_t>(t->storage_bytes(), 16);
-    buffers[k].resize(size_t(bytes));
-    pack[t->get_uid()] = buffers[k].data;
-    if (t->is_produced()) {
-      outputs.push_back(t);
-      continue;
-    }
-    std::string src;
-    if (!o.inputs.empty()) {
-      for (const std::string& stem : {file_stem(*t), std::to_string(t->get_uid())}) {
-        std::string p = o.inputs + "/" + stem + ".npy";
-        if (std::filesystem::exists(p)) {
-          src = p;
-          break;
-        }
-      }
-    }
-    if (!src.empty()) {
-      std::string err;
-      if (!load_input(src, *t, buffers[k].data, err)) {
-        std::fprintf(stderr, "error: %s\n", err.c_str());
-        return 1;
-      }
-      std::printf("input %s <- %s\n", file_stem(*t).c_str(), src.c_str());
-    } else {
-      if (!(is_integer(t->get_data_type()) && fill_lengths(g, *t, buffers[k].data))) fill_random(*t, buffers[k].data, rng);
-    }
-  }
+  const auto stems = unique_stems(g);
+  if (int rc = fill_inputs(g, o, stems, buffers, pack, outputs)) return rc;
   int64_t ws_bytes = 0;
   for (int64_t i = 0; i < g.get_execution_plan_count(); ++i) {
     PlanInfo info;
@@ -303,10 +441,14 @@ int run_graph(const RunOptions& o) {
   if (!o.save.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(o.save, ec);
+    if (ec) {
+      std::fprintf(stderr, "error: cannot create %s: %s\n", o.save.c_str(), ec.message().c_str());
+      return 1;
+    }
     for (const auto& t : outputs) {
       size_t k = size_t(g.variant_slot_of(t->get_uid()));
       std::string err;
-      if (!save_output(o.save, *t, buffers[k].data, err)) {
+      if (!save_output(o.save + "/" + stems.at(t->get_uid()) + ".npy", *t, buffers[k].data, err)) {
         std::fprintf(stderr, "error: %s\n", err.c_str());
         return 1;
       }
@@ -322,9 +464,14 @@ void add_run_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("run", "Plan a Graph JSON v2 file, execute it on generated or given inputs");
   cmd->add_option("file", o->file, "graph file (- for stdin)")->required();
   cmd->add_option("--engine", o->engine, "use only this engine's plans (e.g. reference)");
-  cmd->add_option("--inputs", o->inputs, "folder of .npy inputs named by tensor name or uid");
+  cmd->add_option("--inputs", o->inputs,
+                  "folder of .npy inputs named by tensor name or uid (name_uid<N> where names repeat); every input "
+                  "needs one, of the tensor's dims and data type");
+  cmd->add_flag("--convert", o->convert, "convert .npy inputs of another data type to the tensor's (by value)");
+  cmd->add_flag("--fill-missing", o->fill_missing, "generate the inputs --inputs has no file for");
   cmd->add_flag("--plans", o->plans, "build and time every plan, not only the first");
-  cmd->add_option("--save", o->save, "write every output as .npy into this folder");
+  cmd->add_option("--save", o->save,
+                  "write every output as .npy into this folder (named by tensor name, name_uid<N> where names repeat)");
   cmd->add_option("--seed", o->seed, "seed of the random inputs");
   cmd->callback([o] {
     if (int rc = run_graph(*o)) throw CLI::RuntimeError(rc);

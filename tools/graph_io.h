@@ -4,35 +4,31 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
-#include <iostream>
-#include <iterator>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "opendnn/graph.h"
+#include "serialize/file_read.h"
+#include "serialize/json_detail.h"
 
 namespace opendnn::tools {
 
-// Reads FILE ("-" for stdin) into g. Prints the error and returns false on failure.
+// Reads FILE ("-" for stdin) into g, at most the size limit of a Graph JSON document (an endless
+// stream such as /dev/zero stops there). Prints the error and returns false on failure.
 inline bool load_graph_file(const std::string& path, Graph& g) {
   std::string text;
-  if (path == "-") {
-    text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-  } else {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-      std::fprintf(stderr, "error: cannot read %s\n", path.c_str());
-      return false;
-    }
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
+  serialize::InputFile in;
+  Status s;
+  if (path == "-") in.adopt(0, "<stdin>");
+  else s = in.open(path, /*regular_only=*/false);
+  if (s.is_good()) s = in.read_all(serialize::kMaxDocumentBytes, "Graph JSON document", text);
+  if (s.is_bad()) {
+    std::fprintf(stderr, "error: %s\n", s.message().c_str());
+    return false;
   }
-  Status s = g.deserialize(text);
+  s = g.deserialize(text);
   if (s.is_bad()) {
     std::fprintf(stderr, "error: %s: %s\n", path.c_str(), s.to_string().c_str());
     return false;

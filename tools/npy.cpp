@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "npy.h"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+
+#include "serialize/file_read.h"
 
 namespace opendnn::tools {
 
@@ -54,40 +58,103 @@ std::string npy_descr(DataType t) {
   return {};
 }
 
-bool read_npy(const std::string& path, NpyArray& out, std::string& error) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) {
-    error = "cannot open " + path;
-    return false;
-  }
-  auto fail = [&](const std::string& why) {
-    std::fclose(f);
-    error = path + ": " + why;
-    return false;
-  };
+namespace {
+
+// The header dict of an open .npy file (after the magic and the length field).
+Status read_header(serialize::InputFile& f, std::string& header, size_t& data_offset) {
   unsigned char magic[8];
-  if (std::fread(magic, 1, 8, f) != 8 || std::memcmp(magic, "\x93NUMPY", 6) != 0) return fail("not a .npy file");
+  OPENDNN_RETURN_IF_ERROR(f.read_exact(magic, 8, "header"));
+  if (std::memcmp(magic, "\x93NUMPY", 6) != 0) return {ErrorCode::INVALID_VALUE, f.name() + ": not a .npy file"};
   uint32_t hlen = 0;
   if (magic[6] == 1) {
     unsigned char b[2];
-    if (std::fread(b, 1, 2, f) != 2) return fail("truncated header");
+    OPENDNN_RETURN_IF_ERROR(f.read_exact(b, 2, "header"));
     hlen = uint32_t(b[0]) | uint32_t(b[1]) << 8;
+    data_offset = 10 + hlen;
   } else if (magic[6] == 2 || magic[6] == 3) {
     unsigned char b[4];
-    if (std::fread(b, 1, 4, f) != 4) return fail("truncated header");
+    OPENDNN_RETURN_IF_ERROR(f.read_exact(b, 4, "header"));
     hlen = uint32_t(b[0]) | uint32_t(b[1]) << 8 | uint32_t(b[2]) << 16 | uint32_t(b[3]) << 24;
+    data_offset = 12 + size_t(hlen);
   } else {
-    return fail("unsupported .npy version " + std::to_string(magic[6]));
+    return {ErrorCode::INVALID_VALUE, f.name() + ": unsupported .npy version " + std::to_string(magic[6])};
   }
-  if (hlen > (1u << 20)) return fail("header too large");
-  std::string h(hlen, '\0');
-  if (std::fread(h.data(), 1, hlen, f) != hlen) return fail("truncated header");
+  if (hlen > (1u << 20)) return {ErrorCode::INVALID_VALUE, f.name() + ": header too large"};
+  if (f.regular() && data_offset > f.size())
+    return {ErrorCode::INVALID_VALUE, f.name() + ": truncated header: " + std::to_string(hlen) + " bytes claimed, the file holds " +
+                                          std::to_string(f.size())};
+  header.assign(hlen, '\0');
+  return f.read_exact(header.data(), hlen, "header");
+}
+
+// Shape text "(2, 3)", "(4,)" or "()" into dims and their product.
+bool parse_shape(const std::string& shape, std::vector<int64_t>& dims, int64_t& count) {
+  if (shape.size() < 2 || shape.front() != '(' || shape.back() != ')') return false;
+  count = 1;
+  std::string num;
+  for (size_t i = 1; i < shape.size(); ++i) {
+    char ch = shape[i];
+    if (ch >= '0' && ch <= '9') {
+      num += ch;
+    } else if (ch == ',' || ch == ')') {
+      if (!num.empty()) {
+        if (num.size() > 15) return false;
+        int64_t d = std::strtoll(num.c_str(), nullptr, 10);
+        dims.push_back(d);
+        if (__builtin_mul_overflow(count, d, &count)) return false;
+        num.clear();
+      }
+    } else if (ch != ' ' && ch != 'L') {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The element data: the header's claim is checked against the file's size before anything is
+// allocated; from a stream, the buffer grows only as data arrives.
+Status read_data(serialize::InputFile& f, size_t data_offset, int64_t bytes, std::vector<std::byte>& out) {
+  const std::string claim = "the header claims " + std::to_string(bytes) + " bytes of data";
+  if (f.regular()) {
+    size_t have = f.size() - data_offset;
+    if (uint64_t(bytes) != have)
+      return {ErrorCode::INVALID_VALUE, f.name() + ": " + claim + ", but the file holds " + std::to_string(have) +
+                                            (uint64_t(bytes) > have ? " (truncated)" : " (trailing bytes)")};
+    out.resize(size_t(bytes));
+    return f.read_exact(out.data(), size_t(bytes), "data");
+  }
+  std::string text;
+  OPENDNN_RETURN_IF_ERROR(f.read_all(size_t(bytes), "the data is", text));
+  if (text.size() != size_t(bytes))
+    return {ErrorCode::INVALID_VALUE, f.name() + ": " + claim + ", but the stream ended after " + std::to_string(text.size())};
+  out.resize(text.size());
+  std::memcpy(out.data(), text.data(), text.size());
+  return {};
+}
+
+}  // namespace
+
+bool read_npy(const std::string& path, NpyArray& out, std::string& error) {
+  serialize::InputFile f;
+  auto fail = [&](const std::string& why) {
+    error = path + ": " + why;
+    return false;
+  };
+  auto failed = [&](const Status& s) {
+    error = s.message();
+    return false;
+  };
+  if (Status s = f.open(path, /*regular_only=*/false); s.is_bad()) return failed(s);
+  std::string h;
+  size_t data_offset = 0;
+  if (Status s = read_header(f, h, data_offset); s.is_bad()) return failed(s);
 
   std::string descr, fortran, shape;
   if (!dict_value(h, "descr", descr) || !dict_value(h, "fortran_order", fortran) || !dict_value(h, "shape", shape))
     return fail("malformed header: " + h);
   if (descr.size() < 2 || (descr.front() != '\'' && descr.front() != '"')) return fail("unsupported descr " + descr);
   descr = descr.substr(1, descr.size() - 2);
+  if (fortran != "True" && fortran != "False") return fail("malformed fortran_order " + fortran);
   NpyArray a;
   a.descr = descr;
   a.fortran_order = fortran == "True";
@@ -99,33 +166,12 @@ bool read_npy(const std::string& path, NpyArray& out, std::string& error) {
   } else {
     return fail("unsupported dtype " + descr);
   }
-  // shape: "(2, 3)" or "(4,)" or "()"
-  if (shape.size() < 2 || shape.front() != '(' || shape.back() != ')') return fail("malformed shape " + shape);
   int64_t count = 1;
-  std::string num;
-  for (size_t i = 1; i < shape.size(); ++i) {
-    char ch = shape[i];
-    if (ch >= '0' && ch <= '9') {
-      num += ch;
-    } else if (ch == ',' || ch == ')') {
-      if (!num.empty()) {
-        int64_t d = std::strtoll(num.c_str(), nullptr, 10);
-        if (d < 0 || num.size() > 15) return fail("bad dimension " + num);
-        a.shape.push_back(d);
-        if (__builtin_mul_overflow(count, d, &count)) return fail("shape overflows");
-        num.clear();
-      }
-    } else if (ch != ' ' && ch != 'L') {
-      return fail("malformed shape " + shape);
-    }
-  }
+  if (!parse_shape(shape, a.shape, count)) return fail("malformed shape " + shape);
   int64_t bytes = 0;
   if (__builtin_mul_overflow(count, int64_t(a.item_bytes), &bytes) || bytes > (int64_t(1) << 40))
     return fail("array too large");
-  a.data.resize(size_t(bytes));
-  if (bytes > 0 && std::fread(a.data.data(), 1, size_t(bytes), f) != size_t(bytes))
-    return fail("truncated data: expected " + std::to_string(bytes) + " bytes");
-  std::fclose(f);
+  if (Status s = read_data(f, data_offset, bytes, a.data); s.is_bad()) return failed(s);
   out = std::move(a);
   return true;
 }
@@ -145,14 +191,18 @@ bool write_npy(const std::string& path, const std::string& descr, const std::vec
   }
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (!f) {
-    error = "cannot write " + path;
+    error = serialize::os_error("write", path, errno);
     return false;
   }
   unsigned char head[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, uint8_t(dict.size() & 0xff), uint8_t(dict.size() >> 8)};
   bool ok = std::fwrite(head, 1, 10, f) == 10 && std::fwrite(dict.data(), 1, dict.size(), f) == dict.size() &&
-            (bytes == 0 || std::fwrite(data, 1, bytes, f) == bytes);
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok) error = "cannot write " + path;
+            (bytes == 0 || std::fwrite(data, 1, bytes, f) == bytes) && std::fflush(f) == 0;
+  int err = ok ? 0 : errno;
+  if (std::fclose(f) != 0 && ok) {
+    ok = false;
+    err = errno;
+  }
+  if (!ok) error = serialize::os_error("write", path, err);
   return ok;
 }
 

@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "opendnn/opendnn.h"
+#include "serialize/file_read.h"
 
 namespace opendnn::plan_cache {
 
@@ -76,6 +77,14 @@ std::string sanitize(const std::string& s) {
   std::string o;
   for (char c : s) o += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-') ? c : '_';
   return o;
+}
+
+constexpr size_t kMaxFileBytes = size_t(1) << 20;
+
+bool known_engine(int64_t id) {
+  for (const auto& e : registered_engines())
+    if (e->engine_id() == id) return true;
+  return false;
 }
 
 void warn(const std::string& path, const std::string& why) {
@@ -143,18 +152,14 @@ std::string cache_path(const Graph& g, const Target& t) {
 bool read(const std::string& path, uint64_t fingerprint, const std::string& device, std::vector<Entry>& out) {
   out.clear();
   if (path.empty()) return false;
-  std::FILE* fp = std::fopen(path.c_str(), "rb");
-  if (!fp) return false;  // no entry yet: not an error
+  // Only a regular file is read: a FIFO, device or socket at the path is ignored without blocking.
   std::string text;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, fp)) > 0) {
-    text.append(buf, n);
-    if (text.size() > (1u << 20)) break;
-  }
-  std::fclose(fp);
-  if (text.size() > (1u << 20)) {
-    warn(path, "larger than 1 MiB");
+  serialize::InputFile f;
+  Status s = f.open(path, /*regular_only=*/true);
+  if (s.is_bad() && f.open_errno() == ENOENT) return false;  // no entry yet: not an error
+  if (s.is_good()) s = f.read_all(kMaxFileBytes, "plan cache file", text);
+  if (s.is_bad()) {
+    warn(path, s.message());
     return false;
   }
   std::istringstream in(text);
@@ -188,6 +193,11 @@ bool read(const std::string& path, uint64_t fingerprint, const std::string& devi
       warn(path, "malformed plan line " + std::to_string(i));
       return false;
     }
+    if (!known_engine(e.engine_id)) {
+      warn(path, "plan line " + std::to_string(i) + " names engine id " + std::to_string(e.engine_id) +
+                     ", which no registered engine has; that line is skipped");
+      continue;
+    }
     entries.push_back(e);
   }
   if (!(in >> word) || word != "end") {
@@ -219,15 +229,15 @@ Status write(const std::string& path, uint64_t fingerprint, const std::string& d
   std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1)) + "." +
                     hex64(uint64_t(reinterpret_cast<uintptr_t>(&text)));
   std::FILE* fp = std::fopen(tmp.c_str(), "wb");
-  if (!fp) return {ErrorCode::INVALID_VALUE, "cannot write " + tmp + ": " + std::strerror(errno)};
-  bool ok = std::fwrite(text.data(), 1, text.size(), fp) == text.size();
-  ok = (std::fflush(fp) == 0) && ok;
-  ok = (::fsync(::fileno(fp)) == 0) && ok;
-  ok = (std::fclose(fp) == 0) && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::string why = std::strerror(errno);
+  if (!fp) return {ErrorCode::INVALID_VALUE, serialize::os_error("write", tmp, errno)};
+  int err = 0;
+  if (std::fwrite(text.data(), 1, text.size(), fp) != text.size() || std::fflush(fp) != 0 || ::fsync(::fileno(fp)) != 0)
+    err = errno;
+  if (std::fclose(fp) != 0 && err == 0) err = errno;
+  if (err == 0 && std::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
+  if (err != 0) {
     std::remove(tmp.c_str());
-    return {ErrorCode::INVALID_VALUE, "cannot write " + path + ": " + why};
+    return {ErrorCode::INVALID_VALUE, serialize::os_error("write", path, err)};
   }
   return {};
 }

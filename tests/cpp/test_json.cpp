@@ -2,13 +2,19 @@
 // Graph JSON v2: every op round-trips, uids, rejections with their JSON path, key().
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 
 #include "opendnn/graph.h"
+#include "serialize/file_read.h"
 
 using namespace opendnn;
 using nlohmann::json;
@@ -445,4 +451,41 @@ TEST(GraphJson, KeyIsStableAndStructural) {
   EXPECT_EQ(g3.key(), g1.key());
   // Update only when the structure format changes on purpose (it invalidates on-disk plan caches).
   EXPECT_EQ(g1.key(), 0x8fb41ff7a3745b02ull) << std::hex << "0x" << g1.key();
+}
+
+// Reading a document from a file or stream: bounded, and every failure names the file and the OS reason.
+TEST(GraphJsonFile, ReadsAreBoundedAndNameTheReason) {
+  std::string text;
+  // An endless stream stops at the cap instead of growing without limit.
+  Status s = serialize::read_file("/dev/zero", 1 << 20, false, "Graph JSON document", text);
+  ASSERT_TRUE(s.is_bad());
+  EXPECT_NE(s.message().find("/dev/zero: Graph JSON document larger than 1 MiB"), std::string::npos) << s.message();
+  EXPECT_TRUE(text.empty());
+  // A directory is a directory, not malformed JSON.
+  s = serialize::read_file("/tmp", 1 << 20, false, "Graph JSON document", text);
+  EXPECT_NE(s.message().find("cannot read /tmp: Is a directory"), std::string::npos) << s.message();
+  s = serialize::read_file("/no/such/graph.json", 1 << 20, false, "Graph JSON document", text);
+  EXPECT_NE(s.message().find("cannot read /no/such/graph.json: No such file or directory"), std::string::npos)
+      << s.message();
+  // A regular file over the cap is refused before it is read; one within it is read whole.
+  std::string path = ::testing::TempDir() + "opendnn-json-file-test.json";
+  { std::ofstream(path) << std::string(3000, ' ') << "{}"; }
+  s = serialize::read_file(path, 1000, false, "Graph JSON document", text);
+  EXPECT_NE(s.message().find("larger than 1000 bytes"), std::string::npos) << s.message();
+  ASSERT_TRUE(serialize::read_file(path, 4000, false, "Graph JSON document", text).is_good());
+  EXPECT_EQ(text.size(), 3002u);
+  std::remove(path.c_str());
+}
+
+TEST(GraphJsonFile, SpecialFilesAreRefusedWithoutBlockingWhenOnlyRegularFilesAreWanted) {
+  std::string fifo = ::testing::TempDir() + "opendnn-json-fifo-" + std::to_string(::getpid());
+  ::unlink(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::string text;
+  // No writer ever opens the FIFO: a blocking open would hang here.
+  Status s = serialize::read_file(fifo, 1 << 20, /*regular_only=*/true, "plan cache file", text);
+  EXPECT_NE(s.message().find("a FIFO, not a regular file"), std::string::npos) << s.message();
+  s = serialize::read_file("/dev/null", 1 << 20, /*regular_only=*/true, "plan cache file", text);
+  EXPECT_NE(s.message().find("a character device"), std::string::npos) << s.message();
+  ::unlink(fifo.c_str());
 }

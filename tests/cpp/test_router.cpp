@@ -449,11 +449,12 @@ TEST_F(Router, AutotuneReordersAndCachesTheOrder) {
 
 TEST_F(Router, PlanCacheWritesAreAtomicUnderConcurrency) {
   std::string path = (cache_dir_ / "sub" / "plans-test.txt").string();
+  for (int w = 0; w < 8; ++w) add("writer" + std::to_string(w), kCppEngineIdBase + 600 + w, {});  // known ids
   std::vector<std::thread> threads;
   for (int w = 0; w < 8; ++w)
     threads.emplace_back([&, w] {
       std::vector<plan_cache::Entry> entries;
-      for (int i = 0; i < 200; ++i) entries.push_back({w, i, double(i)});
+      for (int i = 0; i < 200; ++i) entries.push_back({kCppEngineIdBase + 600 + w, i, double(i)});
       for (int r = 0; r < 20; ++r) EXPECT_TRUE(plan_cache::write(path, 42, "cpu", entries).is_good());
     });
   std::atomic<bool> done{false};

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "engines/reference/plan.h"
+#include "engines/reference/ragged_check.h"
 #include "engines/reference/ref_kernel.h"
 
 namespace opendnn::ref {
@@ -113,6 +114,10 @@ std::vector<std::string> reference_declines(const Graph& graph) {
       out.push_back(n->fail(ErrorCode::GRAPH_NOT_SUPPORTED,
                             std::string("no reference kernel for ") + n->spec().tag + " yet")
                         .message());
+      continue;
+    }
+    if (std::string why = ragged_port_error(*n); !why.empty()) {
+      out.push_back(n->fail(ErrorCode::GRAPH_NOT_SUPPORTED, "reference: " + why).message());
       continue;
     }
     if (k->check) {

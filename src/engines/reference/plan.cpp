@@ -2,6 +2,7 @@
 // The reference plan: everything is resolved at build time; execute() patches View::data pointers
 // from the slot array, the workspace and the plan's constants, then runs each node's kernel.
 #include "engines/reference/plan.h"
+#include "engines/reference/ragged_check.h"
 
 #include <algorithm>
 #include <cstring>
@@ -35,14 +36,35 @@ struct Source {
   int64_t index = 0;  // slot number, workspace byte offset, or constant number
 };
 
+// A ragged offset a step reads: args.in[view] holds the offsets of the tensor `of`.
+struct RaggedUse {
+  size_t view = 0;
+  const TensorAttr* of = nullptr;
+};
+
 struct Step {
   const Node* node = nullptr;
   const Kernel* kernel = nullptr;
   Args args;
   std::vector<Source> in;
   std::vector<Source> out;
+  std::vector<RaggedUse> ragged;
   bool scratch = false;
 };
+
+// Every ragged offset a step will read addresses its tensor's storage (see ragged_check.h).
+Status check_ragged_offsets(const Step& s) {
+  for (const RaggedUse& r : s.ragged) {
+    const View& v = s.args.in[r.view];
+    if (!v.present()) continue;  // the kernel reports missing data
+    int64_t count = std::min(v.volume(), r.of->get_dim().empty() ? int64_t(0) : r.of->get_dim()[0]);
+    std::string why = batch_offsets_error(r.of->get_dim(), r.of->get_stride(), r.of->get_name().c_str(), v.data, v.dtype, count);
+    if (!why.empty())
+      return s.node->fail(ErrorCode::INVALID_VARIANT_PACK, "ragged offset (uid " + std::to_string(v.attr ? v.attr->get_uid() : -1) +
+                                                               ") of tensor \"" + r.of->get_name() + "\": " + why);
+  }
+  return {};
+}
 
 class ReferencePlan final : public Plan {
  public:
@@ -62,7 +84,8 @@ class ReferencePlan final : public Plan {
       for (size_t i = 0; i < s.in.size(); ++i) s.args.in[i].data = resolve(s.in[i], slots, base);
       for (size_t i = 0; i < s.out.size(); ++i) s.args.out[i].data = resolve(s.out[i], slots, base);
       s.args.scratch = s.scratch ? base + layout.scratch_offset : nullptr;
-      Status st = s.kernel->run(*s.node, s.args);
+      Status st = s.ragged.empty() ? Status{} : check_ragged_offsets(s);
+      if (st.is_good()) st = s.kernel->run(*s.node, s.args);
       if (st.is_bad()) {
         if (st.message().find(s.node->name()) != std::string::npos) return st;
         return s.node->fail(st.code() == ErrorCode::OK ? ErrorCode::GRAPH_EXECUTION_FAILED : st.code(), st.message());
@@ -187,6 +210,7 @@ Status build_reference_plan(const Graph& g, std::unique_ptr<Plan>& out) {
       for (const auto& t : *ports) {
         if (!t || !t->get_ragged_offset()) continue;
         const TensorPtr& r = t->get_ragged_offset();
+        s.ragged.push_back({s.args.in.size(), t.get()});
         s.args.in.push_back(view_of(r));
         Source src;
         OPENDNN_RETURN_IF_ERROR(source_of(r, src));
