@@ -6,7 +6,7 @@
 //
 // Conventions of the rules below (infer_forward / infer_backward):
 // - Q/K/V HALF or BFLOAT16, all the same (FP8_E4M3/E5M2 for the fp8 variants); FLOAT/DOUBLE I/O is
-//   GRAPH_NOT_SUPPORTED. Head dims: multiple of 8 (16 for fp8), <= 256, d_v <= d_qk (MLA 192/128 passes).
+//   GRAPH_NOT_SUPPORTED. Head dims: multiple of 8 (16 for fp8, which also stops at 256); d_v may differ from d_qk.
 // - GQA/MQA: Hq % Hk == 0 and Hq % Hv == 0; K and V share batch and sequence length.
 // - Paged K/V (page_table_k and page_table_v, both): K/V are containers [num_blocks, H, block_size, D],
 //   tables [B,1,ceil(max_seq_len_kv/block_size),1] INT32; needs use_padding_mask and max_seq_len_kv,
@@ -145,11 +145,14 @@ Status check_io_type(const Node& n, std::string_view port, bool fp8) {
                                                     "; allowed: HALF, BFLOAT16");
 }
 
+// Head dims: a multiple of 8 (16 for fp8). fp16/bf16 has no upper bound here (cuDNN 9.10+ serves head
+// dims above 256 on Hopper, and d_v may exceed d_qk); each engine declines the dims it has no kernel for.
+// FP8 on Hopper stops at 256.
 Status check_head_dim(const Node& n, int64_t d, const char* port, bool fp8) {
   int64_t align = fp8 ? 16 : 8;
   if (d < 1) return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, std::string("head dim of ") + port + " is " + num(d));
-  if (d > 256)
-    return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "head dim " + num(d) + " of " + port + " exceeds 256");
+  if (fp8 && d > 256)
+    return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "head dim " + num(d) + " of " + port + " exceeds 256 (fp8)");
   if (d % align != 0)
     return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "head dim " + num(d) + " of " + port + " is not a multiple of " +
                                                       num(align) + (fp8 ? " (fp8)" : ""));
@@ -164,7 +167,7 @@ Status check_paged(const Node& n, Problem& p) {
     return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, std::string("paged attention needs both page_table_k and page_table_v; ") +
                                                     (ptk ? "page_table_v" : "page_table_k") + " is not set");
   if (!p.padding)
-    return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, "paged attention (page_table_k/v) requires use_padding_mask and seq_len_kv");
+    return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "paged attention (page_table_k/v) requires use_padding_mask and seq_len_kv");
   if (!n.has("max_seq_len_kv"))
     return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, "paged attention (page_table_k/v) requires attribute max_seq_len_kv");
   p.skv = n.attr_int("max_seq_len_kv");
@@ -203,9 +206,6 @@ Status check_qkv(const Node& n, Variant v, Problem& p) {
                                                          ops::dims_str(q));
   OPENDNN_RETURN_IF_ERROR(check_head_dim(n, p.dqk, "Q", fp8));
   OPENDNN_RETURN_IF_ERROR(check_head_dim(n, p.dv, "V", fp8));
-  if (p.dv > p.dqk)
-    return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "head dim " + num(p.dv) + " of V exceeds head dim " + num(p.dqk) +
-                                                      " of Q/K (d_v <= d_qk is supported)");
   p.paged = ops::input_if(n, "page_table_k") || ops::input_if(n, "page_table_v");
   if (p.paged) {
     OPENDNN_RETURN_IF_ERROR(check_paged(n, p));
@@ -218,7 +218,7 @@ Status check_qkv(const Node& n, Variant v, Problem& p) {
                                                            ops::dims_str(vv));
     p.skv = k[2];
     if (n.has("max_seq_len_kv"))
-      return n.fail(ErrorCode::INVALID_VALUE, "attribute max_seq_len_kv is only used with paged K/V (page_table_k/v)");
+      return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "attribute max_seq_len_kv is only used with paged K/V (page_table_k/v)");
   }
   if (p.hq < 1 || p.hk < 1 || p.hv < 1)
     return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, "Q " + ops::dims_str(q) + ", K " + ops::dims_str(k) + " and V " +
@@ -265,7 +265,7 @@ Status check_ragged(const Node& n, Variant v, const Problem& p) {
   auto one = [&](const TensorPtr& t, const char* port) -> Status {
     if (!t || !t->get_ragged_offset()) return {};
     if (!p.padding)
-      return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, std::string(port) + " has a ragged offset (THD layout), which requires "
+      return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, std::string(port) + " has a ragged offset (THD layout), which requires "
                                                                       "use_padding_mask and sequence lengths");
     return check_offsets_tensor(n, *t->get_ragged_offset(), std::string("ragged offset of ") + port, p.b);
   };
@@ -276,6 +276,10 @@ Status check_ragged(const Node& n, Variant v, const Problem& p) {
     for (const char* port : {"O", "Stats"}) OPENDNN_RETURN_IF_ERROR(one(ops::output_if(n, port), port));
   }
   return {};
+}
+
+bool has_dropout(const Node& n) {
+  return n.attr_float("dropout_probability") > 0.0 || ops::input_if(n, "seed") || ops::input_if(n, "dropout_mask");
 }
 
 Status check_scale_and_bounds(const Node& n, const Problem& p) {
@@ -289,13 +293,20 @@ Status check_scale_and_bounds(const Node& n, const Problem& p) {
     return n.fail(ErrorCode::INVALID_VALUE, "left_bound " + num(n.attr_int("left_bound")) + " must be >= 1");
   if (n.has("right_bound") && n.attr_int("right_bound") < 0)
     return n.fail(ErrorCode::INVALID_VALUE, "right_bound " + num(n.attr_int("right_bound")) + " must be >= 0");
-  if (n.attr_bool("use_alibi_mask")) {
-    if (!n.has("right_bound"))
-      return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, "use_alibi_mask requires right_bound = 0 (causal), which is not set");
-    if (n.attr_int("right_bound") != 0)
-      return n.fail(ErrorCode::INVALID_VALUE, "use_alibi_mask requires right_bound = 0 (causal), not " +
-                                                  num(n.attr_int("right_bound")));
-  }
+  if (n.attr_bool("use_alibi_mask") && (!n.has("right_bound") || n.attr_int("right_bound") != 0))
+    return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED,
+                  "use_alibi_mask requires right_bound = 0 (causal), not " +
+                      (n.has("right_bound") ? num(n.attr_int("right_bound")) : std::string("unset")));
+  // A bottom-right diagonal (right_bound with BOTTOM_RIGHT alignment): cuDNN serves it neither with s_q >
+  // s_kv on unpadded batches nor with bias, ALiBi or dropout; the rule is cuDNN Frontend's, kept so that a
+  // graph either engine family takes is the same set.
+  const bool bottom_right = n.has("right_bound") && n.attr_str("diagonal_alignment") == "BOTTOM_RIGHT";
+  if (bottom_right && !p.padding && p.sq > p.skv)
+    return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "a bottom-right diagonal band without a padding mask requires s_q (" +
+                                                      num(p.sq) + ") <= s_kv (" + num(p.skv) + ")");
+  if (bottom_right && (ops::input_if(n, "bias") || n.attr_bool("use_alibi_mask") || has_dropout(n)))
+    return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED,
+                  "a bottom-right diagonal band is not supported with bias, use_alibi_mask or dropout");
   if (n.has("left_bound") && !p.padding && p.sq > p.skv)
     return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "left_bound without a padding mask requires s_q (" + num(p.sq) +
                                                       ") <= s_kv (" + num(p.skv) + ")");

@@ -26,7 +26,9 @@
 //     Philox mapping (src/common/philox.h, stream (seed, subsequence 0)): element (b,h,i,j) draws word
 //     offset + ((b*Hq + h)*Sq + i)*Skv + j; it is kept iff philox_uniform(word) >= p. RNG_dump
 //     receives keep (1 or 0) for every element of its shape.
-//   Rows with no visible key and no sink: O = 0, Stats = Max = -inf (ln of an empty sum), Sum_exp = 0.
+//   Rows with no visible key and no sink (masked by the masks, or every logit -inf, e.g. a -inf bias):
+//     O = 0, Stats = Max = -inf (ln of an empty sum), Sum_exp = 0; the backward reads Stats = -inf as
+//     such a row and gives it zero gradients (dQ row 0, no dK/dV/dBias contribution).
 //     With a sink and no visible key: O = 0, Stats = sink. Padded query rows (i >= sq_b): O = 0 and
 //     Stats = Max = Sum_exp = 0 in padded (BHSD) layouts; in packed layouts (ragged offsets or cu
 //     lengths) rows beyond the sequence belong to the next one and are not written.
@@ -414,9 +416,12 @@ Status sdpa_backward(const Node& n, const Args& a, bool fp8) {
           continue;
         }
         const double lse = stats_get(stats, stats_rag, b, h, i);
+        // A row whose every key is masked (by a -inf bias or score, or by the masks) has Stats = -inf and
+        // no probability mass: it contributes nothing (exp(-inf - -inf) would be NaN).
+        const bool empty_row = lse == -kInf;
         double Di = 0;
         for (int64_t j = 0; j < c.Skv; ++j) {
-          vis[size_t(j)] = c.visible(b, h, i, j, sq, skv);
+          vis[size_t(j)] = !empty_row && c.visible(b, h, i, j, sq, skv);
           P[size_t(j)] = dP[size_t(j)] = 0;
           if (!vis[size_t(j)]) continue;
           P[size_t(j)] = std::exp(c.logit(b, h, i, j, sq, skv) - lse);
