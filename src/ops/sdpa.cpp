@@ -63,7 +63,10 @@ const PortSpec kFwdIn[] = {
     {"block_mask", false},
 };
 const PortSpec kFwdOut[] = {{"O"}, {"Stats"}, {"Max", false}, {"Sum_exp", false}, {"RNG_dump", false}};
-const AttrSpec kFwdAttrs[] = {OPENDNN_SDPA_COMMON_ATTRS, {"generate_stats", AttrType::BOOL, false}};
+// unfuse_fma: cuDNN Frontend's Blackwell softmax option (separate multiply and add instead of fused FMA);
+// it changes rounding only, so the reference engine computes the same exact result either way.
+const AttrSpec kFwdAttrs[] = {OPENDNN_SDPA_COMMON_ATTRS, {"generate_stats", AttrType::BOOL, false},
+                              {"unfuse_fma", AttrType::BOOL, false}};
 
 const PortSpec kBwdIn[] = {
     {"Q", true, "q"},
@@ -85,7 +88,7 @@ const PortSpec kBwdIn[] = {
     {"dropout_scale_inv", false},
     {"sink_token", false},
 };
-const PortSpec kBwdOut[] = {{"dQ"}, {"dK"}, {"dV"}, {"dBias", false}, {"dSink_token", false}};
+const PortSpec kBwdOut[] = {{"dQ"}, {"dK"}, {"dV"}, {"dBias", false}, {"dSink_token", false}, {"RNG_dump", false}};
 const AttrSpec kBwdAttrs[] = {OPENDNN_SDPA_COMMON_ATTRS,
                               {"use_deterministic_algorithm", AttrType::BOOL, false},
                               {"max_total_seq_len_q", AttrType::INT, {}},
@@ -96,8 +99,13 @@ const PortSpec kFp8FwdIn[] = {
     {"descale_k"},           {"descale_v"},            {"descale_s"},             {"scale_s"},
     {"scale_o"},             {"attn_scale", false},    {"seq_len_q", false},      {"seq_len_kv", false},
     {"cu_seq_len_q", false}, {"cu_seq_len_kv", false}, {"seed", false},           {"offset", false},
+    {"bias", false},         {"dropout_mask", false},  {"dropout_scale", false},
+    {"page_table_k", false, "paged_attention_k_table"},
+    {"page_table_v", false, "paged_attention_v_table"},
+    {"sink_token", false},
 };
-const PortSpec kFp8FwdOut[] = {{"O"}, {"Stats"}, {"Amax_S"}, {"Amax_O"}};
+const PortSpec kFp8FwdOut[] = {{"O"}, {"Stats"}, {"Amax_S"}, {"Amax_O"},
+                               {"Max", false}, {"Sum_exp", false}, {"RNG_dump", false}};
 
 const PortSpec kFp8BwdIn[] = {
     {"Q", true, "q"},  {"K", true, "k"},   {"V", true, "v"},   {"O", true, "o"},  {"dO", true, "dO"},
@@ -106,8 +114,11 @@ const PortSpec kFp8BwdIn[] = {
     {"scale_dQ"},      {"scale_dK"},       {"scale_dV"},       {"scale_dP"},      {"attn_scale", false},
     {"seq_len_q", false},                  {"seq_len_kv", false},                 {"cu_seq_len_q", false},
     {"cu_seq_len_kv", false},              {"seed", false},    {"offset", false},
+    {"dropout_mask", false},               {"dropout_scale", false},              {"dropout_scale_inv", false},
+    {"sink_token", false},
 };
-const PortSpec kFp8BwdOut[] = {{"dQ"}, {"dK"}, {"dV"}, {"Amax_dQ"}, {"Amax_dK"}, {"Amax_dV"}, {"Amax_dP"}};
+const PortSpec kFp8BwdOut[] = {{"dQ"}, {"dK"}, {"dV"}, {"Amax_dQ"}, {"Amax_dK"}, {"Amax_dV"}, {"Amax_dP"},
+                               {"dSink_token", false}};
 
 
 // ---------------------------------------------------------------------------------------------
@@ -354,6 +365,8 @@ Status check_dropout(const Node& n, Variant v, const Problem& p) {
 }
 
 Status check_extras(const Node& n, Variant v, const Problem& p) {
+  if (is_fp8(v) && ops::input_if(n, "bias"))
+    return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "input bias is not supported by FP8 attention (cuDNN has none)");
   if (const TensorPtr& bias = ops::input_if(n, "bias")) {
     std::vector<int64_t> full = {p.b, p.hq, p.sq, p.skv};
     if (!ops::broadcasts_to(bias->get_dim(), full))
@@ -424,6 +437,17 @@ Status set_amax(Node& n, std::string_view port) {
   return ops::expect_out_type(n, port, {DataType::FLOAT});
 }
 
+// RNG_dump [B,Hq,Sq,Skv] FLOAT: the generated (seed/offset) dropout mask, forward and backward.
+Status set_rng_dump(Node& n, const Problem& p) {
+  if (!ops::output_if(n, "RNG_dump")) return {};
+  if (ops::input_if(n, "seed") && n.attr_float("dropout_probability") > 0.0) {
+    OPENDNN_RETURN_IF_ERROR(ops::set_dims(n, "RNG_dump", {p.b, p.hq, p.sq, p.skv}));
+    ops::default_type(n, "RNG_dump", DataType::FLOAT);
+    return {};
+  }
+  return ops::set_absent(n, "RNG_dump", 4, "there is no seed/offset dropout to dump");
+}
+
 Status check_out_io_type(const Node& n, std::string_view port, bool fp8) {
   if (fp8)
     return ops::expect_out_type(n, port, {DataType::FP8_E4M3, DataType::FP8_E5M2, DataType::HALF, DataType::BFLOAT16});
@@ -443,14 +467,7 @@ Status infer_forward(Node& n, Variant v) {
     return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, "output Stats is marked as a graph output but generate_stats is false");
   for (const char* port : {"Max", "Sum_exp"})
     if (ops::output_if(n, port)) OPENDNN_RETURN_IF_ERROR(set_row_stat(n, port, p));
-  if (ops::output_if(n, "RNG_dump")) {
-    if (ops::input_if(n, "seed") && n.attr_float("dropout_probability") > 0.0) {
-      OPENDNN_RETURN_IF_ERROR(ops::set_dims(n, "RNG_dump", {p.b, p.hq, p.sq, p.skv}));
-      ops::default_type(n, "RNG_dump", DataType::FLOAT);
-    } else {
-      OPENDNN_RETURN_IF_ERROR(ops::set_absent(n, "RNG_dump", 4, "there is no seed/offset dropout to dump"));
-    }
-  }
+  OPENDNN_RETURN_IF_ERROR(set_rng_dump(n, p));
   if (is_fp8(v))
     for (const char* port : {"Amax_S", "Amax_O"}) OPENDNN_RETURN_IF_ERROR(set_amax(n, port));
   return {};
@@ -491,6 +508,7 @@ Status infer_backward(Node& n, Variant v) {
       OPENDNN_RETURN_IF_ERROR(ops::set_absent(n, "dSink_token", 4, "input sink_token is not set"));
     }
   }
+  OPENDNN_RETURN_IF_ERROR(set_rng_dump(n, p));
   if (fp8)
     for (const char* port : {"Amax_dQ", "Amax_dK", "Amax_dV", "Amax_dP"}) OPENDNN_RETURN_IF_ERROR(set_amax(n, port));
   return {};

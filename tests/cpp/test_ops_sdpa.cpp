@@ -520,7 +520,7 @@ TEST(SdpaReject, Paged) {
 struct Bwd {
   Graph g;
   TensorPtr q, k, v, o, dO, stats;
-  std::array<TensorPtr, 5> out;
+  std::array<TensorPtr, 6> out;
   NodeAttrs attrs;
   DataType dt = DataType::BFLOAT16;
   Bwd() {
@@ -541,8 +541,9 @@ TEST(SdpaBwdInfer, GradientsFollowInputs) {
   b.attrs.input("bias", input(b.g, "bias", {1, 8, 128, 256}, DataType::BFLOAT16));
   b.attrs.input("sink_token", input(b.g, "sink", {1, 8, 1, 1}, DataType::FLOAT));
   b.build();
-  for (auto& t : b.out) t->set_output(true);
+  for (size_t i = 0; i < 5; ++i) b.out[i]->set_output(true);  // RNG_dump: no dropout, stays virtual
   ASSERT_TRUE(b.g.validate().is_good()) << b.g.validate().to_string();
+  EXPECT_EQ(b.out[5]->get_dim(), (Dims{0, 0, 0, 0}));
   EXPECT_EQ(b.out[0]->get_dim(), (Dims{2, 8, 128, 64}));
   EXPECT_EQ(b.out[1]->get_dim(), (Dims{2, 4, 256, 64}));
   EXPECT_EQ(b.out[1]->get_stride(), (Dims{256 * 4 * 64, 64, 4 * 64, 1}));
@@ -656,12 +657,12 @@ TEST(SdpaFp8Infer, ForwardAndBackward) {
   Fp8Scales s(g, 6);
   auto fo = g.sdpa_fp8(q, k, v, s.t[0], s.t[1], s.t[2], s.t[3], s.t[4], s.t[5],
                        NodeAttrs().set_name("f8").set("generate_stats", true).set("right_bound", 0));
-  for (auto& t : fo) t->set_output(true);
+  for (size_t i = 0; i < 6; ++i) fo[i]->set_output(true);  // O, Stats, Amax_S, Amax_O, Max, Sum_exp
   auto dO = input(g, "dO", {1, 4, 64, 128}, DataType::FP8_E5M2);
   Fp8Scales s2(g, 12);
   auto bo = g.sdpa_fp8_backward(q, k, v, fo[0], dO, fo[1], s2.t[0], s2.t[1], s2.t[2], s2.t[3], s2.t[4], s2.t[5],
                                 s2.t[6], s2.t[7], s2.t[8], s2.t[9], s2.t[10], s2.t[11], NodeAttrs().set_name("f8b"));
-  for (auto& t : bo) t->set_output(true);
+  for (size_t i = 0; i < 7; ++i) bo[i]->set_output(true);  // dSink_token: no sink, stays virtual
   ASSERT_TRUE(g.validate().is_good()) << g.validate().to_string();
   EXPECT_EQ(fo[0]->get_dim(), (Dims{1, 4, 64, 128}));
   EXPECT_EQ(fo[0]->get_data_type(), DataType::FP8_E4M3);
@@ -675,6 +676,61 @@ TEST(SdpaFp8Infer, ForwardAndBackward) {
     EXPECT_EQ(bo[size_t(i)]->get_data_type(), DataType::FP8_E4M3);
   }
   for (int i : {3, 4, 5, 6}) EXPECT_EQ(bo[size_t(i)]->get_dim(), (Dims{1, 1, 1, 1}));
+}
+
+// The fp8 forward takes paged K/V, a sink, the user dropout mask, generated dropout with RNG_dump and the
+// Max/Sum_exp outputs; its backward takes the sink (dSink_token) and the (mask, scale, scale_inv) dropout.
+TEST(SdpaFp8Infer, PagedSinkDropoutAndExtraOutputs) {
+  Graph g;
+  g.set_io_data_type(DataType::FP8_E4M3).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+  auto q = input(g, "q", {2, 4, 64, 128}, DataType::FP8_E4M3);
+  auto kc = input(g, "kc", {8, 4, 32, 128}, DataType::FP8_E4M3);
+  auto vc = input(g, "vc", {8, 4, 32, 128}, DataType::FP8_E4M3);
+  Fp8Scales s(g, 6);
+  NodeAttrs a;
+  a.set_name("f8").set("generate_stats", true).set("use_padding_mask", true).set("max_seq_len_kv", 128);
+  a.set("dropout_probability", 0.2).input("seed", g.tensor(Scalar::of_int64(1))).input("offset", g.tensor(Scalar::of_int64(2)));
+  a.input("seq_len_q", input(g, "slq", {2, 1, 1, 1}, DataType::INT32)).input("seq_len_kv", input(g, "slkv", {2, 1, 1, 1}, DataType::INT32));
+  a.input("page_table_k", input(g, "ptk", {2, 1, 4, 1}, DataType::INT32)).input("page_table_v", input(g, "ptv", {2, 1, 4, 1}, DataType::INT32));
+  a.input("sink_token", input(g, "sink", {1, 4, 1, 1}, DataType::FLOAT));
+  auto fo = g.sdpa_fp8(q, kc, vc, s.t[0], s.t[1], s.t[2], s.t[3], s.t[4], s.t[5], a);
+  for (auto& t : fo) t->set_output(true);
+  ASSERT_TRUE(g.validate().is_good()) << g.validate().to_string();
+  EXPECT_EQ(fo[4]->get_dim(), (Dims{2, 4, 64, 1}));    // Max
+  EXPECT_EQ(fo[6]->get_dim(), (Dims{2, 4, 64, 128}));  // RNG_dump
+
+  Graph gb;
+  auto bq = input(gb, "q", {1, 4, 64, 128}, DataType::FP8_E4M3);
+  Fp8Scales s2(gb, 12);
+  NodeAttrs b;
+  b.set_name("f8b").input("sink_token", input(gb, "sink", {1, 4, 1, 1}, DataType::FLOAT));
+  b.input("dropout_mask", input(gb, "m", {1, 4, 64, 64}, DataType::FLOAT))
+      .input("dropout_scale", gb.tensor(Scalar::of_float(1.25f)))
+      .input("dropout_scale_inv", gb.tensor(Scalar::of_float(0.8f)));
+  auto bo = gb.sdpa_fp8_backward(bq, bq, bq, bq, bq, input(gb, "st", {1, 4, 64, 1}, DataType::FLOAT), s2.t[0], s2.t[1],
+                                 s2.t[2], s2.t[3], s2.t[4], s2.t[5], s2.t[6], s2.t[7], s2.t[8], s2.t[9], s2.t[10], s2.t[11], b);
+  for (auto& t : bo) t->set_output(true);
+  ASSERT_TRUE(gb.validate().is_good()) << gb.validate().to_string();
+  EXPECT_EQ(bo[7]->get_dim(), (Dims{1, 4, 1, 1}));  // dSink_token
+}
+
+TEST(SdpaFp8Reject, BiasAndForwardOptions) {
+  Graph g;
+  auto q = input(g, "q", {1, 4, 64, 128}, DataType::FP8_E4M3);
+  Fp8Scales s(g, 6);
+  g.sdpa_fp8(q, q, q, s.t[0], s.t[1], s.t[2], s.t[3], s.t[4], s.t[5],
+             NodeAttrs().set_name("f8").input("bias", input(g, "bias", {1, 4, 64, 64}, DataType::HALF)));
+  expect_fail(g, ErrorCode::GRAPH_NOT_SUPPORTED, "sdpa_fp8 \"f8\"", "input bias is not supported by FP8 attention");
+}
+
+TEST(SdpaBwdInfer, RngDumpWithGeneratedDropout) {
+  Bwd b;
+  b.attrs.set("dropout_probability", 0.1).input("seed", b.g.tensor(Scalar::of_int64(1))).input("offset", b.g.tensor(Scalar::of_int64(2)));
+  b.build();
+  b.out[5]->set_output(true);
+  ASSERT_TRUE(b.g.validate().is_good()) << b.g.validate().to_string();
+  EXPECT_EQ(b.out[5]->get_dim(), (Dims{2, 8, 128, 256}));
+  EXPECT_EQ(b.out[5]->get_data_type(), DataType::FLOAT);
 }
 
 TEST(SdpaFp8Reject, TypesHeadDimsScales) {

@@ -374,6 +374,54 @@ TEST(RefSdpa, BackwardFDDropoutPhilox) {
   expect_close(u.output("O").values(), c.output("O").values(), 1e-14, "user mask == philox mask");
 }
 
+// The backward dumps the same generated mask as the forward (RNG_dump on both), and an fp8 forward with a
+// sink and Max/Sum_exp outputs equals the fp16 forward on the dequantised inputs.
+TEST(RefSdpa, BackwardRngDumpAndFp8SinkOutputs) {
+  Prob p;
+  p.p = 0.3, p.Sq = 4, p.Skv = 5;
+  p.fill(17);
+  RefCall f(OpKind::SDPA);
+  set_common(f, p, p.q, p.k, p.v);
+  f.out("O", {p.B, p.Hq, p.Sq, p.Dv});
+  f.out("Stats", {p.B, p.Hq, p.Sq, 1});
+  f.out("RNG_dump", {p.B, p.Hq, p.Sq, p.Skv});
+  ASSERT_TRUE(f.run().is_good());
+  RefCall b(OpKind::SDPA_BACKWARD);
+  set_common(b, p, p.q, p.k, p.v);
+  b.in("O", {p.B, p.Hq, p.Sq, p.Dv}, f.output("O").values());
+  b.in("dO", {p.B, p.Hq, p.Sq, p.Dv}, p.dO);
+  b.in("Stats", {p.B, p.Hq, p.Sq, 1}, f.output("Stats").values());
+  b.out("dQ", {p.B, p.Hq, p.Sq, p.D});
+  b.out("dK", {p.B, p.Hk, p.Skv, p.D});
+  b.out("dV", {p.B, p.Hv, p.Skv, p.Dv});
+  b.out("RNG_dump", {p.B, p.Hq, p.Sq, p.Skv});
+  ASSERT_TRUE(b.run().is_good());
+  expect_close(b.output("RNG_dump").values(), f.output("RNG_dump").values(), 0.0, "backward RNG_dump");
+
+  Prob q;
+  q.sink = {0.2, -0.4};
+  q.fill(18);
+  Fwd want = run_fwd(q, q.q, q.k, q.v);
+  RefCall c(OpKind::SDPA_FP8);
+  c.in("Q", {q.B, q.Hq, q.Sq, q.D}, q.q);
+  c.in("K", {q.B, q.Hk, q.Skv, q.D}, q.k);
+  c.in("V", {q.B, q.Hv, q.Skv, q.Dv}, q.v);
+  for (const char* port : {"descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o"})
+    c.scalar(port, Scalar::of_double(1.0));
+  c.in("sink_token", {1, q.Hq, 1, 1}, q.sink);
+  c.attr("attn_scale_value", q.scale);
+  c.out("O", {q.B, q.Hq, q.Sq, q.Dv});
+  c.out("Stats", {q.B, q.Hq, q.Sq, 1});
+  c.out("Amax_S", {1, 1, 1, 1});
+  c.out("Amax_O", {1, 1, 1, 1});
+  c.out("Max", {q.B, q.Hq, q.Sq, 1});
+  c.out("Sum_exp", {q.B, q.Hq, q.Sq, 1});
+  ASSERT_TRUE(c.run().is_good());
+  expect_close(c.output("O").values(), want.o, 1e-13, "fp8 O with sink");
+  expect_close(c.output("Max").values(), want.mx, 1e-13, "fp8 Max");
+  expect_close(c.output("Sum_exp").values(), want.sum_exp, 1e-13, "fp8 Sum_exp");
+}
+
 TEST(RefSdpa, RaggedAndCuSeqLenMatchPadded) {
   // Two sequences (q lengths 2, 3; kv lengths 3, 2), H = 2, packed THD buffers [T, H, D].
   Prob p;

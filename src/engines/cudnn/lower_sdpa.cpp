@@ -482,7 +482,7 @@ bool lower_sdpa_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string& why
 bool lower_sdpa_backward_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string& why) {
   if (!common_checks(n, why)) return false;
   if (c.rank != 4) { why = "every tensor of an SDPA graph must have rank <= 4"; return false; }
-  for (const char* p : {"dBias", "dSink_token"})
+  for (const char* p : {"dBias", "dSink_token", "RNG_dump"})
     if (n.out(p) && !n.out(p)->get_is_virtual()) { why = std::string("output ") + p + " is not lowered yet"; return false; }
   c.out.flops += 2.5 * attn_flops(n);
   note_attention(c, n, true);
@@ -599,6 +599,8 @@ bool lower_sdpa_fp8_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string&
   if (!composite_ok(n, why)) return false;
   if (c.rank != 4) { why = "every tensor of an SDPA graph must have rank <= 4"; return false; }
   if (n.has("left_bound")) { why = "not supported: sliding window on FP8 attention is not lowered"; return false; }
+  for (const char* p : {"Max", "Sum_exp", "RNG_dump"})
+    if (n.out(p) && !n.out(p)->get_is_virtual()) { why = std::string("output ") + p + " of FP8 attention is not lowered"; return false; }
   bool stats = n.attr_bool("generate_stats");
   const TensorPtr& St = n.out("Stats");
   if (stats && St->get_is_virtual()) { why = "generate_stats is set but Stats is virtual"; return false; }
