@@ -49,6 +49,10 @@ def _ports_of(spec):
     return alias
 
 
+# cuDNN Frontend keyword -> output port, for the optional outputs an SDPA forward binds to the caller's tensor.
+_FWD_BINDS = {"rng_dump": "RNG_dump", "score_max": "Max", "score_sum_exp": "Sum_exp"}
+
+
 class pygraph(_C._Graph):
     """A graph of tensors and operations (cuDNN Frontend's ``cudnn.pygraph``)."""
 
@@ -327,16 +331,23 @@ class pygraph(_C._Graph):
         if take("attn_scale_value") is not None:
             raise ValueError(f"{method}: pass attn_scale (a float or a tensor)")
         align = take("diagonal_alignment")
-        left = take("diagonal_band_left_bound")
-        right = take("diagonal_band_right_bound")
-        if take("use_causal_mask", False):
-            right, align = 0 if right is None else right, align or diagonal_alignment.TOP_LEFT
-        if take("use_causal_mask_bottom_right", False):
-            right, align = 0 if right is None else right, diagonal_alignment.BOTTOM_RIGHT
-        window = take("sliding_window_length")
+        left = take("diagonal_band_left_bound", take("left_bound"))
+        right = take("diagonal_band_right_bound", take("right_bound"))
+        causal, causal_br = take("use_causal_mask", False), take("use_causal_mask_bottom_right", False)
+        if causal and causal_br:
+            raise RuntimeError("use_causal_mask and use_causal_mask_bottom_right cannot both be true")
+        if (causal or causal_br) and right is not None:
+            raise RuntimeError(f"{'use_causal_mask' if causal else 'use_causal_mask_bottom_right'} and "
+                               "diagonal_band_right_bound cannot be set at the same time")
+        if causal:
+            right, align = 0, diagonal_alignment.TOP_LEFT
+        if causal_br:
+            right, align = 0, diagonal_alignment.BOTTOM_RIGHT
+        window = take("sliding_window_length", take("sliding_window"))
         if window is not None:
+            if left is not None:
+                raise RuntimeError("sliding window and left_bound cannot be set at the same time")
             left = int(window)
-            right = 0 if right is None else right
         if align is not None:
             attrs["diagonal_alignment"] = align
         if left is not None:
@@ -402,13 +413,16 @@ class pygraph(_C._Graph):
 
     @staticmethod
     def _stats_flag(kw):
+        """cuDNN Frontend's rule: exactly one of generate_stats and is_inference (its negation)."""
         gen = kw.pop("generate_stats", None)
         inf = kw.pop("is_inference", None)
-        if gen is not None and inf is not None and bool(gen) == bool(inf):
-            raise ValueError("sdpa: generate_stats and is_inference disagree")
-        if gen is None:
-            gen = (not inf) if inf is not None else False
-        return bool(gen)
+        if (gen is None) == (inf is None):
+            raise RuntimeError("Exactly one of {generate_stats, is_inference} must be set (prefer generate_stats).")
+        if gen is not None and not isinstance(gen, bool):
+            raise RuntimeError("generate_stats must be a bool.")
+        if inf is not None and not isinstance(inf, bool):
+            raise RuntimeError("is_inference must be a bool.")
+        return gen if gen is not None else not inf
 
     def sdpa(self, q, k, v, **kw):
         """Scaled dot-product attention; returns [O, Stats] (Stats is None unless generate_stats)."""
@@ -416,30 +430,35 @@ class pygraph(_C._Graph):
         if "paged_attention_max_seq_len_kv" in kw:
             kw["max_seq_len_kv"] = kw.pop("paged_attention_max_seq_len_kv")
         kw["generate_stats"] = gen
-        outs = self._call_sdpa("sdpa", [q, k, v], kw, {"rng_dump": "RNG_dump", "score_max": "Max",
-                                                      "score_sum_exp": "Sum_exp"})
+        outs = self._call_sdpa("sdpa", [q, k, v], kw, _FWD_BINDS, extra_attrs=("unfuse_fma",))
         return [outs[0], outs[1] if gen else None]
 
     def sdpa_backward(self, q, k, v, o, dO, stats, **kw):
         """SDPA backward; returns [dQ, dK, dV]."""
         outs = self._call_sdpa("sdpa_backward", [q, k, v, o, dO, stats], kw,
-                               {"dBias": "dBias", "dSink_token": "dSink_token"})
+                               {"dBias": "dBias", "dSink_token": "dSink_token", "rng_dump": "RNG_dump"})
         return outs[:3]
 
     def sdpa_fp8(self, q, k, v, descale_q, descale_k, descale_v, descale_s, scale_s, scale_o, **kw):
         """FP8 SDPA; returns [O, Stats, Amax_S, Amax_O]."""
         gen = self._stats_flag(kw)
         kw["generate_stats"] = gen
+        if "paged_attention_max_seq_len_kv" in kw:
+            kw["max_seq_len_kv"] = kw.pop("paged_attention_max_seq_len_kv")
+        if "fn" in kw:
+            kw["score_mod"] = kw.pop("fn")
         outs = self._call_sdpa("sdpa_fp8", [q, k, v, descale_q, descale_k, descale_v, descale_s, scale_s, scale_o],
-                               kw, {})
+                               kw, _FWD_BINDS, extra_attrs=("unfuse_fma",))
         return [outs[0], outs[1] if gen else None, outs[2], outs[3]]
 
     def sdpa_fp8_backward(self, q, k, v, o, dO, stats, descale_q, descale_k, descale_v, descale_o, descale_dO,
                           descale_s, descale_dP, scale_s, scale_dQ, scale_dK, scale_dV, scale_dP, **kw):
         """FP8 SDPA backward; returns [dQ, dK, dV, Amax_dQ, Amax_dK, Amax_dV, Amax_dP]."""
-        return self._call_sdpa("sdpa_fp8_backward",
+        outs = self._call_sdpa("sdpa_fp8_backward",
                                [q, k, v, o, dO, stats, descale_q, descale_k, descale_v, descale_o, descale_dO,
-                                descale_s, descale_dP, scale_s, scale_dQ, scale_dK, scale_dV, scale_dP], kw, {})
+                                descale_s, descale_dP, scale_s, scale_dQ, scale_dK, scale_dV, scale_dP], kw,
+                               {"dSink_token": "dSink_token"})
+        return outs[:7]
 
     # Deprecated cuDNN Frontend names.
     def scaled_dot_product_flash_attention(self, q, k, v, **kw):

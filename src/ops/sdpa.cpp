@@ -6,7 +6,7 @@
 //
 // Conventions of the rules below (infer_forward / infer_backward):
 // - Q/K/V HALF or BFLOAT16, all the same (FP8_E4M3/E5M2 for the fp8 variants); FLOAT/DOUBLE I/O is
-//   GRAPH_NOT_SUPPORTED. Head dims: multiple of 8 (16 for fp8), <= 256, d_v <= d_qk (MLA 192/128 passes).
+//   GRAPH_NOT_SUPPORTED. Head dims: multiple of 8 (16 for fp8, which also stops at 256); d_v may differ from d_qk.
 // - GQA/MQA: Hq % Hk == 0 and Hq % Hv == 0; K and V share batch and sequence length.
 // - Paged K/V (page_table_k and page_table_v, both): K/V are containers [num_blocks, H, block_size, D],
 //   tables [B,1,ceil(max_seq_len_kv/block_size),1] INT32; needs use_padding_mask and max_seq_len_kv,
@@ -63,7 +63,10 @@ const PortSpec kFwdIn[] = {
     {"block_mask", false},
 };
 const PortSpec kFwdOut[] = {{"O"}, {"Stats"}, {"Max", false}, {"Sum_exp", false}, {"RNG_dump", false}};
-const AttrSpec kFwdAttrs[] = {OPENDNN_SDPA_COMMON_ATTRS, {"generate_stats", AttrType::BOOL, false}};
+// unfuse_fma: cuDNN Frontend's Blackwell softmax option (separate multiply and add instead of fused FMA);
+// it changes rounding only, so the reference engine computes the same exact result either way.
+const AttrSpec kFwdAttrs[] = {OPENDNN_SDPA_COMMON_ATTRS, {"generate_stats", AttrType::BOOL, false},
+                              {"unfuse_fma", AttrType::BOOL, false}};
 
 const PortSpec kBwdIn[] = {
     {"Q", true, "q"},
@@ -85,7 +88,7 @@ const PortSpec kBwdIn[] = {
     {"dropout_scale_inv", false},
     {"sink_token", false},
 };
-const PortSpec kBwdOut[] = {{"dQ"}, {"dK"}, {"dV"}, {"dBias", false}, {"dSink_token", false}};
+const PortSpec kBwdOut[] = {{"dQ"}, {"dK"}, {"dV"}, {"dBias", false}, {"dSink_token", false}, {"RNG_dump", false}};
 const AttrSpec kBwdAttrs[] = {OPENDNN_SDPA_COMMON_ATTRS,
                               {"use_deterministic_algorithm", AttrType::BOOL, false},
                               {"max_total_seq_len_q", AttrType::INT, {}},
@@ -96,8 +99,13 @@ const PortSpec kFp8FwdIn[] = {
     {"descale_k"},           {"descale_v"},            {"descale_s"},             {"scale_s"},
     {"scale_o"},             {"attn_scale", false},    {"seq_len_q", false},      {"seq_len_kv", false},
     {"cu_seq_len_q", false}, {"cu_seq_len_kv", false}, {"seed", false},           {"offset", false},
+    {"bias", false},         {"dropout_mask", false},  {"dropout_scale", false},
+    {"page_table_k", false, "paged_attention_k_table"},
+    {"page_table_v", false, "paged_attention_v_table"},
+    {"sink_token", false},
 };
-const PortSpec kFp8FwdOut[] = {{"O"}, {"Stats"}, {"Amax_S"}, {"Amax_O"}};
+const PortSpec kFp8FwdOut[] = {{"O"}, {"Stats"}, {"Amax_S"}, {"Amax_O"},
+                               {"Max", false}, {"Sum_exp", false}, {"RNG_dump", false}};
 
 const PortSpec kFp8BwdIn[] = {
     {"Q", true, "q"},  {"K", true, "k"},   {"V", true, "v"},   {"O", true, "o"},  {"dO", true, "dO"},
@@ -106,8 +114,11 @@ const PortSpec kFp8BwdIn[] = {
     {"scale_dQ"},      {"scale_dK"},       {"scale_dV"},       {"scale_dP"},      {"attn_scale", false},
     {"seq_len_q", false},                  {"seq_len_kv", false},                 {"cu_seq_len_q", false},
     {"cu_seq_len_kv", false},              {"seed", false},    {"offset", false},
+    {"dropout_mask", false},               {"dropout_scale", false},              {"dropout_scale_inv", false},
+    {"sink_token", false},
 };
-const PortSpec kFp8BwdOut[] = {{"dQ"}, {"dK"}, {"dV"}, {"Amax_dQ"}, {"Amax_dK"}, {"Amax_dV"}, {"Amax_dP"}};
+const PortSpec kFp8BwdOut[] = {{"dQ"}, {"dK"}, {"dV"}, {"Amax_dQ"}, {"Amax_dK"}, {"Amax_dV"}, {"Amax_dP"},
+                               {"dSink_token", false}};
 
 
 // ---------------------------------------------------------------------------------------------
@@ -145,11 +156,14 @@ Status check_io_type(const Node& n, std::string_view port, bool fp8) {
                                                     "; allowed: HALF, BFLOAT16");
 }
 
+// Head dims: a multiple of 8 (16 for fp8). fp16/bf16 has no upper bound here (cuDNN 9.10+ serves head
+// dims above 256 on Hopper, and d_v may exceed d_qk); each engine declines the dims it has no kernel for.
+// FP8 on Hopper stops at 256.
 Status check_head_dim(const Node& n, int64_t d, const char* port, bool fp8) {
   int64_t align = fp8 ? 16 : 8;
   if (d < 1) return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, std::string("head dim of ") + port + " is " + num(d));
-  if (d > 256)
-    return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "head dim " + num(d) + " of " + port + " exceeds 256");
+  if (fp8 && d > 256)
+    return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "head dim " + num(d) + " of " + port + " exceeds 256 (fp8)");
   if (d % align != 0)
     return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "head dim " + num(d) + " of " + port + " is not a multiple of " +
                                                       num(align) + (fp8 ? " (fp8)" : ""));
@@ -164,7 +178,7 @@ Status check_paged(const Node& n, Problem& p) {
     return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, std::string("paged attention needs both page_table_k and page_table_v; ") +
                                                     (ptk ? "page_table_v" : "page_table_k") + " is not set");
   if (!p.padding)
-    return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, "paged attention (page_table_k/v) requires use_padding_mask and seq_len_kv");
+    return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "paged attention (page_table_k/v) requires use_padding_mask and seq_len_kv");
   if (!n.has("max_seq_len_kv"))
     return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, "paged attention (page_table_k/v) requires attribute max_seq_len_kv");
   p.skv = n.attr_int("max_seq_len_kv");
@@ -203,9 +217,6 @@ Status check_qkv(const Node& n, Variant v, Problem& p) {
                                                          ops::dims_str(q));
   OPENDNN_RETURN_IF_ERROR(check_head_dim(n, p.dqk, "Q", fp8));
   OPENDNN_RETURN_IF_ERROR(check_head_dim(n, p.dv, "V", fp8));
-  if (p.dv > p.dqk)
-    return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "head dim " + num(p.dv) + " of V exceeds head dim " + num(p.dqk) +
-                                                      " of Q/K (d_v <= d_qk is supported)");
   p.paged = ops::input_if(n, "page_table_k") || ops::input_if(n, "page_table_v");
   if (p.paged) {
     OPENDNN_RETURN_IF_ERROR(check_paged(n, p));
@@ -218,7 +229,7 @@ Status check_qkv(const Node& n, Variant v, Problem& p) {
                                                            ops::dims_str(vv));
     p.skv = k[2];
     if (n.has("max_seq_len_kv"))
-      return n.fail(ErrorCode::INVALID_VALUE, "attribute max_seq_len_kv is only used with paged K/V (page_table_k/v)");
+      return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "attribute max_seq_len_kv is only used with paged K/V (page_table_k/v)");
   }
   if (p.hq < 1 || p.hk < 1 || p.hv < 1)
     return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, "Q " + ops::dims_str(q) + ", K " + ops::dims_str(k) + " and V " +
@@ -265,7 +276,7 @@ Status check_ragged(const Node& n, Variant v, const Problem& p) {
   auto one = [&](const TensorPtr& t, const char* port) -> Status {
     if (!t || !t->get_ragged_offset()) return {};
     if (!p.padding)
-      return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, std::string(port) + " has a ragged offset (THD layout), which requires "
+      return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, std::string(port) + " has a ragged offset (THD layout), which requires "
                                                                       "use_padding_mask and sequence lengths");
     return check_offsets_tensor(n, *t->get_ragged_offset(), std::string("ragged offset of ") + port, p.b);
   };
@@ -276,6 +287,10 @@ Status check_ragged(const Node& n, Variant v, const Problem& p) {
     for (const char* port : {"O", "Stats"}) OPENDNN_RETURN_IF_ERROR(one(ops::output_if(n, port), port));
   }
   return {};
+}
+
+bool has_dropout(const Node& n) {
+  return n.attr_float("dropout_probability") > 0.0 || ops::input_if(n, "seed") || ops::input_if(n, "dropout_mask");
 }
 
 Status check_scale_and_bounds(const Node& n, const Problem& p) {
@@ -289,13 +304,20 @@ Status check_scale_and_bounds(const Node& n, const Problem& p) {
     return n.fail(ErrorCode::INVALID_VALUE, "left_bound " + num(n.attr_int("left_bound")) + " must be >= 1");
   if (n.has("right_bound") && n.attr_int("right_bound") < 0)
     return n.fail(ErrorCode::INVALID_VALUE, "right_bound " + num(n.attr_int("right_bound")) + " must be >= 0");
-  if (n.attr_bool("use_alibi_mask")) {
-    if (!n.has("right_bound"))
-      return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, "use_alibi_mask requires right_bound = 0 (causal), which is not set");
-    if (n.attr_int("right_bound") != 0)
-      return n.fail(ErrorCode::INVALID_VALUE, "use_alibi_mask requires right_bound = 0 (causal), not " +
-                                                  num(n.attr_int("right_bound")));
-  }
+  if (n.attr_bool("use_alibi_mask") && (!n.has("right_bound") || n.attr_int("right_bound") != 0))
+    return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED,
+                  "use_alibi_mask requires right_bound = 0 (causal), not " +
+                      (n.has("right_bound") ? num(n.attr_int("right_bound")) : std::string("unset")));
+  // A bottom-right diagonal (right_bound with BOTTOM_RIGHT alignment): cuDNN serves it neither with s_q >
+  // s_kv on unpadded batches nor with bias, ALiBi or dropout; the rule is cuDNN Frontend's, kept so that a
+  // graph either engine family takes is the same set.
+  const bool bottom_right = n.has("right_bound") && n.attr_str("diagonal_alignment") == "BOTTOM_RIGHT";
+  if (bottom_right && !p.padding && p.sq > p.skv)
+    return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "a bottom-right diagonal band without a padding mask requires s_q (" +
+                                                      num(p.sq) + ") <= s_kv (" + num(p.skv) + ")");
+  if (bottom_right && (ops::input_if(n, "bias") || n.attr_bool("use_alibi_mask") || has_dropout(n)))
+    return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED,
+                  "a bottom-right diagonal band is not supported with bias, use_alibi_mask or dropout");
   if (n.has("left_bound") && !p.padding && p.sq > p.skv)
     return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "left_bound without a padding mask requires s_q (" + num(p.sq) +
                                                       ") <= s_kv (" + num(p.skv) + ")");
@@ -343,6 +365,8 @@ Status check_dropout(const Node& n, Variant v, const Problem& p) {
 }
 
 Status check_extras(const Node& n, Variant v, const Problem& p) {
+  if (is_fp8(v) && ops::input_if(n, "bias"))
+    return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "input bias is not supported by FP8 attention (cuDNN has none)");
   if (const TensorPtr& bias = ops::input_if(n, "bias")) {
     std::vector<int64_t> full = {p.b, p.hq, p.sq, p.skv};
     if (!ops::broadcasts_to(bias->get_dim(), full))
@@ -413,6 +437,17 @@ Status set_amax(Node& n, std::string_view port) {
   return ops::expect_out_type(n, port, {DataType::FLOAT});
 }
 
+// RNG_dump [B,Hq,Sq,Skv] FLOAT: the generated (seed/offset) dropout mask, forward and backward.
+Status set_rng_dump(Node& n, const Problem& p) {
+  if (!ops::output_if(n, "RNG_dump")) return {};
+  if (ops::input_if(n, "seed") && n.attr_float("dropout_probability") > 0.0) {
+    OPENDNN_RETURN_IF_ERROR(ops::set_dims(n, "RNG_dump", {p.b, p.hq, p.sq, p.skv}));
+    ops::default_type(n, "RNG_dump", DataType::FLOAT);
+    return {};
+  }
+  return ops::set_absent(n, "RNG_dump", 4, "there is no seed/offset dropout to dump");
+}
+
 Status check_out_io_type(const Node& n, std::string_view port, bool fp8) {
   if (fp8)
     return ops::expect_out_type(n, port, {DataType::FP8_E4M3, DataType::FP8_E5M2, DataType::HALF, DataType::BFLOAT16});
@@ -432,14 +467,7 @@ Status infer_forward(Node& n, Variant v) {
     return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, "output Stats is marked as a graph output but generate_stats is false");
   for (const char* port : {"Max", "Sum_exp"})
     if (ops::output_if(n, port)) OPENDNN_RETURN_IF_ERROR(set_row_stat(n, port, p));
-  if (ops::output_if(n, "RNG_dump")) {
-    if (ops::input_if(n, "seed") && n.attr_float("dropout_probability") > 0.0) {
-      OPENDNN_RETURN_IF_ERROR(ops::set_dims(n, "RNG_dump", {p.b, p.hq, p.sq, p.skv}));
-      ops::default_type(n, "RNG_dump", DataType::FLOAT);
-    } else {
-      OPENDNN_RETURN_IF_ERROR(ops::set_absent(n, "RNG_dump", 4, "there is no seed/offset dropout to dump"));
-    }
-  }
+  OPENDNN_RETURN_IF_ERROR(set_rng_dump(n, p));
   if (is_fp8(v))
     for (const char* port : {"Amax_S", "Amax_O"}) OPENDNN_RETURN_IF_ERROR(set_amax(n, port));
   return {};
@@ -480,6 +508,7 @@ Status infer_backward(Node& n, Variant v) {
       OPENDNN_RETURN_IF_ERROR(ops::set_absent(n, "dSink_token", 4, "input sink_token is not set"));
     }
   }
+  OPENDNN_RETURN_IF_ERROR(set_rng_dump(n, p));
   if (fp8)
     for (const char* port : {"Amax_dQ", "Amax_dK", "Amax_dV", "Amax_dP"}) OPENDNN_RETURN_IF_ERROR(set_amax(n, port));
   return {};

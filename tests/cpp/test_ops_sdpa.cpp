@@ -166,16 +166,26 @@ TEST(SdpaReject, HeadDims) {
     f.build();
     expect_fail(f.g, code, kNode, what);
   };
-  run(320, 320, ErrorCode::GRAPH_NOT_SUPPORTED, "head dim 320 of Q exceeds 256");
   run(100, 64, ErrorCode::GRAPH_NOT_SUPPORTED, "head dim 100 of Q is not a multiple of 8");
   run(64, 68, ErrorCode::GRAPH_NOT_SUPPORTED, "head dim 68 of V is not a multiple of 8");
-  run(64, 128, ErrorCode::GRAPH_NOT_SUPPORTED, "head dim 128 of V exceeds head dim 64 of Q/K");
   {
     Fwd f;
     f.make_qkv();
     f.k->set_dim({2, 2, 256, 128});
     f.build();
     expect_fail(f.g, ErrorCode::SHAPE_DEDUCTION_FAILED, kNode, "head dim of K");
+  }
+}
+
+// cuDNN serves fp16/bf16 head dims above 256 and d_v > d_qk on Hopper (cuDNN 9.10+): validation takes them.
+TEST(SdpaInfer, LargeHeadDimsAndWiderV) {
+  for (auto [d, dv] : {std::pair<int64_t, int64_t>{320, 320}, {264, 520}, {64, 128}, {32, 96}}) {
+    Fwd f;
+    f.d = d;
+    f.dv = dv;
+    f.build();
+    ASSERT_TRUE(f.validate().is_good()) << d << "/" << dv << ": " << f.validate().to_string();
+    EXPECT_EQ(f.out[0]->get_dim(), (Dims{2, 8, 128, dv}));
   }
 }
 
@@ -275,7 +285,7 @@ TEST(SdpaReject, SeqLensAndPadding) {
     f.make_qkv();
     f.k->set_ragged_offset(input(f.g, "ro", {3, 1, 1, 1}, DataType::INT32));
     f.build();
-    expect_fail(f.g, ErrorCode::ATTRIBUTE_NOT_SET, kNode, "K has a ragged offset (THD layout)");
+    expect_fail(f.g, ErrorCode::GRAPH_NOT_SUPPORTED, kNode, "K has a ragged offset (THD layout)");
   }
   {
     Fwd f;
@@ -292,7 +302,7 @@ TEST(SdpaReject, SeqLensAndPadding) {
     f.attrs.set("generate_stats", true);
     f.build();
     f.out[1]->set_ragged_offset(input(f.g, "ro", {3, 1, 1, 1}, DataType::INT32));
-    expect_fail(f.g, ErrorCode::ATTRIBUTE_NOT_SET, kNode, "Stats has a ragged offset (THD layout)");
+    expect_fail(f.g, ErrorCode::GRAPH_NOT_SUPPORTED, kNode, "Stats has a ragged offset (THD layout)");
   }
 }
 
@@ -375,15 +385,25 @@ TEST(SdpaReject, BoundsAndAlibi) {
   };
   run([](NodeAttrs& a) { a.set("left_bound", 0); }, ErrorCode::INVALID_VALUE, "left_bound 0 must be >= 1");
   run([](NodeAttrs& a) { a.set("right_bound", -1); }, ErrorCode::INVALID_VALUE, "right_bound -1 must be >= 0");
-  run([](NodeAttrs& a) { a.set("use_alibi_mask", true); }, ErrorCode::ATTRIBUTE_NOT_SET, "use_alibi_mask requires right_bound = 0");
-  run([](NodeAttrs& a) { a.set("use_alibi_mask", true).set("right_bound", 4); }, ErrorCode::INVALID_VALUE,
+  run([](NodeAttrs& a) { a.set("use_alibi_mask", true); }, ErrorCode::GRAPH_NOT_SUPPORTED,
+      "use_alibi_mask requires right_bound = 0 (causal), not unset");
+  run([](NodeAttrs& a) { a.set("use_alibi_mask", true).set("right_bound", 4); }, ErrorCode::GRAPH_NOT_SUPPORTED,
       "use_alibi_mask requires right_bound = 0 (causal), not 4");
+  run([](NodeAttrs& a) { a.set("right_bound", 0).set("diagonal_alignment", "BOTTOM_RIGHT"); },
+      ErrorCode::GRAPH_NOT_SUPPORTED, "a bottom-right diagonal band without a padding mask requires s_q (512) <= s_kv (256)",
+      512);
+  run([](NodeAttrs& a) { a.set("use_alibi_mask", true).set("right_bound", 0).set("diagonal_alignment", "BOTTOM_RIGHT"); },
+      ErrorCode::GRAPH_NOT_SUPPORTED, "a bottom-right diagonal band is not supported with bias, use_alibi_mask or dropout");
+  run([](NodeAttrs& a) {
+        a.set("right_bound", 0).set("diagonal_alignment", "BOTTOM_RIGHT").set("dropout_probability", 0.1);
+      },
+      ErrorCode::GRAPH_NOT_SUPPORTED, "a bottom-right diagonal band is not supported with bias");
   run([](NodeAttrs& a) { a.set("left_bound", 16).set("right_bound", 0); }, ErrorCode::GRAPH_NOT_SUPPORTED,
       "left_bound without a padding mask requires s_q (512) <= s_kv (256)", 512);
   run([](NodeAttrs& a) { a.set("diagonal_alignment", "MIDDLE"); }, ErrorCode::INVALID_VALUE, "diagonal_alignment");
   // Alibi with a causal mask validates.
   Fwd ok;
-  ok.attrs.set("use_alibi_mask", true).set("right_bound", 0).set("diagonal_alignment", "BOTTOM_RIGHT");
+  ok.attrs.set("use_alibi_mask", true).set("right_bound", 0);
   ok.build();
   EXPECT_TRUE(ok.validate().is_good()) << ok.validate().to_string();
 }
@@ -462,7 +482,7 @@ TEST(SdpaReject, Paged) {
     make(f);
     f.attrs.set("max_seq_len_kv", 300).input("page_table_v", input(f.g, "ptv", {2, 1, 5, 1}, DataType::INT32));
     f.build();
-    expect_fail(f.g, ErrorCode::ATTRIBUTE_NOT_SET, kNode, "requires use_padding_mask");
+    expect_fail(f.g, ErrorCode::GRAPH_NOT_SUPPORTED, kNode, "requires use_padding_mask");
   }
   {
     Fwd f;
@@ -491,7 +511,7 @@ TEST(SdpaReject, Paged) {
     Fwd f;
     f.attrs.set("max_seq_len_kv", 256);
     f.build();
-    expect_fail(f.g, ErrorCode::INVALID_VALUE, kNode, "max_seq_len_kv is only used with paged K/V");
+    expect_fail(f.g, ErrorCode::GRAPH_NOT_SUPPORTED, kNode, "max_seq_len_kv is only used with paged K/V");
   }
 }
 
@@ -500,7 +520,7 @@ TEST(SdpaReject, Paged) {
 struct Bwd {
   Graph g;
   TensorPtr q, k, v, o, dO, stats;
-  std::array<TensorPtr, 5> out;
+  std::array<TensorPtr, 6> out;
   NodeAttrs attrs;
   DataType dt = DataType::BFLOAT16;
   Bwd() {
@@ -521,8 +541,9 @@ TEST(SdpaBwdInfer, GradientsFollowInputs) {
   b.attrs.input("bias", input(b.g, "bias", {1, 8, 128, 256}, DataType::BFLOAT16));
   b.attrs.input("sink_token", input(b.g, "sink", {1, 8, 1, 1}, DataType::FLOAT));
   b.build();
-  for (auto& t : b.out) t->set_output(true);
+  for (size_t i = 0; i < 5; ++i) b.out[i]->set_output(true);  // RNG_dump: no dropout, stays virtual
   ASSERT_TRUE(b.g.validate().is_good()) << b.g.validate().to_string();
+  EXPECT_EQ(b.out[5]->get_dim(), (Dims{0, 0, 0, 0}));
   EXPECT_EQ(b.out[0]->get_dim(), (Dims{2, 8, 128, 64}));
   EXPECT_EQ(b.out[1]->get_dim(), (Dims{2, 4, 256, 64}));
   EXPECT_EQ(b.out[1]->get_stride(), (Dims{256 * 4 * 64, 64, 4 * 64, 1}));
@@ -602,7 +623,7 @@ TEST(SdpaBwdReject, Rules) {
     Bwd b;
     b.dO->set_ragged_offset(input(b.g, "ro", {3, 1, 1, 1}, DataType::INT32));
     b.build();
-    expect_fail(b.g, ErrorCode::ATTRIBUTE_NOT_SET, kBwdNode, "dO has a ragged offset");
+    expect_fail(b.g, ErrorCode::GRAPH_NOT_SUPPORTED, kBwdNode, "dO has a ragged offset");
   }
   {
     Bwd b;
@@ -636,12 +657,12 @@ TEST(SdpaFp8Infer, ForwardAndBackward) {
   Fp8Scales s(g, 6);
   auto fo = g.sdpa_fp8(q, k, v, s.t[0], s.t[1], s.t[2], s.t[3], s.t[4], s.t[5],
                        NodeAttrs().set_name("f8").set("generate_stats", true).set("right_bound", 0));
-  for (auto& t : fo) t->set_output(true);
+  for (size_t i = 0; i < 6; ++i) fo[i]->set_output(true);  // O, Stats, Amax_S, Amax_O, Max, Sum_exp
   auto dO = input(g, "dO", {1, 4, 64, 128}, DataType::FP8_E5M2);
   Fp8Scales s2(g, 12);
   auto bo = g.sdpa_fp8_backward(q, k, v, fo[0], dO, fo[1], s2.t[0], s2.t[1], s2.t[2], s2.t[3], s2.t[4], s2.t[5],
                                 s2.t[6], s2.t[7], s2.t[8], s2.t[9], s2.t[10], s2.t[11], NodeAttrs().set_name("f8b"));
-  for (auto& t : bo) t->set_output(true);
+  for (size_t i = 0; i < 7; ++i) bo[i]->set_output(true);  // dSink_token: no sink, stays virtual
   ASSERT_TRUE(g.validate().is_good()) << g.validate().to_string();
   EXPECT_EQ(fo[0]->get_dim(), (Dims{1, 4, 64, 128}));
   EXPECT_EQ(fo[0]->get_data_type(), DataType::FP8_E4M3);
@@ -655,6 +676,61 @@ TEST(SdpaFp8Infer, ForwardAndBackward) {
     EXPECT_EQ(bo[size_t(i)]->get_data_type(), DataType::FP8_E4M3);
   }
   for (int i : {3, 4, 5, 6}) EXPECT_EQ(bo[size_t(i)]->get_dim(), (Dims{1, 1, 1, 1}));
+}
+
+// The fp8 forward takes paged K/V, a sink, the user dropout mask, generated dropout with RNG_dump and the
+// Max/Sum_exp outputs; its backward takes the sink (dSink_token) and the (mask, scale, scale_inv) dropout.
+TEST(SdpaFp8Infer, PagedSinkDropoutAndExtraOutputs) {
+  Graph g;
+  g.set_io_data_type(DataType::FP8_E4M3).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+  auto q = input(g, "q", {2, 4, 64, 128}, DataType::FP8_E4M3);
+  auto kc = input(g, "kc", {8, 4, 32, 128}, DataType::FP8_E4M3);
+  auto vc = input(g, "vc", {8, 4, 32, 128}, DataType::FP8_E4M3);
+  Fp8Scales s(g, 6);
+  NodeAttrs a;
+  a.set_name("f8").set("generate_stats", true).set("use_padding_mask", true).set("max_seq_len_kv", 128);
+  a.set("dropout_probability", 0.2).input("seed", g.tensor(Scalar::of_int64(1))).input("offset", g.tensor(Scalar::of_int64(2)));
+  a.input("seq_len_q", input(g, "slq", {2, 1, 1, 1}, DataType::INT32)).input("seq_len_kv", input(g, "slkv", {2, 1, 1, 1}, DataType::INT32));
+  a.input("page_table_k", input(g, "ptk", {2, 1, 4, 1}, DataType::INT32)).input("page_table_v", input(g, "ptv", {2, 1, 4, 1}, DataType::INT32));
+  a.input("sink_token", input(g, "sink", {1, 4, 1, 1}, DataType::FLOAT));
+  auto fo = g.sdpa_fp8(q, kc, vc, s.t[0], s.t[1], s.t[2], s.t[3], s.t[4], s.t[5], a);
+  for (auto& t : fo) t->set_output(true);
+  ASSERT_TRUE(g.validate().is_good()) << g.validate().to_string();
+  EXPECT_EQ(fo[4]->get_dim(), (Dims{2, 4, 64, 1}));    // Max
+  EXPECT_EQ(fo[6]->get_dim(), (Dims{2, 4, 64, 128}));  // RNG_dump
+
+  Graph gb;
+  auto bq = input(gb, "q", {1, 4, 64, 128}, DataType::FP8_E4M3);
+  Fp8Scales s2(gb, 12);
+  NodeAttrs b;
+  b.set_name("f8b").input("sink_token", input(gb, "sink", {1, 4, 1, 1}, DataType::FLOAT));
+  b.input("dropout_mask", input(gb, "m", {1, 4, 64, 64}, DataType::FLOAT))
+      .input("dropout_scale", gb.tensor(Scalar::of_float(1.25f)))
+      .input("dropout_scale_inv", gb.tensor(Scalar::of_float(0.8f)));
+  auto bo = gb.sdpa_fp8_backward(bq, bq, bq, bq, bq, input(gb, "st", {1, 4, 64, 1}, DataType::FLOAT), s2.t[0], s2.t[1],
+                                 s2.t[2], s2.t[3], s2.t[4], s2.t[5], s2.t[6], s2.t[7], s2.t[8], s2.t[9], s2.t[10], s2.t[11], b);
+  for (auto& t : bo) t->set_output(true);
+  ASSERT_TRUE(gb.validate().is_good()) << gb.validate().to_string();
+  EXPECT_EQ(bo[7]->get_dim(), (Dims{1, 4, 1, 1}));  // dSink_token
+}
+
+TEST(SdpaFp8Reject, BiasAndForwardOptions) {
+  Graph g;
+  auto q = input(g, "q", {1, 4, 64, 128}, DataType::FP8_E4M3);
+  Fp8Scales s(g, 6);
+  g.sdpa_fp8(q, q, q, s.t[0], s.t[1], s.t[2], s.t[3], s.t[4], s.t[5],
+             NodeAttrs().set_name("f8").input("bias", input(g, "bias", {1, 4, 64, 64}, DataType::HALF)));
+  expect_fail(g, ErrorCode::GRAPH_NOT_SUPPORTED, "sdpa_fp8 \"f8\"", "input bias is not supported by FP8 attention");
+}
+
+TEST(SdpaBwdInfer, RngDumpWithGeneratedDropout) {
+  Bwd b;
+  b.attrs.set("dropout_probability", 0.1).input("seed", b.g.tensor(Scalar::of_int64(1))).input("offset", b.g.tensor(Scalar::of_int64(2)));
+  b.build();
+  b.out[5]->set_output(true);
+  ASSERT_TRUE(b.g.validate().is_good()) << b.g.validate().to_string();
+  EXPECT_EQ(b.out[5]->get_dim(), (Dims{2, 8, 128, 256}));
+  EXPECT_EQ(b.out[5]->get_data_type(), DataType::FLOAT);
 }
 
 TEST(SdpaFp8Reject, TypesHeadDimsScales) {

@@ -23,8 +23,8 @@ namespace {
 
 struct Prob {
   int64_t B = 1, Hq = 2, Hk = 2, Hv = 2, Sq = 3, Skv = 4, D = 3, Dv = 2;
-  Vec q, k, v, dO, bias, sink;
-  Dims bias_dims;
+  Vec q, k, v, dO, bias, sink, block_mask;
+  Dims bias_dims, block_mask_dims;
   bool causal = false, bottom_right = false, alibi = false;
   std::optional<int64_t> left, right;
   std::vector<int64_t> seq_q, seq_kv;  // padding mask when non-empty
@@ -63,6 +63,7 @@ void set_common(RefCall& c, const Prob& p, const Vec& q, const Vec& k, const Vec
   }
   if (!p.bias_dims.empty()) c.in("bias", p.bias_dims, p.bias);
   if (!p.sink.empty()) c.in("sink_token", {1, p.Hq, 1, 1}, p.sink);
+  if (!p.block_mask.empty() && c.node().kind() == OpKind::SDPA) c.in("block_mask", p.block_mask_dims, p.block_mask, {}, DataType::UINT8);
   if (p.p > 0) {
     c.attr("dropout_probability", p.p);
     c.scalar("seed", Scalar::of_int64(p.seed));
@@ -237,6 +238,8 @@ TEST(RefSdpa, ForwardMatchesExplicitMatrices) {
          p.B = 2, p.seq_q = {3, 3}, p.seq_kv = {4, 1}, p.causal = true, p.bottom_right = true;
        }},
       {"bshd strides", [](Prob& p) { p.bshd = true, p.causal = true; }},
+      {"d_v > d_qk", [](Prob& p) { p.D = 2, p.Dv = 5, p.causal = true; }},
+      {"head dim 320", [](Prob& p) { p.D = 320, p.Dv = 320, p.scale = 0.05; }},
   };
   for (const C& cs : cases) {
     Prob p;
@@ -261,6 +264,17 @@ TEST(RefSdpa, BackwardFDPlain) {
   check_grads(p);
 }
 
+TEST(RefSdpa, BackwardFDWideValueAndLargeHeadDim) {
+  Prob p;
+  p.D = 2, p.Dv = 6, p.Hq = 4, p.Hk = 2, p.Hv = 1;
+  p.fill(14);
+  check_grads(p);
+  Prob big;
+  big.Hq = big.Hk = big.Hv = 1, big.Sq = 2, big.Skv = 3, big.D = 320, big.Dv = 264, big.scale = 0.05;
+  big.fill(15);
+  check_grads(big);
+}
+
 TEST(RefSdpa, BackwardFDGqaCausalBandBiasSinkAlibi) {
   Prob p;
   p.Hq = 4, p.Hk = 2, p.Hv = 1, p.Sq = 3, p.Skv = 5;
@@ -280,6 +294,53 @@ TEST(RefSdpa, BackwardFDPaddingFullyMasked) {
   p.bias = rand_vec(18, 41);
   p.fill(12);
   check_grads(p);
+}
+
+// A query row with no visible key, whatever hides it (a -inf bias, a zero kv length, a bottom-right band
+// above the diagonal, a zero block_mask tile), has O = 0 and Stats = -inf in the forward and zero gradients
+// in the backward (no NaN anywhere); the gradients elsewhere still match central differences.
+TEST(RefSdpa, FullyMaskedRowsGiveZeroGradients) {
+  const double ninf = -std::numeric_limits<double>::infinity();
+  struct C {
+    const char* name;
+    void (*setup)(Prob&);
+    int64_t b, h, row;  // one fully masked row
+  };
+  const C cases[] = {
+      {"bias -inf",
+       [](Prob& p) {
+         p.bias_dims = {1, p.Hq, p.Sq, p.Skv};
+         p.bias = rand_vec(size_t(p.Hq * p.Sq * p.Skv), 61);
+         for (int64_t j = 0; j < p.Skv; ++j) p.bias[size_t(1 * p.Skv + j)] = -std::numeric_limits<double>::infinity();
+       },
+       0, 0, 1},
+      {"seq_len_kv 0", [](Prob& p) { p.B = 2, p.seq_q = {3, 3}, p.seq_kv = {4, 0}; }, 1, 0, 0},
+      {"bottom-right band above the keys", [](Prob& p) { p.B = 2, p.seq_q = {3, 3}, p.seq_kv = {4, 1}, p.causal = true, p.bottom_right = true; }, 1, 1, 0},
+      {"causal band with a -inf bias on the diagonal",
+       [](Prob& p) {
+         p.causal = true;
+         p.bias_dims = {1, 1, p.Sq, p.Skv};
+         p.bias = rand_vec(size_t(p.Sq * p.Skv), 62);
+         p.bias[0] = -std::numeric_limits<double>::infinity();  // row 0 sees key 0 only
+       },
+       0, 1, 0},
+      {"block_mask zero tile", [](Prob& p) { p.block_mask_dims = {1, p.Hq, 1, 1}, p.block_mask = {0.0, 1.0}; }, 0, 0, 2},
+  };
+  for (const C& cs : cases) {
+    SCOPED_TRACE(cs.name);
+    Prob p;
+    cs.setup(p);
+    p.fill(60);
+    Fwd f = run_fwd(p, p.q, p.k, p.v);
+    const size_t r = size_t((cs.b * p.Hq + cs.h) * p.Sq + cs.row);
+    EXPECT_EQ(f.stats[r], ninf);
+    for (int64_t d = 0; d < p.Dv; ++d) EXPECT_EQ(f.o[r * size_t(p.Dv) + size_t(d)], 0.0);
+    Bwd g = run_bwd(p, f.stats);
+    for (const Vec* v : {&g.dq, &g.dk, &g.dv, &g.dbias})
+      for (double x : *v) ASSERT_TRUE(std::isfinite(x));
+    for (int64_t d = 0; d < p.D; ++d) EXPECT_EQ(g.dq[r * size_t(p.D) + size_t(d)], 0.0);
+    if (p.block_mask.empty()) check_grads(p);  // the backward has no block_mask: only its Stats say the row is empty
+  }
 }
 
 TEST(RefSdpa, BackwardFDDropoutPhilox) {
@@ -311,6 +372,54 @@ TEST(RefSdpa, BackwardFDDropoutPhilox) {
   u.out("Stats", {p.B, p.Hq, p.Sq, 1});
   ASSERT_TRUE(u.run().is_good());
   expect_close(u.output("O").values(), c.output("O").values(), 1e-14, "user mask == philox mask");
+}
+
+// The backward dumps the same generated mask as the forward (RNG_dump on both), and an fp8 forward with a
+// sink and Max/Sum_exp outputs equals the fp16 forward on the dequantised inputs.
+TEST(RefSdpa, BackwardRngDumpAndFp8SinkOutputs) {
+  Prob p;
+  p.p = 0.3, p.Sq = 4, p.Skv = 5;
+  p.fill(17);
+  RefCall f(OpKind::SDPA);
+  set_common(f, p, p.q, p.k, p.v);
+  f.out("O", {p.B, p.Hq, p.Sq, p.Dv});
+  f.out("Stats", {p.B, p.Hq, p.Sq, 1});
+  f.out("RNG_dump", {p.B, p.Hq, p.Sq, p.Skv});
+  ASSERT_TRUE(f.run().is_good());
+  RefCall b(OpKind::SDPA_BACKWARD);
+  set_common(b, p, p.q, p.k, p.v);
+  b.in("O", {p.B, p.Hq, p.Sq, p.Dv}, f.output("O").values());
+  b.in("dO", {p.B, p.Hq, p.Sq, p.Dv}, p.dO);
+  b.in("Stats", {p.B, p.Hq, p.Sq, 1}, f.output("Stats").values());
+  b.out("dQ", {p.B, p.Hq, p.Sq, p.D});
+  b.out("dK", {p.B, p.Hk, p.Skv, p.D});
+  b.out("dV", {p.B, p.Hv, p.Skv, p.Dv});
+  b.out("RNG_dump", {p.B, p.Hq, p.Sq, p.Skv});
+  ASSERT_TRUE(b.run().is_good());
+  expect_close(b.output("RNG_dump").values(), f.output("RNG_dump").values(), 0.0, "backward RNG_dump");
+
+  Prob q;
+  q.sink = {0.2, -0.4};
+  q.fill(18);
+  Fwd want = run_fwd(q, q.q, q.k, q.v);
+  RefCall c(OpKind::SDPA_FP8);
+  c.in("Q", {q.B, q.Hq, q.Sq, q.D}, q.q);
+  c.in("K", {q.B, q.Hk, q.Skv, q.D}, q.k);
+  c.in("V", {q.B, q.Hv, q.Skv, q.Dv}, q.v);
+  for (const char* port : {"descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o"})
+    c.scalar(port, Scalar::of_double(1.0));
+  c.in("sink_token", {1, q.Hq, 1, 1}, q.sink);
+  c.attr("attn_scale_value", q.scale);
+  c.out("O", {q.B, q.Hq, q.Sq, q.Dv});
+  c.out("Stats", {q.B, q.Hq, q.Sq, 1});
+  c.out("Amax_S", {1, 1, 1, 1});
+  c.out("Amax_O", {1, 1, 1, 1});
+  c.out("Max", {q.B, q.Hq, q.Sq, 1});
+  c.out("Sum_exp", {q.B, q.Hq, q.Sq, 1});
+  ASSERT_TRUE(c.run().is_good());
+  expect_close(c.output("O").values(), want.o, 1e-13, "fp8 O with sink");
+  expect_close(c.output("Max").values(), want.mx, 1e-13, "fp8 Max");
+  expect_close(c.output("Sum_exp").values(), want.sum_exp, 1e-13, "fp8 Sum_exp");
 }
 
 TEST(RefSdpa, RaggedAndCuSeqLenMatchPadded) {

@@ -83,7 +83,7 @@ def _bf16(*shape):
     (lambda: opendnn.ops.sdpa(_bf16(1, 3, 8, 16), _bf16(1, 2, 8, 16), _bf16(1, 2, 8, 16)), "multiple of k heads"),
     (lambda: opendnn.ops.sdpa(_bf16(1, 2, 8, 16), _bf16(1, 2, 8, 16), _bf16(1, 2, 8, 16),
                               diagonal_alignment="MIDDLE"), "diagonal_alignment"),
-    (lambda: opendnn.ops.sdpa(_bf16(1, 1, 4, 264), _bf16(1, 1, 4, 264), _bf16(1, 1, 4, 264)), "exceeds 256"),
+    (lambda: opendnn.ops.sdpa(_bf16(1, 1, 4, 260), _bf16(1, 1, 4, 260), _bf16(1, 1, 4, 260)), "not a multiple of 8"),
     (lambda: opendnn.ops.gated_delta_net(torch.randn(2, 4, 2, 8), torch.randn(2, 4, 2, 8), torch.randn(2, 4, 2, 8),
                                          torch.randn(2, 4, 2), torch.rand(2, 4, 2),
                                          cu_seqlens=torch.tensor([0, 4, 8])), "batch size must be 1"),

@@ -143,10 +143,12 @@ bool common_checks(const Node& n, std::string& why, bool fp8 = false) {
   const auto& q = n.in("Q")->get_dim();
   const auto& k = n.in("K")->get_dim();
   const auto& v = n.in("V")->get_dim();
+  // fp16/bf16 head dims above 256 and d_v != d_qk are cuDNN's to take or decline (9.10+ serves d > 256 on
+  // Hopper); a graph its heuristics find no engine for declines there with cuDNN's reason.
   int64_t mult = fp8 ? 16 : 8;
-  if (q[3] % mult || v[3] % mult || q[3] > 256 || v[3] > 256) {
-    why = "head dims must be multiples of " + std::to_string(mult) + " and at most 256 (Q d=" + std::to_string(q[3]) +
-          ", V d=" + std::to_string(v[3]) + ")";
+  if (q[3] % mult || v[3] % mult || (fp8 && (q[3] > 256 || v[3] > 256))) {
+    why = "head dims must be multiples of " + std::to_string(mult) + (fp8 ? " and at most 256" : "") +
+          " (Q d=" + std::to_string(q[3]) + ", V d=" + std::to_string(v[3]) + ")";
     return false;
   }
   if (k[1] == 0 || q[1] % k[1] || v[1] == 0 || q[1] % v[1]) {
@@ -480,7 +482,7 @@ bool lower_sdpa_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string& why
 bool lower_sdpa_backward_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string& why) {
   if (!common_checks(n, why)) return false;
   if (c.rank != 4) { why = "every tensor of an SDPA graph must have rank <= 4"; return false; }
-  for (const char* p : {"dBias", "dSink_token"})
+  for (const char* p : {"dBias", "dSink_token", "RNG_dump"})
     if (n.out(p) && !n.out(p)->get_is_virtual()) { why = std::string("output ") + p + " is not lowered yet"; return false; }
   c.out.flops += 2.5 * attn_flops(n);
   note_attention(c, n, true);
@@ -597,6 +599,8 @@ bool lower_sdpa_fp8_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string&
   if (!composite_ok(n, why)) return false;
   if (c.rank != 4) { why = "every tensor of an SDPA graph must have rank <= 4"; return false; }
   if (n.has("left_bound")) { why = "not supported: sliding window on FP8 attention is not lowered"; return false; }
+  for (const char* p : {"Max", "Sum_exp", "RNG_dump"})
+    if (n.out(p) && !n.out(p)->get_is_virtual()) { why = std::string("output ") + p + " of FP8 attention is not lowered"; return false; }
   bool stats = n.attr_bool("generate_stats");
   const TensorPtr& St = n.out("Stats");
   if (stats && St->get_is_virtual()) { why = "generate_stats is set but Stats is virtual"; return false; }

@@ -26,7 +26,9 @@
 //     Philox mapping (src/common/philox.h, stream (seed, subsequence 0)): element (b,h,i,j) draws word
 //     offset + ((b*Hq + h)*Sq + i)*Skv + j; it is kept iff philox_uniform(word) >= p. RNG_dump
 //     receives keep (1 or 0) for every element of its shape.
-//   Rows with no visible key and no sink: O = 0, Stats = Max = -inf (ln of an empty sum), Sum_exp = 0.
+//   Rows with no visible key and no sink (masked by the masks, or every logit -inf, e.g. a -inf bias):
+//     O = 0, Stats = Max = -inf (ln of an empty sum), Sum_exp = 0; the backward reads Stats = -inf as
+//     such a row and gives it zero gradients (dQ row 0, no dK/dV/dBias contribution).
 //     With a sink and no visible key: O = 0, Stats = sink. Padded query rows (i >= sq_b): O = 0 and
 //     Stats = Max = Sum_exp = 0 in padded (BHSD) layouts; in packed layouts (ragged offsets or cu
 //     lengths) rows beyond the sequence belong to the next one and are not written.
@@ -195,7 +197,7 @@ Status make_cfg(const Node& n, const Args& a, Cfg& c, bool fp8, bool backward) {
   OPENDNN_RETURN_IF_ERROR(ragged_of(n, a, false, "K", c.k.ragged));
   OPENDNN_RETURN_IF_ERROR(ragged_of(n, a, false, "V", c.v.ragged));
   c.q.cu = c.cu_q, c.k.cu = c.cu_kv, c.v.cu = c.cu_kv;
-  if (!backward && !fp8) {
+  if (!backward) {
     const View* ptk = in_view(n, a, "page_table_k");
     const View* ptv = in_view(n, a, "page_table_v");
     if (ptk || ptv) {
@@ -252,6 +254,14 @@ double stats_get(const View* s, const View* ragged, int64_t b, int64_t h, int64_
   return s->get(base + h * s->strides[1] + i * s->strides[2]);
 }
 
+// RNG_dump receives the generated keep mask (1 or 0) of (b, h).
+void write_rng_dump(const Cfg& c, const View* dump, int64_t b, int64_t h) {
+  if (!dump || !c.philox || b >= dump->dims[0] || h >= dump->dims[1]) return;
+  for (int64_t i = 0; i < dump->dims[2] && i < c.Sq; ++i)
+    for (int64_t j = 0; j < dump->dims[3] && j < c.Skv; ++j)
+      dump->set(dump->offset_of(std::array<int64_t, 4>{b, h, i, j}.data()), c.keep(b, h, i, j) ? 1.0 : 0.0);
+}
+
 // ---------------------------------------------------------------------------------------------
 Status sdpa_forward(const Node& n, const Args& a, bool fp8) {
   Cfg c;
@@ -264,9 +274,9 @@ Status sdpa_forward(const Node& n, const Args& a, bool fp8) {
   const View* stats = out_view(n, a, "Stats");
   const View* stats_rag = nullptr;
   OPENDNN_RETURN_IF_ERROR(ragged_of(n, a, true, "Stats", stats_rag));
-  const View* mx = fp8 ? nullptr : out_view(n, a, "Max");
-  const View* se = fp8 ? nullptr : out_view(n, a, "Sum_exp");
-  const View* dump = fp8 ? nullptr : out_view(n, a, "RNG_dump");
+  const View* mx = out_view(n, a, "Max");
+  const View* se = out_view(n, a, "Sum_exp");
+  const View* dump = out_view(n, a, "RNG_dump");
   double amax_s = 0, amax_o = 0;
 
   const bool par = ku::parallel_worth(ku::work_of({c.B, c.Hq, c.Sq, c.Skv, c.D + c.Dv}));
@@ -318,12 +328,7 @@ Status sdpa_forward(const Node& n, const Args& a, bool fp8) {
         stats_set(mx, stats_rag, b, h, i, m);
         stats_set(se, stats_rag, b, h, i, sum);
       }
-      if (dump && c.philox) {
-        for (int64_t i = 0; i < dump->dims[2] && i < c.Sq; ++i)
-          for (int64_t j = 0; j < dump->dims[3] && j < c.Skv; ++j)
-            if (b < dump->dims[0] && h < dump->dims[1])
-              dump->set(dump->offset_of(std::array<int64_t, 4>{b, h, i, j}.data()), c.keep(b, h, i, j) ? 1.0 : 0.0);
-      }
+      write_rng_dump(c, dump, b, h);
     }
   if (fp8) {
     if (const View* as = out_view(n, a, "Amax_S")) as->set(0, amax_s);
@@ -383,7 +388,8 @@ Status sdpa_backward(const Node& n, const Args& a, bool fp8) {
     dv.mul = fam::scalar_in(n, a, "scale_dV", 1.0);
   }
   const View* dbias = fp8 ? nullptr : out_view(n, a, "dBias");
-  const View* dsink = fp8 ? nullptr : out_view(n, a, "dSink_token");
+  const View* dsink = out_view(n, a, "dSink_token");
+  const View* dump = out_view(n, a, "RNG_dump");
   BwdSizes sz = bwd_sizes(n);
   if (sz.B != c.B || sz.Skv != c.Skv || sz.Sq != c.Sq) return n.fail(ErrorCode::INVALID_VALUE, "reference: dims changed since plan build");
   if (dbias && !sz.dbias) return n.fail(ErrorCode::INVALID_VALUE, "reference: dBias bound without a dBias tensor");
@@ -414,9 +420,12 @@ Status sdpa_backward(const Node& n, const Args& a, bool fp8) {
           continue;
         }
         const double lse = stats_get(stats, stats_rag, b, h, i);
+        // A row whose every key is masked (by a -inf bias or score, or by the masks) has Stats = -inf and
+        // no probability mass: it contributes nothing (exp(-inf - -inf) would be NaN).
+        const bool empty_row = lse == -kInf;
         double Di = 0;
         for (int64_t j = 0; j < c.Skv; ++j) {
-          vis[size_t(j)] = c.visible(b, h, i, j, sq, skv);
+          vis[size_t(j)] = !empty_row && c.visible(b, h, i, j, sq, skv);
           P[size_t(j)] = dP[size_t(j)] = 0;
           if (!vis[size_t(j)]) continue;
           P[size_t(j)] = std::exp(c.logit(b, h, i, j, sq, skv) - lse);
@@ -448,6 +457,7 @@ Status sdpa_backward(const Node& n, const Args& a, bool fp8) {
           }
       }
       sinkc[b * c.Hq + h] = sink_acc;
+      write_rng_dump(c, dump, b, h);
     }
 
   // dK and dV: sum each KV head's group of query heads in ascending order.

@@ -1,0 +1,213 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The SDPA family's Python API: cuDNN Frontend's keywords, defaults and errors, and the reference engine's
+results for the cases cuDNN serves on Hopper (large head dims, d_v > d_qk, fully masked rows)."""
+
+import numpy as np
+import pytest
+
+import opendnn
+from conftest import build
+
+HALF = opendnn.data_type.HALF
+F = opendnn.data_type.FLOAT
+
+
+def half_graph():
+    return opendnn.pygraph(io_data_type=HALF, intermediate_data_type=F, compute_data_type=F)
+
+
+def sdpa_ref(q, k, v, scale, bias=None, causal=False):
+    """fp64 attention; rows without a finite logit give O = 0 and Stats = -inf."""
+    q, k, v = (x.astype(np.float64) for x in (q, k, v))
+    s = np.einsum("bhqd,bhkd->bhqk", q, k) * scale
+    if bias is not None:
+        s = s + bias.astype(np.float64)
+    if causal:
+        sq, skv = s.shape[-2:]
+        s = np.where(np.triu(np.ones((sq, skv), bool), 1), -np.inf, s)
+    m = s.max(-1, keepdims=True)
+    safe = np.where(np.isfinite(m), m, 0.0)
+    e = np.exp(s - safe)
+    z = e.sum(-1, keepdims=True)
+    p = np.divide(e, z, out=np.zeros_like(e), where=z > 0)
+    with np.errstate(divide="ignore"):
+        stats = np.where(z > 0, safe + np.log(np.where(z > 0, z, 1.0)), -np.inf)
+    return np.einsum("bhqk,bhkd->bhqd", p, v), stats
+
+
+def run_forward(q, k, v, scale, bias=None, **kw):
+    g = half_graph()
+    Q, K, V = g.tensor_like(q), g.tensor_like(k), g.tensor_like(v)
+    B = g.tensor_like(bias) if bias is not None else None
+    o, st = g.sdpa(q=Q, k=K, v=V, attn_scale=scale, bias=B, generate_stats=True, **kw)
+    o.set_output(True)
+    st.set_output(True).set_data_type(F)
+    ws = build(g)
+    out = np.zeros(q.shape[:3] + (v.shape[3],), np.float16)
+    stats = np.zeros(q.shape[:3] + (1,), np.float32)
+    pack = {Q: q, K: k, V: v, o: out, st: stats}
+    if B is not None:
+        pack[B] = bias
+    g.execute(pack, ws)
+    return out, stats
+
+
+def test_generate_stats_or_is_inference_exactly_one():
+    g = half_graph()
+    q = g.tensor(dim=[1, 2, 8, 16], data_type=HALF)
+    with pytest.raises(RuntimeError, match="Exactly one of"):
+        g.sdpa(q=q, k=q, v=q)
+    with pytest.raises(RuntimeError, match="Exactly one of"):
+        g.sdpa(q=q, k=q, v=q, generate_stats=True, is_inference=False)
+    with pytest.raises(RuntimeError, match="Exactly one of"):
+        g.sdpa_fp8(q, q, q, q, q, q, q, q, q)
+    assert g.sdpa(q=q, k=q, v=q, is_inference=True)[1] is None
+
+
+@pytest.mark.parametrize("unfuse", [False, True])
+def test_unfuse_fma_is_an_attribute_with_the_same_result(unfuse, rng):
+    q = rng.standard_normal((1, 2, 8, 16)).astype(np.float16)
+    g = half_graph()
+    Q = g.tensor_like(q)
+    g.sdpa(q=Q, k=Q, v=Q, generate_stats=False, unfuse_fma=unfuse)
+    assert g.nodes_info()[-1]["attrs"]["unfuse_fma"] is unfuse
+    out, _ = run_forward(q, q, q, 0.25, unfuse_fma=unfuse)
+    want, _ = sdpa_ref(q, q, q, 0.25)
+    np.testing.assert_allclose(out, want, atol=2e-3, rtol=2e-3)
+
+
+def test_causal_and_bounds_conflicts_raise_like_cudnn_frontend():
+    g = half_graph()
+    q = g.tensor(dim=[1, 2, 8, 16], data_type=HALF)
+    with pytest.raises(RuntimeError, match="cannot both be true"):
+        g.sdpa(q=q, k=q, v=q, generate_stats=False, use_causal_mask=True, use_causal_mask_bottom_right=True)
+    with pytest.raises(RuntimeError, match="cannot be set at the same time"):
+        g.sdpa(q=q, k=q, v=q, generate_stats=False, use_causal_mask=True, diagonal_band_right_bound=2)
+    with pytest.raises(RuntimeError, match="sliding window and left_bound"):
+        g.sdpa(q=q, k=q, v=q, generate_stats=False, sliding_window_length=2, diagonal_band_left_bound=3)
+    g.sdpa(q=q, k=q, v=q, generate_stats=False, sliding_window_length=3)
+    a = g.nodes_info()[-1]["attrs"]
+    assert a["left_bound"] == 3 and a.get("right_bound") is None
+
+
+@pytest.mark.parametrize("d_qk, d_v", [(320, 320), (32, 96), (264, 520)])
+def test_large_head_dims_and_wider_v_run_on_the_reference(d_qk, d_v, rng):
+    q = (0.3 * rng.standard_normal((1, 2, 6, d_qk))).astype(np.float16)
+    k = (0.3 * rng.standard_normal((1, 2, 7, d_qk))).astype(np.float16)
+    v = rng.standard_normal((1, 2, 7, d_v)).astype(np.float16)
+    out, stats = run_forward(q, k, v, 0.1, use_causal_mask=True)
+    want, want_stats = sdpa_ref(q, k, v, 0.1, causal=True)
+    np.testing.assert_allclose(out, want, atol=3e-3, rtol=3e-3)
+    np.testing.assert_allclose(stats, want_stats, atol=1e-4, rtol=1e-4)
+
+
+def test_fully_masked_row_forward_and_backward(rng):
+    b, h, s, d = 1, 2, 4, 16
+    q, k, v, do = (rng.standard_normal((b, h, s, d)).astype(np.float16) for _ in range(4))
+    bias = rng.standard_normal((1, h, s, s)).astype(np.float16)
+    bias[0, 1, 2, :] = -np.inf  # head 1, query row 2 sees nothing
+    out, stats = run_forward(q, k, v, 0.25, bias=bias)
+    want, want_stats = sdpa_ref(q, k, v, 0.25, bias=bias)
+    np.testing.assert_allclose(out, want, atol=2e-3, rtol=2e-3)
+    assert stats[0, 1, 2, 0] == -np.inf and np.all(out[0, 1, 2] == 0)
+
+    g = half_graph()
+    Q, K, V, O, dO = (g.tensor_like(x) for x in (q, k, v, out, do))
+    St, Bi = g.tensor_like(stats), g.tensor_like(bias)
+    dq, dk, dv = g.sdpa_backward(q=Q, k=K, v=V, o=O, dO=dO, stats=St, attn_scale=0.25, bias=Bi)
+    for t in (dq, dk, dv):
+        t.set_output(True)
+    ws = build(g)
+    gq, gk, gv = (np.zeros((b, h, s, d), np.float16) for _ in range(3))
+    g.execute({Q: q, K: k, V: v, O: out, dO: do, St: stats, Bi: bias, dq: gq, dk: gk, dv: gv}, ws)
+    for x in (gq, gk, gv):
+        assert np.all(np.isfinite(x))
+    assert np.all(gq[0, 1, 2] == 0)
+
+
+def test_backward_rng_dump_matches_the_forward_mask(rng):
+    q = rng.standard_normal((1, 2, 8, 16)).astype(np.float16)
+    masks = []
+    for backward in (False, True):
+        g = half_graph()
+        Q = g.tensor_like(q)
+        seed = g.tensor(dim=[1, 1, 1, 1], data_type=opendnn.data_type.INT64)
+        offset = g.tensor(dim=[1, 1, 1, 1], data_type=opendnn.data_type.INT64)
+        dump = g.tensor(dim=[1, 2, 8, 8], data_type=F)
+        if backward:
+            St = g.tensor(dim=[1, 2, 8, 1], data_type=F)
+            outs = g.sdpa_backward(q=Q, k=Q, v=Q, o=Q, dO=Q, stats=St, dropout=(0.3, seed, offset), rng_dump=dump)
+        else:
+            outs = g.sdpa(q=Q, k=Q, v=Q, generate_stats=False, dropout=(0.3, seed, offset), rng_dump=dump)
+        for t in outs:
+            if t is not None:
+                t.set_output(True)
+        ws = build(g)
+        pack = {Q: q, seed: np.array([[[[7]]]], np.int64), offset: np.array([[[[3]]]], np.int64)}
+        if backward:
+            pack[St] = np.zeros((1, 2, 8, 1), np.float32)
+        for t in outs:
+            if t is not None:
+                pack[t] = np.zeros(t.get_dim(), np.float16)
+        pack[dump] = np.zeros((1, 2, 8, 8), np.float32)
+        g.execute(pack, ws)
+        masks.append(pack[dump])
+    assert 0 < masks[0].sum() < masks[0].size
+    np.testing.assert_array_equal(masks[0], masks[1])
+
+
+def _fp8_graph():
+    g = opendnn.pygraph(io_data_type=opendnn.data_type.FP8_E4M3, intermediate_data_type=F, compute_data_type=F)
+    q = g.tensor(dim=[2, 2, 64, 64], data_type=opendnn.data_type.FP8_E4M3)
+    sc = [g.tensor(dim=[1, 1, 1, 1], data_type=F) for _ in range(12)]
+    return g, q, sc
+
+
+def test_sdpa_fp8_keywords():
+    g, q, sc = _fp8_graph()
+    kc = g.tensor(dim=[8, 2, 32, 64], data_type=opendnn.data_type.FP8_E4M3)
+    table = g.tensor(dim=[2, 1, 4, 1], data_type=opendnn.data_type.INT32)
+    sl = g.tensor(dim=[2, 1, 1, 1], data_type=opendnn.data_type.INT32)
+    sink = g.tensor(dim=[1, 2, 1, 1], data_type=F)
+    smax = g.tensor(dim=[2, 2, 64, 1], data_type=F)
+    ssum = g.tensor(dim=[2, 2, 64, 1], data_type=F)
+    o, stats, amax_s, amax_o = g.sdpa_fp8(
+        q, kc, kc, *sc[:6], generate_stats=True, use_padding_mask=True, seq_len_q=sl, seq_len_kv=sl,
+        paged_attention_k_table=table, paged_attention_v_table=table, paged_attention_max_seq_len_kv=128,
+        left_bound=16, right_bound=0, sink_token=sink, score_max=smax, score_sum_exp=ssum, unfuse_fma=True)
+    node = g.nodes_info()[-1]
+    assert node["inputs"]["page_table_k"] is table and node["inputs"]["sink_token"] is sink
+    assert node["attrs"]["max_seq_len_kv"] == 128 and node["attrs"]["left_bound"] == 16
+    assert node["outputs"]["Max"] is smax and node["outputs"]["Sum_exp"] is ssum
+    for t in (o, stats, amax_s, amax_o, smax, ssum):
+        t.set_output(True)
+    g.validate()
+
+    g, q, sc = _fp8_graph()
+    mask = g.tensor(dim=[2, 2, 64, 64], data_type=F)
+    g.sdpa_fp8(q, q, q, *sc[:6], is_inference=True, sliding_window=8, dropout=(mask, sc[6]))
+    node = g.nodes_info()[-1]
+    assert node["inputs"]["dropout_mask"] is mask and node["attrs"]["left_bound"] == 8
+    g.validate()
+
+    g, q, sc = _fp8_graph()
+    bias = g.tensor(dim=[1, 2, 64, 64], data_type=HALF)
+    g.sdpa_fp8(q, q, q, *sc[:6], generate_stats=False, bias=bias)
+    with pytest.raises(opendnn.cudnnGraphNotSupportedError, match="bias"):
+        g.validate()
+
+
+def test_sdpa_fp8_backward_sink_and_mask_dropout():
+    g, q, sc = _fp8_graph()
+    st = g.tensor(dim=[2, 2, 64, 1], data_type=F)
+    sink = g.tensor(dim=[1, 2, 1, 1], data_type=F)
+    dsink = g.tensor(dim=[1, 2, 1, 1], data_type=F)
+    mask = g.tensor(dim=[2, 2, 64, 64], data_type=F)
+    outs = g.sdpa_fp8_backward(q, q, q, q, q, st, *sc, sink_token=sink, dSink_token=dsink,
+                               dropout=(mask, sc[0], sc[1]))
+    assert len(outs) == 7
+    node = g.nodes_info()[-1]
+    assert node["inputs"]["dropout_scale_inv"] is sc[1] and node["outputs"]["dSink_token"] is dsink
+    for t in outs + [dsink]:
+        t.set_output(True)
+    g.validate()
