@@ -171,23 +171,25 @@ class pygraph(_C._Graph):
         return self._pointwise("RELU_FWD", [input], {"relu_lower_clip_slope": negative_slope}, name,
                                compute_data_type)
 
-    def conv_fprop(self, image, weight, padding=None, pre_padding=None, post_padding=None, stride=None,
-                   dilation=None, convolution_mode=None, compute_data_type=None, name=""):
+    # cuDNN Frontend has two overloads: (x, w, padding, stride, dilation, ...) and one taking
+    # pre_padding/post_padding; positionally the first, the paddings by keyword.
+    def conv_fprop(self, image, weight, padding=None, stride=None, dilation=None, convolution_mode=None,
+                   compute_data_type=None, name="", *, pre_padding=None, post_padding=None):
         return self._conv("conv_fprop", image, weight, padding, pre_padding, post_padding, stride, dilation,
                           convolution_mode, compute_data_type, name)
 
-    def conv_dgrad(self, loss, filter, padding=None, pre_padding=None, post_padding=None, stride=None,
-                   dilation=None, convolution_mode=None, compute_data_type=None, name=""):
+    def conv_dgrad(self, loss, filter, padding=None, stride=None, dilation=None, convolution_mode=None,
+                   compute_data_type=None, name="", *, pre_padding=None, post_padding=None):
         return self._conv("conv_dgrad", loss, filter, padding, pre_padding, post_padding, stride, dilation,
                           convolution_mode, compute_data_type, name)
 
-    def conv_wgrad(self, image, loss, padding=None, pre_padding=None, post_padding=None, stride=None,
-                   dilation=None, convolution_mode=None, compute_data_type=None, name=""):
+    def conv_wgrad(self, image, loss, padding=None, stride=None, dilation=None, convolution_mode=None,
+                   compute_data_type=None, name="", *, pre_padding=None, post_padding=None):
         return self._conv("conv_wgrad", image, loss, padding, pre_padding, post_padding, stride, dilation,
                           convolution_mode, compute_data_type, name)
 
     def _conv(self, method, a, b, padding, pre, post, stride, dilation, mode, compute_data_type, name):
-        if padding is not None:
+        if padding is not None and len(padding) > 0:
             if pre is not None or post is not None:
                 raise ValueError(f"{method}: give padding or pre_padding/post_padding, not both")
             pre = post = padding
@@ -212,7 +214,7 @@ class pygraph(_C._Graph):
             kw["dims"] = list(dims)
         return self._op("reduction", input, name=name, compute_data_type=compute_data_type, **kw)
 
-    def reshape(self, input, reshape_mode=None, compute_data_type=None, name="", dims=None):
+    def reshape(self, input, name="", reshape_mode=None, *, compute_data_type=None, dims=None):
         kw = {}
         if reshape_mode is not None:
             kw["reshape_mode"] = reshape_mode
@@ -224,8 +226,8 @@ class pygraph(_C._Graph):
         return self._op("transpose", input, name=name, compute_data_type=compute_data_type,
                         permutation=list(permutation))
 
-    def slice(self, input, slices, compute_data_type=None, name=""):
-        """slices: one python ``slice`` (or (start, end) pair) per axis."""
+    def slice(self, input, slices=(), compute_data_type=None, name=""):
+        """slices: one python ``slice`` (or (start, end) pair) per leading axis; the others are kept."""
         dims = list(input.get_dim())
         start, end, step = [], [], []
         for axis, s in enumerate(slices):
@@ -250,7 +252,7 @@ class pygraph(_C._Graph):
         return self._op("slice", input, name=name, compute_data_type=compute_data_type, start=start, end=end,
                         stride=step)
 
-    def concatenate(self, inputs, axis, in_place_index=None, compute_data_type=None, name=""):
+    def concatenate(self, inputs, axis, in_place_index=None, name="", *, compute_data_type=None):
         kw = {"axis": int(axis)}
         if in_place_index is not None:
             kw["in_place_index"] = int(in_place_index)
@@ -259,6 +261,69 @@ class pygraph(_C._Graph):
 
     def gen_index(self, input, axis, compute_data_type=None, name=""):
         return self._pointwise("GEN_INDEX", [input], {"axis": int(axis)}, name, compute_data_type)
+
+    def leaky_relu_backward(self, loss, input, negative_slope, compute_data_type=None, name=""):
+        """RELU_BWD with the lower clip slope: dx = dy where x > 0, negative_slope * dy elsewhere."""
+        return self._pointwise("RELU_BWD", [loss, input], {"relu_lower_clip_slope": negative_slope}, name,
+                               compute_data_type)
+
+    def genstats(self, input, compute_data_type=None, name=""):
+        """Per-channel sum and sum of squares; returns [sum, sq_sum]."""
+        return self._op("genstats", input, name=name, compute_data_type=compute_data_type)
+
+    def block_scale_quantize(self, input, block_size, axis=None, transpose=False, compute_data_type=None,
+                             name=""):
+        """Returns [Y, scale]."""
+        kw = {"block_size": int(block_size), "transpose": bool(transpose)}
+        if axis is not None:
+            kw["axis"] = int(axis)
+        return self._op("block_scale_quantize", input, name=name, compute_data_type=compute_data_type, **kw)
+
+    def block_scale_dequantize(self, input, descale, block_size, is_negative_scale=False, compute_data_type=None,
+                               name="", *, axis=None):
+        """block_size: one int per trailing dim of input, all 1 but the blocked one ([1, 32] blocks the
+        last dim, [32, 1] the one before); a plain int blocks ``axis`` (default the last)."""
+        kw = {"is_negative_scale": bool(is_negative_scale)}
+        if isinstance(block_size, numbers.Integral):
+            kw["block_size"] = int(block_size)
+        else:
+            sizes = [int(b) for b in block_size]
+            blocked = [i for i, b in enumerate(sizes) if b != 1]
+            if not sizes or len(blocked) > 1 or any(b < 1 for b in sizes):
+                raise ValueError(f"block_scale_dequantize: block_size {sizes} must hold one size per trailing dim "
+                                 "of input, all 1 but at most one (blocks along one axis)")
+            i = blocked[0] if blocked else len(sizes) - 1
+            kw["block_size"] = sizes[i]
+            if axis is None:
+                axis = i - len(sizes)
+        if axis is not None:
+            kw["axis"] = int(axis)
+        return self._op("block_scale_dequantize", input, descale, name=name, compute_data_type=compute_data_type,
+                        **kw)
+
+    def moe_grouped_matmul(self, token, weight, first_token_offset, token_index=None, token_ks=None, mode=None,
+                           compute_data_type=data_type.FLOAT, top_k=0, name=""):
+        """Grouped matmul of routed token rows with per-expert weights (top_k 0 means unset)."""
+        kw = {}
+        if mode is not None:
+            kw["mode"] = mode
+        if top_k:
+            kw["top_k"] = int(top_k)
+        opt = {k: v for k, v in (("token_index", token_index), ("token_ks", token_ks)) if v is not None}
+        return self._op("moe_grouped_matmul", token, weight, first_token_offset, name=name,
+                        compute_data_type=compute_data_type, **opt, **kw)
+
+    def moe_grouped_matmul_bwd(self, doutput, token, first_token_offset, compute_data_type=data_type.FLOAT, name="",
+                               *, weight=None, token_index=None, token_ks=None, mode=None, top_k=0):
+        """The weight gradient of moe_grouped_matmul: returns dweight [E, K, N]. Given ``weight`` too,
+        returns [dtoken, dweight]."""
+        kw = {k: v for k, v in (("weight", weight), ("token_index", token_index), ("token_ks", token_ks),
+                                ("mode", mode)) if v is not None}
+        if top_k:
+            kw["top_k"] = int(top_k)
+        outs = self._op("moe_grouped_matmul_bwd", doutput, token, first_token_offset=first_token_offset, name=name,
+                        compute_data_type=compute_data_type, **kw)
+        return outs if weight is not None else outs[1]
 
     # ---- norms ------------------------------------------------------------------------------
 
@@ -282,7 +347,8 @@ class pygraph(_C._Graph):
                                                                    epsilon=epsilon, compute_data_type=compute_data_type,
                                                                    name=name), 2)
 
-    def adalayernorm(self, norm_forward_phase, input, scale, bias, epsilon, compute_data_type=None, name=""):
+    def adalayernorm(self, norm_forward_phase, input, scale, bias=None, epsilon=None, compute_data_type=None,
+                     name=""):
         return self._norm("adalayernorm", norm_forward_phase, dict(input=input, scale=scale, bias=bias,
                                                                    epsilon=epsilon, compute_data_type=compute_data_type,
                                                                    name=name), 2)
@@ -290,6 +356,34 @@ class pygraph(_C._Graph):
     def rmsnorm(self, norm_forward_phase, input, scale, bias=None, epsilon=None, compute_data_type=None, name=""):
         return self._norm("rmsnorm", norm_forward_phase, dict(input=input, scale=scale, bias=bias, epsilon=epsilon,
                                                               compute_data_type=compute_data_type, name=name), 1)
+
+    def batchnorm_inference(self, input, mean, inv_variance, scale, bias, compute_data_type=None, name=""):
+        return self._op("batchnorm_inference", input, mean, inv_variance, scale, bias, name=name,
+                        compute_data_type=compute_data_type)
+
+    def _norm_backward(self, method, grad, input, scale, mean, inv_variance, compute_data_type, name, epsilon):
+        kw = {k: v for k, v in (("mean", mean), ("inv_variance", inv_variance)) if v is not None}
+        if epsilon is not None:
+            kw["epsilon"] = self.tensor_scalar(float(epsilon), _C.data_type.FLOAT) if _is_number(epsilon) else epsilon
+        return self._op(method, grad, input, scale, name=name, compute_data_type=compute_data_type, **kw)
+
+    def layernorm_backward(self, grad, input, scale, mean, inv_variance, compute_data_type=None, name="", *,
+                           epsilon=None):
+        """Returns [dx, dscale, dbias]."""
+        return self._norm_backward("layernorm_backward", grad, input, scale, mean, inv_variance, compute_data_type,
+                                   name, epsilon)
+
+    def adalayernorm_backward(self, grad, input, scale, mean, inv_variance, compute_data_type=None, name="", *,
+                              epsilon=None):
+        """Returns [dx, dscale, dbias]."""
+        return self._norm_backward("adalayernorm_backward", grad, input, scale, mean, inv_variance,
+                                   compute_data_type, name, epsilon)
+
+    def instancenorm_backward(self, grad, input, scale, mean=None, inv_variance=None, compute_data_type=None, name="",
+                              *, epsilon=None):
+        """Returns [dx, dscale, dbias]."""
+        return self._norm_backward("instancenorm_backward", grad, input, scale, mean, inv_variance,
+                                   compute_data_type, name, epsilon)
 
     def rmsnorm_backward(self, grad, input, scale, inv_variance, has_dbias=False, compute_data_type=None, name=""):
         outs = self._op("rmsnorm_backward", grad, input, scale, inv_variance, has_dbias=bool(has_dbias),
@@ -602,6 +696,14 @@ _PW_ATTRS = {
     "SWISH": {"beta": "swish_beta", "swish_beta": "swish_beta"},
     "GEN_INDEX": {"axis": "axis"},
 }
+# cuDNN Frontend's positional parameters after the tensors, per mode family (the rest of a family's
+# attributes are keyword-only); swish_backward takes compute_data_type before swish_beta.
+_PW_POSITIONAL = {
+    "RELU": ("negative_slope", "lower_clip", "upper_clip", "compute_data_type", "name"),
+    "SWISH_FWD": ("swish_beta", "compute_data_type", "name"),
+    "SWISH_BWD": ("compute_data_type", "swish_beta", "name"),
+}
+_PW_DEFAULT_POSITIONAL = ("compute_data_type", "name")
 
 
 def _make_pointwise(mode, method, arity):
@@ -615,15 +717,17 @@ def _make_pointwise(mode, method, arity):
         slots = _UNARY
     family = mode[:-4] if mode.endswith(("_FWD", "_BWD")) else mode
     attr_map = _PW_ATTRS.get(family, {})
-    params = [s[0] for s in slots] + list(dict.fromkeys(attr_map))
+    tail = _PW_POSITIONAL.get(mode, _PW_POSITIONAL.get(family, _PW_DEFAULT_POSITIONAL))
+    params = [s[0] for s in slots] + list(tail)
+    keyword_only = [k for k in attr_map if k not in params]
 
-    def op(self, *args, name="", compute_data_type=None, **kwargs):
+    def op(self, *args, **kwargs):
         if len(args) > len(params):
-            raise TypeError(f"{method}() takes at most {len(params)} arguments ({len(args)} given)")
+            raise TypeError(f"{method}() takes at most {len(params)} positional arguments ({len(args)} given)")
         values = dict(zip(params, args))
         for k, v in kwargs.items():
             canon = next((s[0] for s in slots if k in s), k)
-            if canon not in params:
+            if canon not in params and canon not in keyword_only:
                 raise TypeError(f"{method}() got an unexpected keyword argument '{k}'")
             if canon in values:
                 raise TypeError(f"{method}() got multiple values for argument '{canon}'")
@@ -634,11 +738,12 @@ def _make_pointwise(mode, method, arity):
                 raise TypeError(f"{method}() missing required argument '{s[0]}'")
             inputs.append(values[s[0]])
         attrs = {attr_map[p]: values[p] for p in attr_map if p in values and values[p] is not None}
-        return self._pointwise(mode, inputs, attrs, name, compute_data_type)
+        return self._pointwise(mode, inputs, attrs, values.get("name", ""), values.get("compute_data_type"))
 
     op.__name__ = method
     op.__qualname__ = f"pygraph.{method}"
-    op.__doc__ = f"Pointwise {mode}({', '.join(params)})."
+    extra = f", *, {', '.join(keyword_only)}" if keyword_only else ""
+    op.__doc__ = f"Pointwise {mode}({', '.join(params)}{extra})."
     return op
 
 

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Enumerations with cuDNN Frontend's class and member names.
+"""Enumerations with cuDNN Frontend's class names, member names and integer values.
 
 data_type, heur_mode, build_plan_policy and tensor_reordering come from the extension; the others
-name the members of string-valued op attributes and pass to the graph by their name.
+name the members of string-valued op attributes and pass to the graph by their name. Every enum is
+an ``enum.IntEnum``: ``int(member)`` is cuDNN Frontend's value for it.
 """
 
 import enum
@@ -10,80 +11,81 @@ import enum
 from ._C import build_plan_policy, data_type, heur_mode, tensor_reordering  # noqa: F401
 
 
-class norm_forward_phase(enum.Enum):
-    TRAINING = "TRAINING"
-    INFERENCE = "INFERENCE"
-    NOT_SET = "NOT_SET"
+class norm_forward_phase(enum.IntEnum):
+    NOT_SET = 0
+    INFERENCE = 1
+    TRAINING = 2
 
 
-class reduction_mode(enum.Enum):
-    ADD = "ADD"
-    MUL = "MUL"
-    MIN = "MIN"
-    MAX = "MAX"
-    AMAX = "AMAX"
-    AVG = "AVG"
-    NORM1 = "NORM1"
-    NORM2 = "NORM2"
-    MUL_NO_ZEROS = "MUL_NO_ZEROS"
+class reduction_mode(enum.IntEnum):
+    NOT_SET = 0
+    ADD = 1
+    MUL = 2
+    MIN = 3
+    MAX = 4
+    AMAX = 5
+    AVG = 6
+    NORM1 = 7
+    NORM2 = 8
+    MUL_NO_ZEROS = 9
 
 
-class reshape_mode(enum.Enum):
-    VIEW_ONLY = "VIEW_ONLY"
-    LOGICAL = "LOGICAL"
+class reshape_mode(enum.IntEnum):
+    VIEW_ONLY = 0
+    LOGICAL = 1
 
 
-class diagonal_alignment(enum.Enum):
-    TOP_LEFT = "TOP_LEFT"
-    BOTTOM_RIGHT = "BOTTOM_RIGHT"
+class diagonal_alignment(enum.IntEnum):
+    TOP_LEFT = 0
+    BOTTOM_RIGHT = 1
 
 
-class attention_implementation(enum.Enum):
-    AUTO = "AUTO"
-    COMPOSITE = "COMPOSITE"
-    UNIFIED = "UNIFIED"
+class attention_implementation(enum.IntEnum):
+    AUTO = 0
+    COMPOSITE = 1
+    UNIFIED = 2
 
 
-class convolution_mode(enum.Enum):
-    CONVOLUTION = "CONVOLUTION"
-    CROSS_CORRELATION = "CROSS_CORRELATION"
+class convolution_mode(enum.IntEnum):
+    CONVOLUTION = 1
+    CROSS_CORRELATION = 2
 
 
-class rng_distribution(enum.Enum):
-    BERNOULLI = "BERNOULLI"
-    UNIFORM = "UNIFORM"
-    NORMAL = "NORMAL"
+class rng_distribution(enum.IntEnum):
+    BERNOULLI = 1
+    UNIFORM = 2
+    NORMAL = 3
 
 
-class resample_mode(enum.Enum):
-    MAXPOOL = "MAXPOOL"
-    AVGPOOL_INCLUDE_PADDING = "AVGPOOL_INCLUDE_PADDING"
-    AVGPOOL_EXCLUDE_PADDING = "AVGPOOL_EXCLUDE_PADDING"
-    BILINEAR = "BILINEAR"
-    NEAREST = "NEAREST"
+class resample_mode(enum.IntEnum):
+    MAXPOOL = 1
+    AVGPOOL_INCLUDE_PADDING = 2
+    AVGPOOL_EXCLUDE_PADDING = 3
+    BILINEAR = 4
+    NEAREST = 5
 
 
-class padding_mode(enum.Enum):
-    ZERO_PAD = "ZERO_PAD"
-    NEG_INF_PAD = "NEG_INF_PAD"
-    EDGE_VAL_PAD = "EDGE_VAL_PAD"
+class padding_mode(enum.IntEnum):
+    ZERO_PAD = 1
+    NEG_INF_PAD = 2
+    EDGE_VAL_PAD = 3
 
 
-class moe_grouped_matmul_mode(enum.Enum):
-    NONE = "NONE"
-    GATHER = "GATHER"
-    SCATTER = "SCATTER"
+class moe_grouped_matmul_mode(enum.IntEnum):
+    NONE = 0
+    GATHER = 1
+    SCATTER = 2
 
 
-class scalar_type(enum.Enum):
-    COMPILE_TIME_CONST = "COMPILE_TIME_CONST"
-    RUNTIME_PARAM = "RUNTIME_PARAM"
+class scalar_type(enum.IntEnum):
+    COMPILE_TIME_CONST = 0
+    RUNTIME_PARAM = 1
 
 
 def _pointwise_enum():
     from ._C import pointwise_modes
 
-    return enum.Enum("pointwise_mode", {name: name for name, _method, _arity in pointwise_modes()})
+    return enum.IntEnum("pointwise_mode", [(name, i + 1) for i, (name, _m, _a) in enumerate(pointwise_modes())])
 
 
 pointwise_mode = _pointwise_enum()

@@ -239,7 +239,7 @@ void shutdown_engines() {
 }
 
 void bind_engines(nb::module_& m) {
-  nb::enum_<DeviceKind>(m, "device_kind").value("CPU", DeviceKind::CPU).value("CUDA", DeviceKind::CUDA);
+  nb::enum_<DeviceKind>(m, "device_kind", nb::is_arithmetic()).value("CPU", DeviceKind::CPU).value("CUDA", DeviceKind::CUDA);
   nb::class_<Target>(m, "Target")
       .def(nb::init<>())
       .def("__init__",

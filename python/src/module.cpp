@@ -191,25 +191,25 @@ NB_MODULE(_C, m) {
 
   nb::exception<NotSupportedError>(m, "cudnnGraphNotSupportedError", PyExc_RuntimeError);
 
-  nb::enum_<DataType>(m, "data_type")
+  nb::enum_<DataType>(m, "data_type", nb::is_arithmetic())
 #define OPENDNN_X(e, s, b) .value(s, DataType::e)
       OPENDNN_DATA_TYPES(OPENDNN_X)
 #undef OPENDNN_X
       ;
-  nb::enum_<HeurMode>(m, "heur_mode")
+  nb::enum_<HeurMode>(m, "heur_mode", nb::is_arithmetic())
       .value("A", HeurMode::A)
       .value("B", HeurMode::B)
       .value("FALLBACK", HeurMode::FALLBACK)
       .value("OPENSOURCE", HeurMode::OPENSOURCE);
-  nb::enum_<BuildPlanPolicy>(m, "build_plan_policy")
+  nb::enum_<BuildPlanPolicy>(m, "build_plan_policy", nb::is_arithmetic())
       .value("HEURISTICS_CHOICE", BuildPlanPolicy::HEURISTICS_CHOICE)
       .value("ALL", BuildPlanPolicy::ALL);
-  nb::enum_<TensorReordering>(m, "tensor_reordering")
+  nb::enum_<TensorReordering>(m, "tensor_reordering", nb::is_arithmetic())
       .value("NONE", TensorReordering::NONE)
       .value("INT8x32", TensorReordering::INT8x32)
       .value("F16x16", TensorReordering::F16x16)
       .value("F8_128x4", TensorReordering::F8_128x4);
-  nb::enum_<ErrorCode>(m, "error_code")
+  nb::enum_<ErrorCode>(m, "error_code", nb::is_arithmetic())
 #define OPENDNN_X(e) .value(#e, ErrorCode::e)
       OPENDNN_ERROR_CODES(OPENDNN_X)
 #undef OPENDNN_X

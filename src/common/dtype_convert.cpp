@@ -191,6 +191,8 @@ double load_element(DataType t, const void* base, int64_t i) {
     case DataType::INT32: return double(load_raw<int32_t>(base, i));
     case DataType::INT64: return double(load_raw<int64_t>(base, i));
     case DataType::BOOLEAN: return load_raw<uint8_t>(base, i) != 0 ? 1.0 : 0.0;
+    case DataType::INT8x4: case DataType::UINT8x4: case DataType::INT8x32: case DataType::FAST_FLOAT_FOR_FP8:
+    case DataType::INT4:
     case DataType::NOT_SET: break;
   }
   return std::numeric_limits<double>::quiet_NaN();
@@ -221,6 +223,8 @@ void store_element(DataType t, void* base, int64_t i, double v) {
     case DataType::INT32: store_raw<int32_t>(base, i, to_int<int32_t>(v)); return;
     case DataType::INT64: store_raw<int64_t>(base, i, to_int<int64_t>(v)); return;
     case DataType::BOOLEAN: store_raw<uint8_t>(base, i, uint8_t(v != 0.0 ? 1 : 0)); return;
+    case DataType::INT8x4: case DataType::UINT8x4: case DataType::INT8x32: case DataType::FAST_FLOAT_FOR_FP8:
+    case DataType::INT4:
     case DataType::NOT_SET: return;
   }
 }
@@ -240,6 +244,8 @@ double round_to(DataType t, double v) {
     case DataType::INT32: return double(to_int<int32_t>(v));
     case DataType::INT64: return double(to_int<int64_t>(v));
     case DataType::BOOLEAN: return v != 0.0 ? 1.0 : 0.0;
+    case DataType::INT8x4: case DataType::UINT8x4: case DataType::INT8x32: case DataType::FAST_FLOAT_FOR_FP8:
+    case DataType::INT4:
     case DataType::NOT_SET: break;
   }
   return v;

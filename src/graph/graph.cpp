@@ -217,6 +217,11 @@ Status check_tensor_shape(const TensorAttr& t, const char* role) {
                                           " overflows int64 when sized"};
   if (t.get_data_type() == DataType::NOT_SET)
     return {ErrorCode::ATTRIBUTE_NOT_SET, "tensor " + tensor_label(t) + " has no data type"};
+  if (!is_storable(t.get_data_type()))
+    return {ErrorCode::GRAPH_NOT_SUPPORTED, "not supported: tensor " + tensor_label(t) + " has data type " +
+                                                std::string(to_string(t.get_data_type())) +
+                                                ", which no opendnn engine stores (vectorised int8, INT4 and "
+                                                "FAST_FLOAT_FOR_FP8 have no kernels)"};
   return {};
 }
 

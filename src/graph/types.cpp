@@ -48,6 +48,16 @@ bool is_fp8(DataType t) {
   return t == DataType::FP8_E4M3 || t == DataType::FP8_E5M2 || t == DataType::FP8_E8M0;
 }
 
+bool is_storable(DataType t) {
+  switch (t) {
+    case DataType::INT8x4: case DataType::UINT8x4: case DataType::INT8x32: case DataType::FAST_FLOAT_FOR_FP8:
+    case DataType::INT4:
+      return false;
+    default:
+      return true;
+  }
+}
+
 bool is_floating(DataType t) {
   switch (t) {
     case DataType::FLOAT: case DataType::DOUBLE: case DataType::HALF: case DataType::BFLOAT16:

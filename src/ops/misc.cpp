@@ -37,6 +37,9 @@
 //     token_index / token_ks are INT32/INT64 of any shape with R values ([R] or [1, R, 1]); giving them
 //     in a mode that does not use them is an error. top_k >= 1.
 //   moe_grouped_matmul_bwd: doutput like the forward's output; dtoken like token, dweight like weight.
+//     weight is optional: without it only dweight is produced ([E, K, N] with E from first_token_offset,
+//     K from token and N from doutput, each expert's K x N matrix column-major: strides [K*N, 1, K]);
+//     dtoken is then absent (marking it as a graph output is an error).
 //
 //   rope / rope_backward: X (or DY) [..., S, D] (rank >= 2; the usual layout is [B, H, S, D]); cos and
 //     sin have X's rank, dims [..., S, rotary_dim / 2] where every leading dim is 1 or X's (typically
@@ -95,7 +98,7 @@ const AttrSpec kMoeAttrs[] = {
     {"mode", AttrType::ENUM, "NONE", "NONE|GATHER|SCATTER"},
     {"top_k", AttrType::INT, 1},
 };
-const PortSpec kMoeBwdIn[] = {{"doutput"}, {"token"}, {"weight"}, {"first_token_offset"}, {"token_index", false}, {"token_ks", false}};
+const PortSpec kMoeBwdIn[] = {{"doutput"}, {"token"}, {"weight", false}, {"first_token_offset"}, {"token_index", false}, {"token_ks", false}};
 const PortSpec kMoeBwdOut[] = {{"dtoken"}, {"dweight"}};
 
 const PortSpec kRopeIn[] = {{"X", true, "input"}, {"cos"}, {"sin"}};
@@ -245,12 +248,28 @@ Status infer_dequantize(Node& n, const GraphContext&) {
 // ---- moe grouped matmul
 
 // Checks token/weight/offsets/indices; gives the routed row count R and the output dims.
+// [E, K, N]: weight's dims, or (the backward without weight) the experts of first_token_offset, token's
+// hidden size and doutput's last dim.
+Status moe_ekn(const Node& n, const Dims& tok, Dims& w) {
+  if (n.in("weight")) {
+    w = ops::in_dims(n, "weight");
+    if (w.size() != 3) return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, "weight " + ops::dims_str(w) + " must be [E, K, N]");
+    return {};
+  }
+  const Dims& dout = ops::in_dims(n, "doutput");
+  if (dout.size() != tok.size())
+    return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, "doutput " + ops::dims_str(dout) + " must have token's rank (" +
+                                                         ops::dims_str(tok) + ")");
+  w = {n.in("first_token_offset")->volume(), tok.back(), dout.back()};
+  return {};
+}
+
 Status moe_common(const Node& n, int64_t& routed, Dims& out) {
   const Dims& tok = ops::in_dims(n, "token");
-  const Dims& w = ops::in_dims(n, "weight");
   if (tok.size() != 2 && !(tok.size() == 3 && tok[0] == 1))
     return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, "token " + ops::dims_str(tok) + " must be [T, K] or [1, T, K]");
-  if (w.size() != 3) return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, "weight " + ops::dims_str(w) + " must be [E, K, N]");
+  Dims w;
+  OPENDNN_RETURN_IF_ERROR(moe_ekn(n, tok, w));
   int64_t t = tok[tok.size() - 2], k = tok.back();
   if (w[1] != k)
     return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, "token " + ops::dims_str(tok) + " has hidden size " + s(k) + " but weight " +
@@ -309,8 +328,17 @@ Status infer_moe_bwd(Node& n, const GraphContext&) {
   Dims out;
   OPENDNN_RETURN_IF_ERROR(moe_common(n, routed, out));
   OPENDNN_RETURN_IF_ERROR(ops::require_dims(n, "doutput", out, "(like the forward's output)"));
-  OPENDNN_RETURN_IF_ERROR(ops::set_dims(n, "dtoken", ops::in_dims(n, "token")));
-  return ops::set_dims(n, "dweight", ops::in_dims(n, "weight"));
+  if (n.in("weight")) {
+    OPENDNN_RETURN_IF_ERROR(ops::set_dims(n, "dtoken", ops::in_dims(n, "token")));
+    return ops::set_dims(n, "dweight", ops::in_dims(n, "weight"));
+  }
+  const Dims& tok = ops::in_dims(n, "token");
+  OPENDNN_RETURN_IF_ERROR(ops::set_absent(n, "dtoken", tok.size(), "there is no weight input to compute it from"));
+  const Dims dw = {n.in("first_token_offset")->volume(), tok.back(), out.back()};
+  OPENDNN_RETURN_IF_ERROR(ops::set_dims(n, "dweight", dw));
+  const TensorPtr& t = n.out("dweight");
+  if (t->get_stride().empty()) t->set_stride({dw[1] * dw[2], 1, dw[1]});
+  return {};
 }
 
 // ---- rope

@@ -30,7 +30,7 @@
 //   instancenorm: X [N, C, spatial...] (rank >= 3), normalised per (n, c) over the spatial dims;
 //     scale/bias per channel; mean/inv_variance [N, C, 1, ...].
 //   adalayernorm: X [B, ..., H] (rank >= 2), normalised over the last dim H only; scale and bias are
-//     per batch element: [B, 1, ..., 1, H]; mean/inv_variance are X's dims with the last set to 1
+//     per batch element: [B, 1, ..., 1, H] (bias is optional: none adds nothing); mean/inv_variance are X's dims with the last set to 1
 //     ([B, S, 1] for X [B, S, H]).
 //   forward_phase INFERENCE: mean/inv_variance are not produced. They still get the dims above (every
 //     output needs dims) but kernels skip them; marking them as graph outputs is an error.
@@ -68,6 +68,7 @@ const PortSpec kDbnWIn[] = {{"DY", true, "grad"}, {"X", true, "input"}, {"mean"}
 const PortSpec kDbnWOut[] = {{"dscale"}, {"dbias"}, {"eq_scale_dy"}, {"eq_scale_x"}, {"eq_bias"}};
 
 const PortSpec kLnIn[] = {{"X", true, "input"}, {"scale"}, {"bias"}, {"epsilon"}};
+const PortSpec kAdaLnIn[] = {{"X", true, "input"}, {"scale"}, {"bias", false}, {"epsilon"}};
 const PortSpec kLnOut[] = {{"Y"}, {"mean"}, {"inv_variance"}};
 const PortSpec kNormBwdIn[] = {{"DY", true, "grad"}, {"X", true, "input"}, {"scale"}, {"mean"}, {"inv_variance"}, {"epsilon", false}};
 
@@ -293,7 +294,7 @@ const OpDef def_RMSNORM = {kRmsIn, kRmsOut, kPhase, infer_rmsnorm};
 const OpDef def_RMSNORM_BACKWARD = {kRmsBwdIn, kBwdOut, kRmsBwdAttrs, infer_rmsnorm_bwd};
 const OpDef def_INSTANCENORM = {kLnIn, kLnOut, kPhase, infer_instancenorm};
 const OpDef def_INSTANCENORM_BACKWARD = {kNormBwdIn, kBwdOut, {}, infer_instancenorm_bwd};
-const OpDef def_ADALAYERNORM = {kLnIn, kLnOut, kPhase, infer_adalayernorm};
+const OpDef def_ADALAYERNORM = {kAdaLnIn, kLnOut, kPhase, infer_adalayernorm};
 const OpDef def_ADALAYERNORM_BACKWARD = {kNormBwdIn, kBwdOut, {}, infer_adalayernorm_bwd};
 
 }  // namespace opendnn

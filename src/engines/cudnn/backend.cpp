@@ -88,6 +88,8 @@ cudnnDataType_t to_cudnn(DataType t, bool* ok) {
     case DataType::INT32: return CUDNN_DATA_INT32;
     case DataType::INT64: return CUDNN_DATA_INT64;
     case DataType::BOOLEAN: return CUDNN_DATA_BOOLEAN;
+    case DataType::INT8x4: case DataType::UINT8x4: case DataType::INT8x32: case DataType::FAST_FLOAT_FOR_FP8:
+    case DataType::INT4:
     case DataType::NOT_SET: break;
   }
   *ok = false;

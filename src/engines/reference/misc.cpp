@@ -299,13 +299,14 @@ int64_t read_int(const View& v, int64_t i) {
 }
 
 // Reads the routing; `rows_view` is the routed-row tensor (output or doutput) [R, N] / [1, R, N].
-Status moe_setup(const Node& n, const Args& args, const View& token, const View& weight, const View& rows_view, Moe& m) {
+// `ekn` is [E, K, N] (weight's dims, or dweight's when the backward has no weight).
+Status moe_setup(const Node& n, const Args& args, const View& token, const Dims& ekn, const View& rows_view, Moe& m) {
   const std::string& mode = n.attr_str("mode");
   m.mode = mode == "GATHER" ? 1 : mode == "SCATTER" ? 2 : 0;
   m.top_k = n.attr_int("top_k");
-  m.E = weight.dims[0];
-  m.K = weight.dims[1];
-  m.N = weight.dims[2];
+  m.E = ekn[0];
+  m.K = ekn[1];
+  m.N = ekn[2];
   m.R = rows_view.dims[rows_view.rank() - 2];
   const View* fo = ku::in(n, args, "first_token_offset");
   if (!fo) return n.fail(ErrorCode::INVALID_VARIANT_PACK, "first_token_offset needs data");
@@ -350,7 +351,8 @@ void zero(const View& v) {
 
 // Scratch: the GEMM's (largest of the three shapes), then for the backward's dtoken R*K + T*K doubles.
 int64_t gemm_part_moe(const Node& n, int64_t& R, int64_t& T, int64_t& K) {
-  const auto& w = n.in("weight")->get_dim();
+  const TensorPtr& wt = n.in("weight") ? n.in("weight") : n.out("dweight");
+  const auto& w = wt->get_dim();
   const auto& td = n.in("token")->get_dim();
   const TensorPtr& rows = n.kind() == OpKind::MOE_GROUPED_MATMUL ? n.out("output") : n.in("doutput");
   const auto& rd = rows->get_dim();
@@ -377,7 +379,7 @@ Status run_moe(const Node& n, const Args& args) {
   if (!out) return {};
   if (!token || !weight) return n.fail(ErrorCode::INVALID_VARIANT_PACK, "token and weight need data");
   Moe m;
-  OPENDNN_RETURN_IF_ERROR(moe_setup(n, args, *token, *weight, *out, m));
+  OPENDNN_RETURN_IF_ERROR(moe_setup(n, args, *token, weight->dims, *out, m));
   zero(*out);
   Dims kcols(size_t(m.K)), ncols(size_t(m.N)), wrows(size_t(m.K)), arows(size_t(m.R)), crows(size_t(m.R));
   for (int64_t k = 0; k < m.K; ++k) {
@@ -413,17 +415,18 @@ Status run_moe_bwd(const Node& n, const Args& args) {
   const View* weight = ku::in(n, args, "weight");
   const View* dtoken = ku::out(n, args, "dtoken");
   const View* dweight = ku::out(n, args, "dweight");
-  if (!dout || !token || !weight) return n.fail(ErrorCode::INVALID_VARIANT_PACK, "doutput, token and weight need data");
+  if (!dout || !token) return n.fail(ErrorCode::INVALID_VARIANT_PACK, "doutput and token need data");
+  if (n.in("weight") && !weight) return n.fail(ErrorCode::INVALID_VARIANT_PACK, "weight needs data");
   Moe m;
-  OPENDNN_RETURN_IF_ERROR(moe_setup(n, args, *token, *weight, *dout, m));
+  OPENDNN_RETURN_IF_ERROR(moe_setup(n, args, *token, weight ? weight->dims : n.out("dweight")->get_dim(), *dout, m));
   Dims krange(size_t(m.K)), nrange_dout(size_t(m.N)), w_k(size_t(m.K)), w_n(size_t(m.N));
   for (int64_t k = 0; k < m.K; ++k) {
     krange[size_t(k)] = k * cs(*token);
-    w_k[size_t(k)] = k * weight->strides[1];
+    w_k[size_t(k)] = weight ? k * weight->strides[1] : 0;
   }
   for (int64_t j = 0; j < m.N; ++j) {
     nrange_dout[size_t(j)] = j * cs(*dout);
-    w_n[size_t(j)] = j * weight->strides[2];
+    w_n[size_t(j)] = weight ? j * weight->strides[2] : 0;
   }
   Dims dout_rows(size_t(m.R)), tok_rows(size_t(m.R));
   for (int64_t r = 0; r < m.R; ++r) {
@@ -449,7 +452,7 @@ Status run_moe_bwd(const Node& n, const Args& args) {
       gemm::run(p, args.scratch);
     }
   }
-  if (dtoken) {
+  if (dtoken && weight) {
     zero(*dtoken);
     const int64_t T = dtoken->dims[dtoken->rank() - 2];
     Dims dt_k(size_t(m.K));
