@@ -220,6 +220,18 @@ Status check_tensor_shape(const TensorAttr& t, const char* role) {
   return {};
 }
 
+// A pass-by-value scalar of one element (a Python number, tensor_scalar) broadcasts to any rank: in a
+// pointwise node it takes dims of all ones at the rank of the node's widest input.
+void widen_scalars(Node& n) {
+  if (n.spec().kind != OpKind::POINTWISE) return;
+  size_t rank = 0;
+  for (const auto& t : n.inputs())
+    if (t) rank = std::max(rank, t->get_dim().size());
+  for (const auto& t : n.inputs())
+    if (t && t->get_is_pass_by_value() && t->volume() == 1 && t->get_dim().size() < rank)
+      t->set_dim(std::vector<int64_t>(rank, 1)).set_stride(std::vector<int64_t>(rank, 1));
+}
+
 }  // namespace
 
 Status Graph::validate() {
@@ -292,6 +304,7 @@ Status Graph::validate() {
   for (const auto& n : nodes_) {
     const OpDef& def = *n->spec().def;
     if (!def.infer) return n->fail(ErrorCode::GRAPH_NOT_SUPPORTED, "not supported: this op has no inference rules yet");
+    widen_scalars(*n);
     OPENDNN_RETURN_IF_ERROR(def.infer(*n, ctx_));
     for (const auto& t : n->outputs()) {
       if (t->get_data_type() == DataType::NOT_SET)
