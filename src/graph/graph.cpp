@@ -220,6 +220,26 @@ Status check_tensor_shape(const TensorAttr& t, const char* role) {
   return {};
 }
 
+// Why a written tensor's strides would make two of its elements share memory ("" when they do not):
+// a stride of 0 or below on a dim over 1, or a dim reaching into the next larger stride.
+std::string overlap_reason(const TensorAttr& t) {
+  const auto& d = t.get_dim();
+  const auto& s = t.get_stride();
+  std::vector<std::pair<int64_t, int64_t>> e;  // (stride, dim) of the dims over 1
+  for (size_t i = 0; i < d.size() && i < s.size(); ++i) {
+    if (d[i] <= 1) continue;
+    if (s[i] <= 0) return "has stride " + std::to_string(s[i]) + " on dim " + std::to_string(i) + " (size " + std::to_string(d[i]) + "): its elements would share memory";
+    e.push_back({s[i], d[i]});
+  }
+  std::sort(e.begin(), e.end());
+  for (size_t i = 0; i + 1 < e.size(); ++i) {
+    int64_t reach = 0;
+    if (__builtin_mul_overflow(e[i].first, e[i].second, &reach) || e[i + 1].first < reach)
+      return "has overlapping strides " + dims_str(s) + " for dims " + dims_str(d) + ": its elements would share memory";
+  }
+  return {};
+}
+
 // A pass-by-value scalar of one element (a Python number, tensor_scalar) broadcasts to any rank: in a
 // pointwise node it takes dims of all ones at the rank of the node's widest input.
 void widen_scalars(Node& n) {
@@ -316,6 +336,8 @@ Status Graph::validate() {
       }
       Status s = check_tensor_shape(*t, "output");
       if (s.is_bad()) return n->fail(s.code(), s.message());
+      if (std::string why = overlap_reason(*t); !why.empty())
+        return n->fail(ErrorCode::INVALID_VALUE, "output " + tensor_label(*t) + " " + why);
     }
   }
   OPENDNN_RETURN_IF_ERROR(assign_uids());

@@ -441,3 +441,13 @@ def test_a_later_set_stream_is_seen_by_execute_without_handle():
     assert opendnn.get_stream(g._get_handle()) == 0
     opendnn.set_stream(h, 77)
     assert opendnn._C._graph_stream(g) == 77
+
+
+@pytest.mark.parametrize("strides", [[0, 1], [1, 1], [4, 1]])
+def test_zero_or_overlapping_output_strides_are_refused_at_validate(strides):
+    g = float_graph()
+    x = g.tensor(name="x", dim=[4, 8], data_type=F)
+    y = g.relu(x)
+    y.set_output(True).set_stride(strides)
+    with pytest.raises(RuntimeError, match="share memory"):
+        g.validate()
