@@ -16,6 +16,7 @@ from . import _C
 from ._C import build_plan_policy, data_type, heur_mode, tensor_reordering
 from ._dtypes import to_data_type
 from .enums import diagonal_alignment, norm_forward_phase
+from .enums import scalar_type as _scalar_type
 
 _Tensor = _C.tensor
 _SPECS = {s["method"]: s for s in _C.op_specs()}
@@ -83,34 +84,78 @@ class pygraph(_C._Graph):
                is_pass_by_value: bool = False, ragged_offset=None, reordering_type=tensor_reordering.NONE,
                name: str = "", uid=None):
         """A graph tensor. Strides default to packed row-major; data_type accepts opendnn, numpy and
-        torch dtypes."""
-        dim = [int(d) for d in (dim or [])]
-        stride = [int(s) for s in stride] if stride is not None else _row_major(dim)
+        torch dtypes. dim and stride must hold ints; uid None or -1 means "assign one"."""
+        dim = _int_list(dim or [], "dim")
+        stride = _int_list(stride, "stride") if stride is not None else _row_major(dim)
+        if uid is not None:
+            uid = _int_list([uid], "uid")[0]
+            uid = None if uid == -1 else uid
         return self._tensor(dim, stride, to_data_type(data_type), bool(is_virtual), bool(is_pass_by_value),
-                            ragged_offset, reordering_type, name or "", None if uid is None else int(uid))
+                            ragged_offset, reordering_type, name or "", uid)
 
-    def tensor_scalar(self, value, data_type=None, name: str = ""):
-        """A pass-by-value constant held by the graph (epsilon, a scale...)."""
-        if data_type is None:
-            dt = _C.data_type.FLOAT if isinstance(value, float) else _C.data_type.INT64
+    def tensor_scalar(self, value, scalar_type=None, name: str = "", data_type=None):
+        """A pass-by-value constant held by the graph (epsilon, a scale...).
+
+        scalar_type is cuDNN Frontend's ``scalar_type`` (COMPILE_TIME_CONST or RUNTIME_PARAM: the graph
+        holds the value either way). The data type follows the value as in cuDNN Frontend (a float is
+        FLOAT; an int is INT32, or INT64 beyond int32's range; a bool is BOOLEAN) unless data_type is
+        given (a data type passed in scalar_type's place is taken as data_type). The value must be
+        representable in it: NaN and infinities are allowed for floating types."""
+        if scalar_type is not None and not isinstance(scalar_type, _scalar_type):
+            if data_type is not None:
+                raise TypeError("tensor_scalar: scalar_type must be an opendnn.scalar_type")
+            data_type, scalar_type = scalar_type, None
+        if isinstance(value, bool):
+            dt, ival, fval = _C.data_type.BOOLEAN, int(value), float(value)
+        elif isinstance(value, numbers.Integral):
+            ival = int(value)
+            dt = _C.data_type.INT32 if -2**31 <= ival < 2**31 else _C.data_type.INT64
+            fval = float(ival)
+        elif isinstance(value, numbers.Real):
+            dt, fval, ival = _C.data_type.FLOAT, float(value), 0
         else:
-            dt = to_data_type(data_type)
-        if isinstance(value, bool) or not _is_number(value):
             raise TypeError(f"tensor_scalar needs a number, got {type(value).__name__}")
-        t = self._tensor_scalar(float(value), int(value), dt)
+        if data_type is not None:
+            dt = to_data_type(data_type)
+        fval, ival = _scalar_in_range(value, fval, ival, dt)
+        t = self._tensor_scalar(fval, ival, dt)
         if name:
             t.set_name(name)
         return t
 
-    def tensor_like(self, tensor, name: str = ""):
+    def tensor_like(self, input=None, name: str = "", **kw):
         """A graph tensor with the dims, strides and data type of a graph tensor, numpy array, torch
-        tensor or any DLPack / array-interface object."""
-        if isinstance(tensor, _Tensor):
-            return self._tensor_like(tensor, name or "")
-        dims, strides, dt = _describe_array(tensor)
-        return self.tensor(dim=dims, stride=strides, data_type=dt, name=name)
+        tensor or any DLPack / array-interface object (``tensor=`` is accepted for ``input``).
+
+        A one-element array in host memory (numpy, a CPU torch tensor, a kDLCPU DLPack object) gives a
+        pass-by-value tensor, as in cuDNN Frontend: execute() reads its value from the host array bound
+        to it, or from the value it had here when the pack binds none. Larger host arrays give ordinary
+        tensors (the CPU engine reads host memory)."""
+        if "tensor" in kw:
+            if input is not None:
+                raise TypeError("tensor_like() got both input and tensor")
+            input = kw.pop("tensor")
+        if kw:
+            raise TypeError(f"tensor_like() got an unexpected keyword argument '{next(iter(kw))}'")
+        if isinstance(input, _Tensor):
+            return self._tensor_like(input, name or "")
+        dims, strides, dt, host = _describe_array(input)
+        volume = 1
+        for d in dims:
+            volume *= d
+        by_value = host and volume == 1
+        t = self.tensor(dim=dims, stride=strides, data_type=dt, name=name, is_pass_by_value=by_value)
+        if by_value:
+            v = _host_value(input)
+            if isinstance(v, (bool, int)) or hasattr(v, "__index__"):
+                self._set_host_default(t, float(int(v)), int(v))
+            else:
+                self._set_host_default(t, float(v), 0)
+        return t
 
     def _as_tensor(self, v, what):
+        """A graph tensor for an op argument; a Python number becomes a scalar constant (its dims widen
+        to the rank of the op's other inputs at validation)."""
         if v is None or isinstance(v, _Tensor):
             return v
         if _is_number(v):
@@ -638,23 +683,74 @@ class pygraph(_C._Graph):
         print(repr(self))
 
 
+def _int_list(values, what):
+    """values as a list of ints; floats (2.7) and bools are a TypeError, not truncated."""
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not hasattr(v, "__index__"):
+            raise TypeError(f"{what} must hold ints, got {type(v).__name__} {v!r}")
+        out.append(v.__index__())
+    return out
+
+
+# Largest finite magnitude of each floating type (values beyond it are an error; NaN/inf are not).
+_FLOAT_MAX = {"FLOAT": 3.4028234663852886e38, "HALF": 65504.0, "BFLOAT16": 3.3895313892515355e38,
+              "FP8_E4M3": 448.0, "FP8_E5M2": 57344.0, "FP8_E8M0": 1.7014118346046923e38, "FP4_E2M1": 6.0}
+_INT_RANGE = {"INT8": (-2**7, 2**7 - 1), "UINT8": (0, 2**8 - 1), "INT32": (-2**31, 2**31 - 1),
+              "INT64": (-2**63, 2**63 - 1), "BOOLEAN": (0, 1)}
+
+
+def _scalar_in_range(value, fval, ival, dt):
+    """(float, int) parts of a scalar checked against data type dt's range."""
+    name = dt.name
+    if name in _INT_RANGE:
+        if isinstance(value, numbers.Integral):
+            iv = int(value)
+        else:
+            f = float(value)
+            if f != f or f in (float("inf"), float("-inf")) or f != int(f):
+                raise ValueError(f"tensor_scalar: {value!r} is not a whole number, as {name} needs")
+            iv = int(f)
+        lo, hi = _INT_RANGE[name]
+        if not lo <= iv <= hi:
+            raise ValueError(f"tensor_scalar: {value!r} is out of range for {name} [{lo}, {hi}]")
+        return float(iv), iv
+    if name == "NOT_SET":
+        raise ValueError("tensor_scalar: data_type NOT_SET")
+    f = float(value)
+    limit = _FLOAT_MAX.get(name)
+    if limit is not None and f == f and abs(f) != float("inf") and abs(f) > limit:
+        raise ValueError(f"tensor_scalar: {value!r} is out of range for {name} (largest finite value {limit:g})")
+    return f, ival
+
+
+def _host_value(a):
+    """The one element of a host array, as a Python number."""
+    item = getattr(a, "item", None)
+    if item is not None:
+        return item()
+    import numpy as np
+
+    return np.asarray(a).reshape(-1)[0].item() if hasattr(a, "__array_interface__") else \
+        np.from_dlpack(a).reshape(-1)[0].item()
+
+
 def _describe_array(a):
-    """(dims, strides in elements, data type) of an array-like without importing its library."""
+    """(dims, strides in elements, data type, in host memory) of an array-like, without importing its
+    library."""
     if hasattr(a, "data_ptr") and hasattr(a, "stride") and hasattr(a, "dtype"):  # torch.Tensor
-        return list(a.shape), list(a.stride()), to_data_type(a.dtype)
+        return list(a.shape), list(a.stride()), to_data_type(a.dtype), not getattr(a, "is_cuda", False)
     if hasattr(a, "strides") and hasattr(a, "itemsize") and hasattr(a, "dtype"):  # numpy
         item = a.itemsize
-        return list(a.shape), [s // item for s in a.strides], to_data_type(a.dtype)
+        return list(a.shape), [s // item for s in a.strides], to_data_type(a.dtype), True
     for attr in ("__cuda_array_interface__", "__array_interface__"):
         iface = getattr(a, attr, None)
         if iface is not None:
-            import numpy as np
-
-            dt = np.dtype(iface["descr"] if "descr" in iface and len(iface["descr"]) > 1 else iface["typestr"])
+            dt = _interface_dtype(iface)
             dims = list(iface["shape"])
             st = iface.get("strides")
             strides = [s // dt.itemsize for s in st] if st else _row_major(dims)
-            return dims, strides, to_data_type(dt)
+            return dims, strides, to_data_type(dt), attr == "__array_interface__"
     if hasattr(a, "__dlpack__"):
         from ._dtypes import DLPACK
 
@@ -662,8 +758,47 @@ def _describe_array(a):
         key = (info["code"], info["bits"])
         if key not in DLPACK:
             raise TypeError(f"DLPack dtype {key} has no opendnn data_type")
-        return info["shape"], info["strides"], DLPACK[key]
+        return info["shape"], info["strides"], DLPACK[key], info["device_type"] == 1
     raise TypeError(f"cannot describe a {type(a).__name__} as a tensor")
+
+
+def _interface_dtype(iface):
+    import numpy as np
+
+    descr = iface.get("descr")
+    return np.dtype(descr if descr and len(descr) > 1 else iface["typestr"])
+
+
+def _array_facts(a):
+    """What execute() checks of an object that describes its memory through __cuda_array_interface__,
+    __array_interface__ or __dlpack__: (address, dims, byte strides, data_type, writable, in host memory,
+    kind), or None when it describes none."""
+    for attr, host in (("__cuda_array_interface__", False), ("__array_interface__", True)):
+        iface = getattr(a, attr, None)
+        if iface is None:
+            continue
+        dt = _interface_dtype(iface)
+        dims = list(iface["shape"])
+        st = iface.get("strides")
+        strides = list(st) if st else [s * dt.itemsize for s in _row_major(dims)]
+        data = iface.get("data")
+        if not isinstance(data, tuple):
+            return None
+        try:
+            t = _C.data_type.NOT_SET if dt.name == "float4_e2m1fn" else to_data_type(dt)
+        except TypeError:
+            t = _C.data_type.NOT_SET
+        return data[0] or 0, dims, strides, t, not data[1], host, f"{type(a).__name__} ({attr})"
+    if hasattr(a, "__dlpack__"):
+        from ._dtypes import DLPACK
+
+        info = _C._dlpack_info(a)
+        bits = info["bits"] * info["lanes"]
+        t = DLPACK.get((info["code"], info["bits"]), _C.data_type.NOT_SET) if info["lanes"] == 1 else _C.data_type.NOT_SET
+        strides = [s * bits // 8 for s in info["strides"]]
+        host = info["device_type"] in (1, 3, 13)  # CPU, CUDA-pinned host, CUDA-managed
+        return info["data"], info["shape"], strides, t, not info["read_only"], host, f"{type(a).__name__} (DLPack)"
+    return None
 
 
 # ---- generated methods ---------------------------------------------------------------------------

@@ -108,7 +108,8 @@ def _run(entry, arrays, device):
     pack = {uid: a.data_ptr() for uid, a in zip(entry.uids, arrays)}
     ws = torch.empty(entry.workspace, dtype=torch.uint8, device=device) if entry.workspace > 0 else None
     with _on_device(device):
-        stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else None
+        # A stream object (not its int: an int handle names a handle from create_handle()).
+        stream = torch.cuda.current_stream(device) if device.type == "cuda" else None
         entry.graph.execute(pack, None if ws is None else ws.data_ptr(), handle=stream)
 
 

@@ -9,9 +9,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <unordered_map>
 
 #include "common.h"
+#include "common/dtype_convert.h"
 
 namespace opendnn::py {
 namespace {
@@ -207,123 +209,104 @@ void bind_output(Graph& g, const TensorPtr& created, const TensorPtr& user) {
 
 std::vector<HeurMode> to_modes(nb::handle modes) {
   std::vector<HeurMode> out;
-  if (nb::isinstance<HeurMode>(modes)) {
-    out.push_back(nb::cast<HeurMode>(modes));
-    return out;
+  HeurMode m;
+  if (nb::try_cast<HeurMode>(modes, m, false)) return {m};
+  auto type_name = [](nb::handle h) { return std::string(Py_TYPE(h.ptr())->tp_name); };
+  if (nb::isinstance<nb::str>(modes) || !PyObject_HasAttrString(modes.ptr(), "__iter__"))
+    throw nb::type_error(("heur_mode: expected an opendnn.heur_mode or a list of them, got " + type_name(modes)).c_str());
+  for (nb::handle h : modes) {
+    if (!nb::try_cast<HeurMode>(h, m, false))
+      throw nb::type_error(("heur_mode: expected opendnn.heur_mode members, got " +
+                            nb::cast<std::string>(nb::repr(h)) + " (" + type_name(h) + ")")
+                               .c_str());
+    out.push_back(m);
   }
-  for (nb::handle h : modes) out.push_back(nb::cast<HeurMode>(h));
   return out;
 }
 
-// ---- the variant pack --------------------------------------------------------------------------
-
-std::string tensor_label(const Graph& g, int64_t uid) {
-  TensorPtr t = g.find_tensor(uid);
-  std::string s = "uid " + std::to_string(uid);
-  if (t && !t->get_name().empty()) s = "\"" + t->get_name() + "\" (" + s + ")";
-  return s;
+void create_plans(Graph& g, nb::handle modes) {
+  auto ms = to_modes(modes);
+  Status s;
+  { nb::gil_scoped_release r; s = g.create_execution_plans(ms); }
+  check(s);
 }
 
-int64_t key_uid(nb::handle k) {
-  TensorAttr* t = nullptr;
-  if (nb::try_cast<TensorAttr*>(k, t, false) && t) {
-    if (!t->has_uid())
-      throw nb::value_error(("INVALID_VARIANT_PACK: tensor \"" + t->get_name() +
-                             "\" has no uid yet (call validate() or build first)")
-                                .c_str());
-    return t->get_uid();
-  }
-  if (PyLong_Check(k.ptr()) && !PyBool_Check(k.ptr())) return nb::cast<int64_t>(k);
-  throw nb::value_error(("INVALID_VARIANT_PACK: variant pack keys must be graph tensors or int uids, not " +
-                         std::string(Py_TYPE(k.ptr())->tp_name))
-                            .c_str());
+void build_all(Graph& g, nb::handle modes, BuildPlanPolicy p) {
+  auto ms = to_modes(modes);
+  Status s;
+  { nb::gil_scoped_release r; s = g.build(ms, p); }
+  check(s);
 }
 
-// Fills g.slots from the dict. Returns the slot array (one pointer per variant_uids() entry).
-void* const* fill_slots(PyGraph& g, nb::handle pack_obj) {
-  if (!PyDict_Check(pack_obj.ptr())) throw nb::type_error("variant_pack must be a dict");
-  const std::vector<int64_t>& uids = g.variant_uids();
-  if (g.slot_uids.size() != uids.size() || !std::equal(uids.begin(), uids.end(), g.slot_uids.begin())) {
-    g.slot_uids = uids;
-    g.slots.assign(uids.size(), nullptr);
-    g.filled.assign(uids.size(), 0);
-    g.slot_bytes.assign(uids.size(), 0);
-    for (size_t i = 0; i < uids.size(); ++i)
-      if (TensorPtr t = g.find_tensor(uids[i])) g.slot_bytes[i] = std::max<int64_t>(t->storage_bytes(), 0);
-  }
-  const size_t n = uids.size();
-  std::fill(g.filled.begin(), g.filled.end(), 0);
-  PyObject *k, *v;
-  Py_ssize_t pos = 0;
-  size_t count = 0;
-  while (PyDict_Next(pack_obj.ptr(), &pos, &k, &v)) {
-    if (k == Py_None) continue;
-    int64_t uid = key_uid(k);
-    // Slots are ascending uids: a short scan beats hashing for the usual handful of tensors.
-    size_t i;
-    if (n <= 16) {
-      i = 0;
-      while (i < n && uids[i] != uid) ++i;
-    } else {
-      i = size_t(std::lower_bound(uids.begin(), uids.end(), uid) - uids.begin());
-      if (i < n && uids[i] != uid) i = n;
-    }
-    if (i == n) {
-      if (!g.find_tensor(uid))
-        throw nb::value_error(("INVALID_VARIANT_PACK: the graph has no tensor with uid " + std::to_string(uid)).c_str());
-      continue;  // a graph tensor that needs no memory (virtual, or a compiled-in constant)
-    }
-    if (v == Py_None)
-      throw nb::value_error(("INVALID_VARIANT_PACK: the value for tensor " + tensor_label(g, uid) + " is None").c_str());
-    g.slots[i] = to_pointer(v);
-    // An array that holds fewer bytes than the tensor spans would be read or written out of bounds:
-    // refuse it. Raw int pointers carry no size and are trusted, as in C++.
-    if (!PyLong_Check(v)) {
-      PyObject* nbytes = PyObject_GetAttrString(v, "nbytes");
-      if (!nbytes) {
-        PyErr_Clear();
-      } else {
-        long long have = PyLong_Check(nbytes) ? PyLong_AsLongLong(nbytes) : -1;
-        Py_DECREF(nbytes);
-        if (have >= 0 && have < g.slot_bytes[i])
-          throw nb::value_error(("INVALID_VARIANT_PACK: tensor " + tensor_label(g, uid) + " spans " +
-                                 std::to_string(g.slot_bytes[i]) + " bytes but its array holds " +
-                                 std::to_string(have))
-                                    .c_str());
-      }
-    }
-    if (!g.filled[i]) ++count;
-    g.filled[i] = 1;
-  }
-  if (count != n) {
-    for (size_t i = 0; i < n; ++i)
-      if (!g.filled[i])
-        throw nb::value_error(("INVALID_VARIANT_PACK: the variant pack has no entry for tensor " +
-                               tensor_label(g, uids[i]))
-                                  .c_str());
-  }
-  return g.slots.data();
+// ---- execute -----------------------------------------------------------------------------------
+
+uintptr_t stream_for(const PyGraph& g, nb::handle handle) {
+  if (handle.is_none()) return g.hs ? g.hs->stream : 0;
+  if (PyLong_Check(handle.ptr())) return handle_state(handle)->stream;
+  return to_stream(handle);
 }
 
-std::unordered_map<int64_t, void*> to_uid_map(const Graph& g, nb::handle pack_obj) {
-  if (!PyDict_Check(pack_obj.ptr())) throw nb::type_error("variant_pack must be a dict");
+std::vector<int64_t> int_list(nb::handle seq, const char* what) {
+  std::vector<int64_t> out;
+  for (nb::handle e : seq) {
+    if (!PyLong_Check(e.ptr()) || PyBool_Check(e.ptr()))
+      throw nb::type_error((std::string(what) + " must hold ints, got " + Py_TYPE(e.ptr())->tp_name).c_str());
+    out.push_back(nb::cast<int64_t>(e));
+  }
+  return out;
+}
+
+// Shape overrides: the plans are built for the graph's own dims and strides, so an override must
+// restate them; anything else is refused (running a fixed-shape plan on other shapes would read or
+// write the wrong elements).
+void check_overrides(const PyGraph& g, nb::handle uids, nb::handle shapes, nb::handle strides) {
+  if (uids.is_none() && shapes.is_none() && strides.is_none()) return;
+  if (uids.is_none()) throw nb::value_error("override_shapes/override_strides need override_uids");
+  std::vector<int64_t> us = int_list(uids, "override_uids");
+  size_t ns = shapes.is_none() ? us.size() : nb::len(shapes), nt = strides.is_none() ? us.size() : nb::len(strides);
+  if (ns != us.size() || nt != us.size())
+    throw nb::value_error(("override_uids has " + std::to_string(us.size()) + " entries but override_shapes has " +
+                           std::to_string(ns) + " and override_strides " + std::to_string(nt))
+                              .c_str());
+  for (size_t i = 0; i < us.size(); ++i) {
+    TensorPtr t = g.find_tensor(us[i]);
+    if (!t) throw nb::value_error(("override_uids: the graph has no tensor with uid " + std::to_string(us[i])).c_str());
+    std::vector<int64_t> d = shapes.is_none() ? t->get_dim() : int_list(shapes[i], "override_shapes");
+    std::vector<int64_t> s = strides.is_none() ? t->get_stride() : int_list(strides[i], "override_strides");
+    if (d == t->get_dim() && s == t->get_stride()) continue;
+    auto str = [](const std::vector<int64_t>& v) {
+      std::string r = "[";
+      for (size_t k = 0; k < v.size(); ++k) r += (k ? ", " : "") + std::to_string(v[k]);
+      return r + "]";
+    };
+    throw NotSupportedError("not supported: execute with override_shapes/override_strides: tensor uid " +
+                            std::to_string(us[i]) + " is given dims " + str(d) + " strides " + str(s) +
+                            " but the plans were built for dims " + str(t->get_dim()) + " strides " +
+                            str(t->get_stride()) + "; build the graph for these shapes");
+  }
+}
+
+int64_t selected_workspace(const Graph& g) {
+  int64_t b = 0;
+  return g.get_workspace_size(b).is_good() ? b : 0;
+}
+
+// The largest workspace of the built plans autotune() runs.
+int64_t autotune_workspace(const Graph& g) {
+  int64_t need = 0;
+  for (int64_t i = 0; i < g.get_execution_plan_count(); ++i) {
+    PlanInfo info;
+    if (g.get_plan_info_at_index(i, info).is_good() && info.built && !info.deselected)
+      need = std::max(need, info.workspace_bytes);
+  }
+  return need;
+}
+
+std::unordered_map<int64_t, void*> uid_map(const PyGraph& g, void* const* slots) {
   std::unordered_map<int64_t, void*> out;
-  PyObject *k, *v;
-  Py_ssize_t pos = 0;
-  while (PyDict_Next(pack_obj.ptr(), &pos, &k, &v)) {
-    if (k == Py_None) continue;
-    int64_t uid = key_uid(k);
-    if (v == Py_None)
-      throw nb::value_error(("INVALID_VARIANT_PACK: the value for tensor " + tensor_label(g, uid) + " is None").c_str());
-    out[uid] = to_pointer(v);
-  }
+  const std::vector<int64_t>& uids = g.variant_uids();
+  for (size_t i = 0; i < uids.size(); ++i) out[uids[i]] = slots[i];
   return out;
-}
-
-void* workspace_ptr(nb::handle ws) { return ws.is_none() ? nullptr : to_pointer(ws); }
-
-uintptr_t stream_of(const PyGraph& g, nb::handle handle) {
-  return handle.is_none() ? g.stream : to_stream(handle);
 }
 
 // ---- tensors -----------------------------------------------------------------------------------
@@ -430,12 +413,7 @@ void bind_graph(nb::module_& m) {
       .def("_validate", [](Graph& g) { check(g.validate()); })
       .def("_assign_uids", [](Graph& g) { check(g.assign_uids()); })
       .def("_build_operation_graph", [](Graph& g) { check(g.build_operation_graph()); })
-      .def("_create_execution_plans", [](Graph& g, nb::handle modes) {
-        auto ms = to_modes(modes);
-        Status s;
-        { nb::gil_scoped_release r; s = g.create_execution_plans(ms); }
-        check(s);
-      })
+      .def("_create_execution_plans", &create_plans)
       .def("_check_support", [](Graph& g) {
         Status s;
         { nb::gil_scoped_release r; s = g.check_support(); }
@@ -451,12 +429,7 @@ void bind_graph(nb::module_& m) {
         { nb::gil_scoped_release r; s = g.build_plan_at_index(i); }
         check(s);
       }, nb::arg("index"))
-      .def("_build", [](Graph& g, nb::handle modes, BuildPlanPolicy p) {
-        auto ms = to_modes(modes);
-        Status s;
-        { nb::gil_scoped_release r; s = g.build(ms, p); }
-        check(s);
-      })
+      .def("_build", &build_all)
       .def("get_execution_plan_count", &Graph::get_execution_plan_count)
       .def("get_plan_name_at_index", [](const Graph& g, int64_t i) {
         std::string n;
@@ -495,15 +468,35 @@ void bind_graph(nb::module_& m) {
   nb::class_<PyGraph, Graph>(m, "_Graph")
       .def(nb::init<>())
       .def("_set_handle", [](PyGraph& g, nb::handle h) {
+        g.hs = handle_or_stream(h);
         g.handle = nb::borrow(h);
-        g.stream = to_stream(h);
       })
       .def("_get_handle", [](PyGraph& g) { return g.handle; })
+      // New plans, new slots: the variant-pack checks are made again at the next execute.
+      .def("_create_execution_plans", [](PyGraph& g, nb::handle modes) { invalidate_checks(g); create_plans(g, modes); })
+      .def("_build", [](PyGraph& g, nb::handle modes, BuildPlanPolicy p) { invalidate_checks(g); build_all(g, modes, p); })
+      .def("_deserialize", [](PyGraph& g, std::string json) { invalidate_checks(g); check(g.deserialize(json)); })
+      .def("_set_host_default", [](PyGraph& g, const TensorPtr& t, double f, int64_t i) {
+        // The value a host tensor (tensor_like of a one-element host array) had when it was described:
+        // execute() reads it through this cell when the pack binds no array to the tensor.
+        std::array<uint64_t, 2> cell{0, 0};
+        DataType dt = t->get_data_type();
+        if (dt == DataType::INT64) std::memcpy(cell.data(), &i, sizeof i);
+        else if (dt == DataType::INT32) { int32_t v = int32_t(i); std::memcpy(cell.data(), &v, sizeof v); }
+        else store_element(dt, cell.data(), 0, is_integer(dt) ? double(i) : f);
+        g.host_defaults[t.get()] = cell;
+        invalidate_checks(g);
+      })
+      .def("_has_host_default", [](const PyGraph& g, const TensorPtr& t) { return g.host_defaults.count(t.get()) > 0; })
       .def("execute",
-           [](PyGraph& g, nb::handle pack, nb::handle workspace, nb::handle handle) {
-             void* const* slots = fill_slots(g, pack);
-             void* ws = workspace_ptr(workspace);
-             void* stream = reinterpret_cast<void*>(stream_of(g, handle));
+           [](PyGraph& g, nb::handle pack, nb::handle workspace, nb::handle handle, nb::handle o_uids,
+              nb::handle o_shapes, nb::handle o_strides) {
+             check_overrides(g, o_uids, o_shapes, o_strides);
+             SlotBuffer buf;
+             void** slots = buf.get(g.variant_uids().size());
+             resolve_pack(g, pack, slots);
+             void* ws = resolve_workspace(workspace, selected_workspace(g));
+             void* stream = reinterpret_cast<void*>(stream_for(g, handle));
              Status s;
              {
                nb::gil_scoped_release r;
@@ -511,12 +504,21 @@ void bind_graph(nb::module_& m) {
              }
              check(s);
            },
-           nb::arg("variant_pack"), nb::arg("workspace").none() = nb::none(), nb::arg("handle").none() = nb::none())
+           nb::arg("tensor_to_device_buffer"), nb::arg("workspace").none() = nb::none(),
+           nb::arg("handle").none() = nb::none(), nb::arg("override_uids").none() = nb::none(),
+           nb::arg("override_shapes").none() = nb::none(), nb::arg("override_strides").none() = nb::none())
       .def("execute_plan_at_index",
-           [](PyGraph& g, nb::handle pack, nb::handle workspace, int64_t index, nb::handle handle) {
-             auto map = to_uid_map(g, pack);
-             void* ws = workspace_ptr(workspace);
-             void* stream = reinterpret_cast<void*>(stream_of(g, handle));
+           [](PyGraph& g, nb::handle pack, nb::handle workspace, int64_t index, nb::handle handle, nb::handle o_uids,
+              nb::handle o_shapes, nb::handle o_strides) {
+             check_overrides(g, o_uids, o_shapes, o_strides);
+             int64_t need = 0;
+             check(g.get_workspace_size_plan_at_index(index, need));
+             SlotBuffer buf;
+             void** slots = buf.get(g.variant_uids().size());
+             resolve_pack(g, pack, slots);
+             auto map = uid_map(g, slots);
+             void* ws = resolve_workspace(workspace, need);
+             void* stream = reinterpret_cast<void*>(stream_for(g, handle));
              Status s;
              {
                nb::gil_scoped_release r;
@@ -524,12 +526,17 @@ void bind_graph(nb::module_& m) {
              }
              check(s);
            },
-           nb::arg("variant_pack"), nb::arg("workspace").none(), nb::arg("index"), nb::arg("handle").none() = nb::none())
+           nb::arg("tensor_to_device_buffer"), nb::arg("workspace").none(), nb::arg("index"),
+           nb::arg("handle").none() = nb::none(), nb::arg("override_uids").none() = nb::none(),
+           nb::arg("override_shapes").none() = nb::none(), nb::arg("override_strides").none() = nb::none())
       .def("autotune",
            [](PyGraph& g, nb::handle pack, nb::handle workspace, nb::handle handle) {
-             auto map = to_uid_map(g, pack);
-             void* ws = workspace_ptr(workspace);
-             void* stream = reinterpret_cast<void*>(stream_of(g, handle));
+             SlotBuffer buf;
+             void** slots = buf.get(g.variant_uids().size());
+             resolve_pack(g, pack, slots);
+             auto map = uid_map(g, slots);
+             void* ws = resolve_workspace(workspace, autotune_workspace(g));
+             void* stream = reinterpret_cast<void*>(stream_for(g, handle));
              Status s;
              {
                nb::gil_scoped_release r;
@@ -537,31 +544,38 @@ void bind_graph(nb::module_& m) {
              }
              check(s);
            },
-           nb::arg("variant_pack"), nb::arg("workspace").none() = nb::none(), nb::arg("handle").none() = nb::none())
+           nb::arg("tensor_to_device_buffer"), nb::arg("workspace").none() = nb::none(),
+           nb::arg("handle").none() = nb::none())
       .def("_slot_pointers", [](PyGraph& g, nb::handle pack) {
-        void* const* slots = fill_slots(g, pack);
+        SlotBuffer buf;
+        void** slots = buf.get(g.variant_uids().size());
+        resolve_pack(g, pack, slots);
         std::vector<uintptr_t> out;
-        for (size_t i = 0; i < g.slot_uids.size(); ++i) out.push_back(uintptr_t(slots[i]));
+        for (size_t i = 0; i < g.variant_uids().size(); ++i) out.push_back(uintptr_t(slots[i]));
         return out;
       });
 
+  // The stream execute() without handle= would use (the graph's handle's current stream).
+  m.def("_graph_stream", [](const PyGraph& g) { return stream_for(g, nb::none()); });
   // Times `iters` calls of the C++ hot path (slot array already resolved), in ns per call.
   m.def("_bench_execute_cpp", [](PyGraph& g, nb::handle pack, nb::handle workspace, int64_t iters) {
-    void* const* slots = fill_slots(g, pack);
-    std::vector<void*> copy(slots, slots + g.slot_uids.size());
-    void* ws = workspace_ptr(workspace);
-    void* stream = reinterpret_cast<void*>(g.stream);
+    std::vector<void*> slots(g.variant_uids().size());
+    resolve_pack(g, pack, slots.data());
+    void* ws = resolve_workspace(workspace, selected_workspace(g));
+    void* stream = reinterpret_cast<void*>(stream_for(g, nb::none()));
     nb::gil_scoped_release r;
-    check(g.execute(copy.data(), ws, stream));  // warm-up
+    check(g.execute(slots.data(), ws, stream));  // warm-up
     auto t0 = std::chrono::steady_clock::now();
-    for (int64_t i = 0; i < iters; ++i) (void)g.execute(copy.data(), ws, stream);
+    for (int64_t i = 0; i < iters; ++i) (void)g.execute(slots.data(), ws, stream);
     auto t1 = std::chrono::steady_clock::now();
     return double(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()) / double(iters);
   }, nb::arg("graph"), nb::arg("variant_pack"), nb::arg("workspace").none(), nb::arg("iters"));
-  // Times only the dict → slot conversion, in ns per call.
+  // Times only the checked dict -> slot conversion, in ns per call.
   m.def("_bench_fill_slots", [](PyGraph& g, nb::handle pack, int64_t iters) {
+    SlotBuffer buf;
+    void** slots = buf.get(g.variant_uids().size());
     auto t0 = std::chrono::steady_clock::now();
-    for (int64_t i = 0; i < iters; ++i) (void)fill_slots(g, pack);
+    for (int64_t i = 0; i < iters; ++i) resolve_pack(g, pack, slots);
     auto t1 = std::chrono::steady_clock::now();
     return double(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()) / double(iters);
   });

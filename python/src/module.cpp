@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// The opendnn._C module: enums, errors, handles, build information and pointer conversion.
+// The opendnn._C module: enums, errors, handles and build information.
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
-#include <cstring>
+#include <memory>
+#include <unordered_map>
 
 #include "common.h"
 
@@ -27,113 +28,63 @@ namespace opendnn::py {
   }
 }
 
-// ---- pointers --------------------------------------------------------------------------------
+// ---- handles -------------------------------------------------------------------------------
 
 namespace {
 
-// The head of numpy's array object (PyArrayObject_fields): the data pointer follows the object
-// header in every numpy release, which is what PyArray_DATA reads.
-struct NumpyArrayHead {
-  PyObject_HEAD
-  char* data;
-};
-PyTypeObject* g_ndarray_type = nullptr;
+// Live handles by their int value (the address of their state, as a cudnnHandle_t is an address).
+std::unordered_map<uintptr_t, HandlePtr>& handle_registry() {
+  static auto* r = new std::unordered_map<uintptr_t, HandlePtr>();  // never destroyed: used at exit
+  return *r;
+}
+PyObject* g_handle_type = nullptr;  // opendnn.handle, an int subclass
 
-bool is_ndarray(PyTypeObject* tp) {
-  if (g_ndarray_type) return tp == g_ndarray_type || PyType_IsSubtype(tp, g_ndarray_type);
-  for (PyTypeObject* t = tp; t; t = t->tp_base) {
-    if (std::strcmp(t->tp_name, "numpy.ndarray") == 0) {
-      Py_INCREF(t);
-      g_ndarray_type = t;
-      return true;
-    }
+HandlePtr find_handle(nb::handle h) {
+  if (!PyLong_Check(h.ptr()) || PyBool_Check(h.ptr())) return nullptr;
+  unsigned long long v = PyLong_AsUnsignedLongLong(h.ptr());
+  if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+    PyErr_Clear();
+    return nullptr;
   }
-  return false;
+  auto it = handle_registry().find(uintptr_t(v));
+  return it == handle_registry().end() ? nullptr : it->second;
 }
 
-// Minimal DLPack structures (the ABI is fixed by the DLPack specification).
-struct DLDevice { int32_t device_type; int32_t device_id; };
-struct DLDataType { uint8_t code; uint8_t bits; uint16_t lanes; };
-struct DLTensor {
-  void* data;
-  DLDevice device;
-  int32_t ndim;
-  DLDataType dtype;
-  int64_t* shape;
-  int64_t* strides;
-  uint64_t byte_offset;
-};
-struct DLManagedTensor {
-  DLTensor dl_tensor;
-  void* manager_ctx;
-  void (*deleter)(DLManagedTensor*);
-};
-struct DLPackVersion { uint32_t major, minor; };
-struct DLManagedTensorVersioned {
-  DLPackVersion version;
-  void* manager_ctx;
-  void (*deleter)(DLManagedTensorVersioned*);
-  uint64_t flags;
-  DLTensor dl_tensor;
-};
-
-// Borrows the DLTensor of a DLPack capsule (the capsule keeps ownership).
-const DLTensor* dltensor_of(nb::handle capsule) {
-  PyObject* c = capsule.ptr();
-  if (PyCapsule_IsValid(c, "dltensor"))
-    return &static_cast<DLManagedTensor*>(PyCapsule_GetPointer(c, "dltensor"))->dl_tensor;
-  if (PyCapsule_IsValid(c, "dltensor_versioned"))
-    return &static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(c, "dltensor_versioned"))->dl_tensor;
-  throw nb::type_error("__dlpack__() did not return a DLPack capsule");
-}
-
-uintptr_t interface_data(nb::handle iface) {
-  nb::object data = nb::borrow(iface)["data"];
-  if (data.is_none()) return 0;
-  if (nb::isinstance<nb::tuple>(data)) return nb::cast<uintptr_t>(data[0]);
-  return nb::cast<uintptr_t>(data);
+nb::object create_handle() {
+  auto st = std::make_shared<HandleState>();
+  uintptr_t id = reinterpret_cast<uintptr_t>(st.get());
+  handle_registry()[id] = st;
+  return nb::steal(PyObject_CallFunction(g_handle_type, "K", (unsigned long long)id));
 }
 
 }  // namespace
 
-void* to_pointer(nb::handle h) {
-  PyObject* o = h.ptr();
-  if (PyLong_Check(o)) {
-    unsigned long long v = PyLong_AsUnsignedLongLong(o);
-    if (v == (unsigned long long)-1 && PyErr_Occurred()) throw nb::python_error();
-    return reinterpret_cast<void*>(uintptr_t(v));
-  }
-  PyTypeObject* tp = Py_TYPE(o);
-  if (is_ndarray(tp)) return reinterpret_cast<NumpyArrayHead*>(o)->data;
-  nb::object f = nb::getattr(h, "data_ptr", nb::none());  // torch tensors
-  if (!f.is_none()) return reinterpret_cast<void*>(nb::cast<uintptr_t>(f()));
-  nb::object iface = nb::getattr(h, "__cuda_array_interface__", nb::none());
-  if (!iface.is_none()) return reinterpret_cast<void*>(interface_data(iface));
-  iface = nb::getattr(h, "__array_interface__", nb::none());
-  if (!iface.is_none()) return reinterpret_cast<void*>(interface_data(iface));
-  nb::object dl = nb::getattr(h, "__dlpack__", nb::none());
-  if (!dl.is_none()) {
-    nb::object cap = dl();
-    const DLTensor* t = dltensor_of(cap);
-    return static_cast<char*>(t->data) + t->byte_offset;
-  }
-  if (PyObject_CheckBuffer(o)) {
-    Py_buffer view;
-    if (PyObject_GetBuffer(o, &view, PyBUF_STRIDES) != 0) throw nb::python_error();
-    void* p = view.buf;
-    PyBuffer_Release(&view);
-    return p;
-  }
-  throw nb::type_error(("cannot take the address of a " + std::string(tp->tp_name) +
-                        ": pass an int pointer, a numpy array, a torch tensor or a __dlpack__ object")
+HandlePtr handle_state(nb::handle h) {
+  if (HandlePtr st = find_handle(h)) return st;
+  if (PyLong_Check(h.ptr()))
+    throw nb::value_error(("handle " + nb::cast<std::string>(nb::str(h)) +
+                           " was not made by create_handle() (or was destroyed); a stream is set with "
+                           "set_stream(handle, stream)")
+                              .c_str());
+  throw nb::type_error(("handle must be an int from create_handle(), not " +
+                        std::string(Py_TYPE(h.ptr())->tp_name))
                            .c_str());
+}
+
+HandlePtr handle_or_stream(nb::handle h) {
+  if (h.is_none()) return nullptr;
+  if (PyLong_Check(h.ptr())) return handle_state(h);
+  auto st = std::make_shared<HandleState>();  // a stream object: this stream, always
+  st->stream = to_stream(h);
+  return st;
 }
 
 uintptr_t to_stream(nb::handle h) {
   if (h.is_none()) return 0;
-  if (PyLong_Check(h.ptr())) return nb::cast<uintptr_t>(h);
-  Handle* hd = nullptr;
-  if (nb::try_cast<Handle*>(h, hd) && hd) return hd->stream;
+  if (PyLong_Check(h.ptr())) {
+    if (PyBool_Check(h.ptr())) throw nb::type_error("stream must be an int or a stream object, not a bool");
+    return nb::cast<uintptr_t>(h);
+  }
   for (const char* a : {"cuda_stream", "ptr", "handle"}) {
     nb::object v = nb::getattr(h, a, nb::none());
     if (!v.is_none() && PyLong_Check(v.ptr())) return nb::cast<uintptr_t>(v);
@@ -148,37 +99,6 @@ DataType to_data_type(nb::handle obj) {
   return nb::cast<DataType>(conv(obj));
 }
 
-namespace {
-
-nb::dict dlpack_info(nb::handle obj) {
-  nb::object cap = nb::getattr(obj, "__dlpack__")();
-  const DLTensor* t = dltensor_of(cap);
-  nb::list shape, strides;
-  for (int i = 0; i < t->ndim; ++i) shape.append(t->shape[i]);
-  if (t->strides) {
-    for (int i = 0; i < t->ndim; ++i) strides.append(t->strides[i]);
-  } else {
-    int64_t s = 1;
-    std::vector<int64_t> st(size_t(t->ndim));
-    for (int i = t->ndim; i-- > 0;) {
-      st[size_t(i)] = s;
-      s *= t->shape[i];
-    }
-    for (auto v : st) strides.append(v);
-  }
-  nb::dict d;
-  d["shape"] = shape;
-  d["strides"] = strides;
-  d["code"] = int(t->dtype.code);
-  d["bits"] = int(t->dtype.bits);
-  d["lanes"] = int(t->dtype.lanes);
-  d["device_type"] = int(t->device.device_type);
-  d["device_id"] = int(t->device.device_id);
-  d["data"] = uintptr_t(static_cast<char*>(t->data) + t->byte_offset);
-  return d;
-}
-
-}  // namespace
 }  // namespace opendnn::py
 
 using namespace opendnn;
@@ -215,16 +135,25 @@ NB_MODULE(_C, m) {
 #undef OPENDNN_X
       ;
 
-  nb::class_<Handle>(m, "handle")
-      .def(nb::init<>())
-      .def_rw("device", &Handle::device)
-      .def_prop_ro("stream", [](const Handle& h) { return h.stream; })
-      .def("__repr__", [](const Handle& h) { return "<opendnn.handle stream=" + std::to_string(h.stream) + ">"; });
-  m.def("create_handle", []() { return Handle{}; });
-  m.def("destroy_handle", [](Handle&) {}, nb::arg("handle"));
-  m.def("set_stream", [](Handle& h, nb::handle stream) { h.stream = to_stream(stream); }, nb::arg("handle"),
-        nb::arg("stream"));
-  m.def("get_stream", [](const Handle& h) { return h.stream; }, nb::arg("handle"));
+  {
+    // opendnn.handle: an int (like cuDNN Frontend's cudnnHandle_t) naming a handle made by create_handle().
+    nb::dict ns;
+    ns["__module__"] = "opendnn";
+    ns["__doc__"] = "A handle made by create_handle(): an int, as cuDNN Frontend's cudnnHandle_t.";
+    ns["__slots__"] = nb::tuple();
+    nb::object type_type = nb::borrow(reinterpret_cast<PyObject*>(&PyType_Type));
+    nb::object cls = type_type("handle", nb::make_tuple(nb::borrow(reinterpret_cast<PyObject*>(&PyLong_Type))), ns);
+    g_handle_type = cls.inc_ref().ptr();  // kept for the process
+    m.attr("handle") = cls;
+  }
+  m.def("create_handle", &create_handle);
+  m.def("destroy_handle", [](nb::handle h) {
+    HandlePtr st = handle_state(h);
+    handle_registry().erase(reinterpret_cast<uintptr_t>(st.get()));
+  }, nb::arg("handle"));
+  m.def("set_stream", [](nb::handle h, nb::handle stream) { handle_state(h)->stream = to_stream(stream); },
+        nb::arg("handle"), nb::arg("stream"));
+  m.def("get_stream", [](nb::handle h) { return handle_state(h)->stream; }, nb::arg("handle"));
 
   m.def("_to_pointer", [](nb::handle o) { return uintptr_t(to_pointer(o)); });
   m.def("_to_stream", [](nb::handle o) { return to_stream(o); });

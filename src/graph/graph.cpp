@@ -225,6 +225,38 @@ Status check_tensor_shape(const TensorAttr& t, const char* role) {
   return {};
 }
 
+// Why a written tensor's strides would make two of its elements share memory ("" when they do not):
+// a stride of 0 or below on a dim over 1, or a dim reaching into the next larger stride.
+std::string overlap_reason(const TensorAttr& t) {
+  const auto& d = t.get_dim();
+  const auto& s = t.get_stride();
+  std::vector<std::pair<int64_t, int64_t>> e;  // (stride, dim) of the dims over 1
+  for (size_t i = 0; i < d.size() && i < s.size(); ++i) {
+    if (d[i] <= 1) continue;
+    if (s[i] <= 0) return "has stride " + std::to_string(s[i]) + " on dim " + std::to_string(i) + " (size " + std::to_string(d[i]) + "): its elements would share memory";
+    e.push_back({s[i], d[i]});
+  }
+  std::sort(e.begin(), e.end());
+  for (size_t i = 0; i + 1 < e.size(); ++i) {
+    int64_t reach = 0;
+    if (__builtin_mul_overflow(e[i].first, e[i].second, &reach) || e[i + 1].first < reach)
+      return "has overlapping strides " + dims_str(s) + " for dims " + dims_str(d) + ": its elements would share memory";
+  }
+  return {};
+}
+
+// A pass-by-value scalar of one element (a Python number, tensor_scalar) broadcasts to any rank: in a
+// pointwise node it takes dims of all ones at the rank of the node's widest input.
+void widen_scalars(Node& n) {
+  if (n.spec().kind != OpKind::POINTWISE) return;
+  size_t rank = 0;
+  for (const auto& t : n.inputs())
+    if (t) rank = std::max(rank, t->get_dim().size());
+  for (const auto& t : n.inputs())
+    if (t && t->get_is_pass_by_value() && t->volume() == 1 && t->get_dim().size() < rank)
+      t->set_dim(std::vector<int64_t>(rank, 1)).set_stride(std::vector<int64_t>(rank, 1));
+}
+
 }  // namespace
 
 Status Graph::validate() {
@@ -297,6 +329,7 @@ Status Graph::validate() {
   for (const auto& n : nodes_) {
     const OpDef& def = *n->spec().def;
     if (!def.infer) return n->fail(ErrorCode::GRAPH_NOT_SUPPORTED, "not supported: this op has no inference rules yet");
+    widen_scalars(*n);
     OPENDNN_RETURN_IF_ERROR(def.infer(*n, ctx_));
     for (const auto& t : n->outputs()) {
       if (t->get_data_type() == DataType::NOT_SET)
@@ -308,6 +341,8 @@ Status Graph::validate() {
       }
       Status s = check_tensor_shape(*t, "output");
       if (s.is_bad()) return n->fail(s.code(), s.message());
+      if (std::string why = overlap_reason(*t); !why.empty())
+        return n->fail(ErrorCode::INVALID_VALUE, "output " + tensor_label(*t) + " " + why);
     }
   }
   OPENDNN_RETURN_IF_ERROR(assign_uids());

@@ -343,10 +343,9 @@ def test_execute_bad_variant_pack(rng):
     g, x, y, z = _add_graph()
     g.build([opendnn.heur_mode.A])
     a = np.zeros((2, 4), np.float32)
-    with pytest.raises(ValueError, match="no entry for tensor \"z\""):
+    with pytest.raises(ValueError, match="tensor \"z\" .*no entry"):
         g.execute({x: a, y: a}, None)
-    with pytest.raises(ValueError, match="no tensor with uid 999"):
-        g.execute({x: a, y: a, z: a, 999: a}, None)
+    g.execute({x: a, y: a, z: a, 999: a}, None)  # uids the plan does not need are ignored
     with pytest.raises(ValueError, match="is None"):
         g.execute({x: a, y: a, z: None}, None)
     with pytest.raises(ValueError, match="keys must be"):
