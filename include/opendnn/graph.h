@@ -4,7 +4,9 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -31,7 +33,31 @@ struct GraphContext {
 template <int N>
 using BuilderOutput = std::conditional_t<N == 1, TensorPtr, std::array<TensorPtr, N>>;
 
-class ExecState;  // plans and router state (src/plan)
+class ExecState;     // plans and router state (src/plan)
+struct PlanSettings;  // per-graph target, kernel cache and note filters (src/plan)
+struct Target;        // engine.h
+struct KnobRange;     // engine.h
+enum class KnobType : int32_t;
+enum class NumericalNote : int32_t;
+enum class BehaviorNote : int32_t;
+
+// Built plans by graph (cuDNN Frontend's kernel cache): a graph built with a cache reuses the plan
+// built for the same graph structure, target and heuristic modes, without planning again. Shared by
+// the graphs given it; thread-safe.
+class KernelCache {
+ public:
+  // JSON text: {"opendnn_kernel_cache": 1, "entries": {key: plan record}}.
+  Status serialize(std::string& out) const;
+  // Loads entries serialized by serialize(); only onto an empty cache.
+  Status deserialize(std::string_view text);
+  size_t size() const;
+  bool find(const std::string& key, std::string& record) const;
+  void put(const std::string& key, std::string record);
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::string> entries_;
+};
 
 // One entry of the ranked plan list (Graph::get_plan_info_at_index).
 struct PlanInfo {
@@ -159,6 +185,43 @@ class Graph {
   // the on-disk plan cache.
   Status autotune(const std::unordered_map<int64_t, void*>& pack, void* workspace, void* stream = nullptr);
 
+  // ---- cuDNN Frontend's engine/knob API (src/plan/knobs.cpp, docs/engines_and_knobs.md). Engine ids
+  // number the knob engines of every engine that serves the target, in engine-id order (the cudnn
+  // engine's come first and are cuDNN's global engine ids).
+  Status get_engine_count(int64_t& count);
+  Status get_knobs_for_engine(int64_t engine, std::vector<KnobRange>& out);
+  // Adds the plan of knob engine `engine` with these knob values to the plan list (after any plans
+  // there; a plan already listed is not added twice).
+  Status create_execution_plan(int64_t engine, const std::vector<std::pair<KnobType, int64_t>>& knobs);
+
+  // ---- notes: what is true of each plan, and filters on them. A selected note must be on a plan, a
+  // deselected one must not; plans that fail are deselected, now and whenever plans are created.
+  Status get_behavior_notes(std::vector<BehaviorNote>& out) const;  // of the selected (else first usable) plan
+  Status get_behavior_notes_for_plan_at_index(int64_t index, std::vector<BehaviorNote>& out) const;
+  Status get_numerical_notes_for_plan_at_index(int64_t index, std::vector<NumericalNote>& out) const;
+  Status select_numeric_notes(const std::vector<NumericalNote>& notes);
+  Status deselect_numeric_notes(const std::vector<NumericalNote>& notes);
+  Status select_behavior_notes(const std::vector<BehaviorNote>& notes);
+  Status deselect_behavior_notes(const std::vector<BehaviorNote>& notes);
+
+  // ---- where plans run: this graph's target instead of default_target() (device properties).
+  void set_target(const Target& target);
+  void clear_target();
+  Target planning_target() const;
+  void set_kernel_cache(std::shared_ptr<KernelCache> cache);
+  std::shared_ptr<KernelCache> kernel_cache() const;
+
+  // ---- plans that travel (src/plan/plan_io.cpp): the graph and its selected built plan (engine, plan,
+  // knobs, workspace, variant-pack uids, pass-by-value values, the engine's payload) as JSON text, and
+  // back: deserialize_plan() gives a graph that executes without planning again, or an error when the
+  // plan does not match this library, engine build or device.
+  Status serialize_plan(std::string& out) const;
+  Status deserialize_plan(std::string_view text);
+
+  // Records the selected plan's work into a CUDA graph (cudaGraph_t), for engines that can.
+  Status populate_cuda_graph(const std::unordered_map<int64_t, void*>& pack, void* workspace, void* cuda_graph,
+                             bool update = false);
+
   ExecState* exec_state() const { return exec_.get(); }
 
  private:
@@ -199,6 +262,12 @@ class Graph {
   std::vector<std::unique_ptr<Node>> nodes_;
   bool validated_ = false;
   std::unique_ptr<ExecState> exec_;
+  std::shared_ptr<PlanSettings> settings_;  // shared_ptr: kept by deserialize(), which replaces the rest
+
+  PlanSettings& settings();
+  Status init_plan_state();  // an empty plan list with the variant slots laid out (lifecycle.cpp)
+  Status restore_plan_record(std::string_view record);  // plan_io.cpp
+  void apply_note_filters();
 };
 
 }  // namespace opendnn

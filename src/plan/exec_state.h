@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -33,6 +34,21 @@ struct PlanEntry {
   double measured_us = -1.0;
 };
 
+// Settings that outlive re-planning and deserialize(): set on the graph, read by the router.
+struct PlanSettings {
+  std::optional<Target> target;  // device properties: plan for this target instead of default_target()
+  std::shared_ptr<KernelCache> kernel_cache;
+  std::vector<NumericalNote> numeric_select, numeric_deselect;
+  std::vector<BehaviorNote> behavior_select, behavior_deselect;
+};
+
+// One engine of the engine/knob API: the router's engine and its knob-engine index.
+struct KnobEngineRef {
+  std::shared_ptr<Engine> engine;
+  int64_t index = 0;
+  KnobEngine info;
+};
+
 class ExecState {
  public:
   // ---- variant pack: one slot per variant uid, ascending.
@@ -49,6 +65,9 @@ class ExecState {
   bool planned = false;                 // create_execution_plans() has run
   bool from_cache = false;              // the order came from the on-disk plan cache
   std::string cache_path;               // where autotune() records the order
+  std::vector<KnobEngineRef> knob_engines;  // listed on first use (get_engine_count)
+  bool knob_engines_listed = false;
+  bool restored = false;                // the plan came from serialize_plan() or a kernel cache
 
   // Index of uid in variant_uids, or -1 (binary search; no allocation).
   int64_t slot_of(int64_t uid) const;

@@ -29,6 +29,7 @@
 #include "opendnn/engine.h"
 #include "plan/exec_state.h"
 #include "plan/plan_cache.h"
+#include "plan/plan_io.h"
 
 namespace opendnn {
 
@@ -119,6 +120,16 @@ Status build_entry(const Graph& g, const Target& target, PlanEntry& e) {
   return {};
 }
 
+}  // namespace
+
+void add_implied_notes(PlanCandidate& c) {
+  if (!c.deterministic && std::find(c.numerical_notes.begin(), c.numerical_notes.end(),
+                                    NumericalNote::NONDETERMINISTIC) == c.numerical_notes.end())
+    c.numerical_notes.push_back(NumericalNote::NONDETERMINISTIC);
+}
+
+namespace {
+
 // After a deselect: keep the selection if still usable, else the first built usable plan.
 void fix_selection(ExecState& st) {
   if (st.selected >= 0 && !st.plans[size_t(st.selected)].deselected && st.plans[size_t(st.selected)].plan) return;
@@ -136,16 +147,26 @@ void fix_selection(ExecState& st) {
 
 Status Graph::build_operation_graph() { return validated_ ? Status{} : validate(); }
 
-Status Graph::create_execution_plans(const std::vector<HeurMode>& modes_in) {
+PlanSettings& Graph::settings() {
+  if (!settings_) settings_ = std::make_shared<PlanSettings>();
+  return *settings_;
+}
+
+void Graph::set_target(const Target& target) { settings().target = target; }
+void Graph::clear_target() { settings().target.reset(); }
+Target Graph::planning_target() const {
+  return settings_ && settings_->target ? *settings_->target : default_target();
+}
+void Graph::set_kernel_cache(std::shared_ptr<KernelCache> cache) { settings().kernel_cache = std::move(cache); }
+std::shared_ptr<KernelCache> Graph::kernel_cache() const { return settings_ ? settings_->kernel_cache : nullptr; }
+
+Status Graph::init_plan_state() {
   OPENDNN_RETURN_IF_ERROR(build_operation_graph());
-  std::vector<HeurMode> modes = modes_in.empty() ? std::vector<HeurMode>{HeurMode::A} : modes_in;
   // The new state is installed first: engines look tensors' variant slots up through the graph
   // (variant_slot_of) while they propose and build plans.
   exec_ = std::make_unique<ExecState>();
   ExecState* st = exec_.get();
-  st->target = default_target();
-
-  // Variant slots.
+  st->target = planning_target();
   std::vector<const TensorAttr*> slot_tensors;
   for (const auto& t : node_tensors(*this))
     if (needs_slot(*t)) slot_tensors.push_back(t.get());
@@ -157,6 +178,15 @@ Status Graph::create_execution_plans(const std::vector<HeurMode>& modes_in) {
     st->slot_tensors.push_back(t);
   }
   st->slots.assign(st->variant_uids.size(), nullptr);
+  st->planned = true;
+  return {};
+}
+
+Status Graph::create_execution_plans(const std::vector<HeurMode>& modes_in) {
+  std::vector<HeurMode> modes = modes_in.empty() ? std::vector<HeurMode>{HeurMode::A} : modes_in;
+  OPENDNN_RETURN_IF_ERROR(init_plan_state());
+  ExecState* st = exec_.get();
+  st->planned = false;
 
   // Proposals from every engine.
   struct Offer {
@@ -237,6 +267,7 @@ Status Graph::create_execution_plans(const std::vector<HeurMode>& modes_in) {
       e.engine_name = o.name;
       e.engine_id = o.engine->engine_id();
       e.candidate = cand(it);
+      add_implied_notes(e.candidate);
       st->plans.push_back(std::move(e));
     }
   }
@@ -263,6 +294,7 @@ Status Graph::create_execution_plans(const std::vector<HeurMode>& modes_in) {
     }
   }
   st->planned = true;
+  apply_note_filters();
   return {};
 }
 
@@ -310,9 +342,22 @@ Status Graph::build_plan_at_index(int64_t index) {
 
 Status Graph::build(const std::vector<HeurMode>& modes, BuildPlanPolicy policy) {
   OPENDNN_RETURN_IF_ERROR(build_operation_graph());
+  std::shared_ptr<KernelCache> cache = kernel_cache();
+  std::string key;
+  if (cache) {
+    key = kernel_cache_key(*this, planning_target(), modes);
+    std::string record;
+    // A cached plan that no longer restores (another device, engine build) is planned afresh.
+    if (cache->find(key, record) && restore_plan_record(record).is_good()) return {};
+  }
   OPENDNN_RETURN_IF_ERROR(create_execution_plans(modes));
   OPENDNN_RETURN_IF_ERROR(check_support());
-  return build_plans(policy);
+  OPENDNN_RETURN_IF_ERROR(build_plans(policy));
+  if (cache) {
+    std::string record;
+    if (plan_record(*this, record).is_good()) cache->put(key, std::move(record));
+  }
+  return {};
 }
 
 // ---------------------------------------------------------------- queries and filters
@@ -550,6 +595,23 @@ Status Graph::execute_plan_at_index(const std::unordered_map<int64_t, void*>& pa
   if (!validated_) return changed_since_planning();
   OPENDNN_RETURN_IF_ERROR(fill_slots(*this, *st, pack));
   return run_entry(*st, size_t(index), st->slots.data(), workspace, stream);
+}
+
+Status Graph::populate_cuda_graph(const std::unordered_map<int64_t, void*>& pack, void* workspace, void* cuda_graph,
+                                  bool update) {
+  ExecState* st = exec_.get();
+  if (!st || st->selected < 0) return no_plan_built();
+  if (!validated_) return changed_since_planning();
+  if (!cuda_graph) return {ErrorCode::INVALID_VALUE, "populate_cuda_graph: the CUDA graph is null"};
+  OPENDNN_RETURN_IF_ERROR(fill_slots(*this, *st, pack));
+  PlanEntry& e = st->plans[size_t(st->selected)];
+  if (!e.plan) return no_plan_built();
+  if (!workspace && e.plan->workspace_size() > 0)
+    return {ErrorCode::INVALID_VALUE, "workspace is null but plan " + plan_label(e) + " needs " +
+                                          std::to_string(e.plan->workspace_size()) + " bytes"};
+  Status s = e.plan->populate_cuda_graph(st->slots.data(), workspace, cuda_graph, update);
+  if (s.is_bad()) return {s.code(), plan_label(e) + ": " + s.message()};
+  return {};
 }
 
 Status Graph::autotune(const std::unordered_map<int64_t, void*>& pack, void* workspace, void* stream) {

@@ -44,6 +44,7 @@ Status Graph::deserialize(std::string_view json) {
     fresh.ctx_ = std::move(parsed.ctx);
     fresh.user_tensors_ = std::move(parsed.free_tensors);
     fresh.nodes_ = std::move(parsed.nodes);
+    fresh.settings_ = settings_;  // the graph's target, kernel cache and note filters stay
     *this = std::move(fresh);
     return {};
   } catch (const std::bad_alloc&) {

@@ -131,10 +131,10 @@ def test_views_whose_layout_is_the_tensors_are_accepted():
     assert (res[:, 8:] == 0).all()
     # The same memory bound through its base array works too (a contiguous buffer holding the span).
     g2.execute({x2: full, y2: res}, _ws(g2))
-    # A transposed view bound to a tensor with the view's strides.
+    # A transposed view bound to a tensor with the view's strides (the output keeps that stride order).
     t = np.arange(32, dtype=np.float32).reshape(8, 4).T - 10
     g3, x3, y3 = _relu_graph(strides=[1, 4])
-    o3 = np.zeros((4, 8), np.float32)
+    o3 = np.zeros((8, 4), np.float32).T
     g3.execute({x3: t, y3: o3}, _ws(g3))
     np.testing.assert_array_equal(o3, np.maximum(t, 0))
     # Unit dims and a flat buffer of the right size are fine.

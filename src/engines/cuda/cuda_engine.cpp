@@ -37,6 +37,55 @@ class EventTimer : public Timer {
   cudaEvent_t start_{}, stop_{};
 };
 
+// A plan of this engine recorded into a user's CUDA graph: its launches captured from a private stream
+// into a child graph, added as one node. update_cuda_graph replaces that node with a fresh recording.
+class CapturablePlan final : public Plan {
+ public:
+  explicit CapturablePlan(std::unique_ptr<Plan> inner) : inner_(std::move(inner)) {}
+  Status execute(void* const* slots, void* workspace, void* stream) override {
+    return inner_->execute(slots, workspace, stream);
+  }
+  int64_t workspace_size() const override { return inner_->workspace_size(); }
+  Status serialize_payload(std::string& out) const override { return inner_->serialize_payload(out); }
+
+  Status populate_cuda_graph(void* const* slots, void* workspace, void* cuda_graph, bool update) override {
+    auto graph = static_cast<cudaGraph_t>(cuda_graph);
+    cudaGraphNode_t old = nullptr;
+    if (update) {
+      size_t n = 0;
+      cudaGraphNodeType type{};
+      if (cudaGraphGetNodes(graph, nullptr, &n) != cudaSuccess || n != 1 ||
+          cudaGraphGetNodes(graph, &old, &n) != cudaSuccess || cudaGraphNodeGetType(old, &type) != cudaSuccess ||
+          type != cudaGraphNodeTypeGraph) {
+        cudaGetLastError();
+        return {ErrorCode::INVALID_VALUE, "update_cuda_graph: the CUDA graph must be the one populate_cuda_graph filled "
+                                          "(one child-graph node)"};
+      }
+    }
+    cudaStream_t s = nullptr;
+    if (cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking); e != cudaSuccess)
+      return {ErrorCode::CUDA_API_FAILED, std::string("cudaStreamCreate: ") + cudaGetErrorString(e)};
+    cudaGraph_t child = nullptr;
+    cudaError_t e = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+    Status st = e == cudaSuccess ? inner_->execute(slots, workspace, s) : Status{};
+    if (e == cudaSuccess) e = cudaStreamEndCapture(s, &child);
+    cudaStreamDestroy(s);
+    if (st.is_good() && e == cudaSuccess && old) e = cudaGraphDestroyNode(old);
+    cudaGraphNode_t node = nullptr;
+    if (st.is_good() && e == cudaSuccess) e = cudaGraphAddChildGraphNode(&node, graph, nullptr, 0, child);
+    if (child) cudaGraphDestroy(child);
+    if (st.is_bad()) return st;
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      return {ErrorCode::CUDA_API_FAILED, std::string("recording the plan into a CUDA graph: ") + cudaGetErrorString(e)};
+    }
+    return {};
+  }
+
+ private:
+  std::unique_ptr<Plan> inner_;
+};
+
 // The families this build has (CMake's OPENDNN_CUDA_FAMILIES), then a null that only keeps the array
 // non-empty in a build of none: families() leaves it out.
 const Family* const kFamilies[] = {
@@ -106,7 +155,29 @@ class CudaEngine : public Engine {
     for (const Family* f : families())
       if (c.local_index >= f->index_base && (!owner || f->index_base > owner->index_base)) owner = f;
     if (!owner) return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cuda: unknown plan " + c.name};
-    return owner->build(graph, target, c, out);
+    std::unique_ptr<Plan> inner;
+    OPENDNN_RETURN_IF_ERROR(owner->build(graph, target, c, inner));
+    if (!inner) return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cuda: the family built no plan"};
+    out = std::make_unique<CapturablePlan>(std::move(inner));
+    return {};
+  }
+
+  // Its kernels are compiled for sm_90a into this library: a plan travels between builds with the same
+  // families and version only.
+  std::string build_id() const override {
+    std::string id = Engine::build_id() + " cuda engine sm_90a";
+    for (const Family* f : families()) id += std::string(" ") + f->name;
+    return id;
+  }
+
+  bool probe_device_ordinal(int device, Target& out) const override {
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, device) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    out = Target{DeviceKind::CUDA, device, p.major * 10 + p.minor, p.multiProcessorCount};
+    return true;
   }
 };
 

@@ -77,20 +77,43 @@ int current_device(const Target& t) {
 
 using knobs::EngineCfg;
 
-// Reads the engine id and knob choices of an engine config.
-bool read_cfg(Builder& b, const DescPtr& cfg, EngineCfg& k, bool& nondeterministic) {
+std::string describe_version() {
+  const size_t v = api().version;
+  return "cuDNN " + std::to_string(v / 10000) + "." + std::to_string((v % 10000) / 100) + "." + std::to_string(v % 100);
+}
+
+// What cuDNN says of an engine (CUDNN_ATTR_ENGINE_NUMERICAL_NOTE / BEHAVIOR_NOTE).
+struct Notes {
+  std::vector<NumericalNote> numerical;
+  std::vector<BehaviorNote> behavior;
+  bool nondeterministic() const {
+    return std::find(numerical.begin(), numerical.end(), NumericalNote::NONDETERMINISTIC) != numerical.end();
+  }
+};
+
+void read_notes(const DescPtr& eng, Notes& out) {
+  out = {};
+  cudnnBackendNumericalNote_t nn[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+  cudnnBackendBehaviorNote_t bn[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
+  int64_t n = 0;
+  if (get_attr(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE, CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, nn))
+    for (int64_t i = 0; i < n && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; ++i)
+      if (!to_string(NumericalNote(nn[i])).empty()) out.numerical.push_back(NumericalNote(nn[i]));
+  n = 0;
+  if (get_attr(eng, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE, CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &n, bn))
+    for (int64_t i = 0; i < n && i < CUDNN_BEHAVIOR_NOTE_TYPE_COUNT; ++i)
+      if (!to_string(BehaviorNote(bn[i])).empty()) out.behavior.push_back(BehaviorNote(bn[i]));
+}
+
+// Reads the engine id, notes and knob choices of an engine config.
+bool read_cfg(Builder& b, const DescPtr& cfg, EngineCfg& k, Notes& notes) {
   DescPtr eng = b.make(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
   if (!eng) return false;
   cudnnBackendDescriptor_t raw = eng->get();
   int64_t n = 0;
   if (!get_attr(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &raw)) return false;
   if (!get_attr(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &k.engine)) return false;
-  cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
-  int64_t nn = 0;
-  nondeterministic = false;
-  if (get_attr(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE, CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &nn, notes))
-    for (int64_t i = 0; i < nn && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; ++i)
-      if (notes[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) nondeterministic = true;
+  read_notes(eng, notes);
   std::vector<DescPtr> kc;
   std::vector<cudnnBackendDescriptor_t> raws;
   for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; ++i) {
@@ -193,6 +216,7 @@ int64_t align256(int64_t x) { return (x + 255) / 256 * 256; }
 
 // A finalized execution plan kept between propose_plans and build_plan.
 struct BuiltEntry {
+  EngineCfg key;  // the engine config it was finalized from (none when restored from JSON)
   std::shared_ptr<LoweredGraph> lg;
   std::vector<DescPtr> keep;
   DescPtr cfg, plan;
@@ -261,29 +285,53 @@ class CudnnPlan final : public Plan {
 
   int64_t workspace_size() const override { return total_ws_; }
 
+  // cuDNN's own serialization of the execution plan (CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION);
+  // "" when this engine's plans cannot be serialized, and then restore rebuilds from the engine config.
+  Status serialize_payload(std::string& out) const override {
+    out.clear();
+    int64_t n = 0;
+    if (!get_attr(e_->plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, 0, &n, nullptr) || n <= 0)
+      return {};
+    std::string buf(size_t(n), '\0');
+    int64_t got = 0;
+    if (!get_attr(e_->plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, n, &got, buf.data()))
+      return {};
+    buf.resize(size_t(std::min(got, n)));
+    while (!buf.empty() && buf.back() == '\0') buf.pop_back();
+    out = std::move(buf);
+    return {};
+  }
+
+  Status populate_cuda_graph(void* const* slots, void* workspace, void* cuda_graph, bool update) override {
+    const auto& a = api();
+    auto fn = update ? a.BackendUpdateCudaGraph : a.BackendPopulateCudaGraph;
+    if (!fn)
+      return {ErrorCode::GRAPH_NOT_SUPPORTED, "not supported: the loaded cuDNN has no cudnnBackend" +
+                                                  std::string(update ? "Update" : "Populate") + "CudaGraph (needs 9.5+)"};
+    if (!zero_.empty())
+      return {ErrorCode::GRAPH_NOT_SUPPORTED,
+              "not supported: this plan clears workspace tensors before each run, which a CUDA graph it populates "
+              "would not do"};
+    cudnnHandle_t handle = nullptr;
+    OPENDNN_RETURN_IF_ERROR(thread_handle(device_, nullptr, handle));
+    DescPtr vp;
+    OPENDNN_RETURN_IF_ERROR(fresh_pack(slots, workspace, vp));
+    cudnnStatus_t s = fn(handle, e_->plan->get(), vp->get(), static_cast<cudaGraph_t>(cuda_graph));
+    if (s != CUDNN_STATUS_SUCCESS)
+      return {ErrorCode::GRAPH_EXECUTION_FAILED, std::string("cudnn: cudnnBackend") + (update ? "Update" : "Populate") +
+                                                     "CudaGraph: " + a.status_string(s)};
+    return {};
+  }
+
   // Reentrant: the pointers live in a per-thread array (sized once per thread), and the prebuilt variant
   // pack is used by one call at a time; a call that finds it busy builds a fresh one.
   Status execute(void* const* slots, void* workspace, void* stream) override {
     const auto& a = api();
     cudnnHandle_t handle = nullptr;
     OPENDNN_RETURN_IF_ERROR(thread_handle(device_, stream, handle));
-    thread_local std::vector<void*> ptrs_;
-    ptrs_.assign(base_ptrs_.begin(), base_ptrs_.end());
-    for (size_t i = 0; i < n_slots_; ++i) {
-      void* p = slots[slot_index_[i]];
-      if (!p) return {ErrorCode::INVALID_VARIANT_PACK, "cudnn: no pointer for tensor uid " + std::to_string(uids_[i])};
-      ptrs_[i] = p;
-    }
-    for (const auto& v : view_index_) {
-      char* p = static_cast<char*>(slots[v.slot]);
-      if (!p) return {ErrorCode::INVALID_VARIANT_PACK, "cudnn: no pointer for the sliced tensor of uid " + std::to_string(uids_[v.index])};
-      ptrs_[v.index] = p + v.byte_offset;
-    }
-    if (total_ws_ > 0 && !workspace)
-      return {ErrorCode::INVALID_VARIANT_PACK,
-              "cudnn: the plan needs " + std::to_string(total_ws_) + " bytes of workspace but none was given"};
+    thread_local std::vector<void*> ptrs;
+    OPENDNN_RETURN_IF_ERROR(fill_pointers(slots, workspace, ptrs));
     char* ws = static_cast<char*>(workspace);
-    for (auto& [i, off] : ws_index_) ptrs_[i] = ws + off;
     for (auto& [off, bytes] : zero_) {
       cudaError_t e = a.cudaMemsetAsync(ws + off, 0, size_t(bytes), static_cast<cudaStream_t>(stream));
       if (e != cudaSuccess) return {ErrorCode::CUDA_API_FAILED, std::string("cudaMemsetAsync: ") + a.cudaGetErrorString(e)};
@@ -294,21 +342,15 @@ class CudnnPlan final : public Plan {
     std::unique_lock<std::mutex> shared_pack(vp_mu_, std::try_to_lock);
     if (!fresh_ && shared_pack.owns_lock()) {
       cudnnStatus_t s = a.BackendSetAttribute(vp_->get(), CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
-                                              int64_t(ptrs_.size()), ptrs_.data());
+                                              int64_t(ptrs.size()), ptrs.data());
       if (s == CUDNN_STATUS_SUCCESS)
         s = a.BackendSetAttribute(vp_->get(), CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &cudnn_ws);
       if (s != CUDNN_STATUS_SUCCESS)
         return {ErrorCode::CUDNN_BACKEND_API_FAILED, "cudnn: variant pack update: " + a.status_string(s)};
       vp = vp_->get();
     } else {
-      // cuDNN would not re-set a finalized pack: build a fresh one (one small host allocation per call).
-      Builder b;
-      fresh = b.make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-      b.set(fresh, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, int64_t(uids_.size()), uids_.data());
-      b.set(fresh, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, int64_t(ptrs_.size()), ptrs_.data());
-      b.set(fresh, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &cudnn_ws);
-      b.finalize(fresh, "variant pack");
-      if (!b.ok()) return {ErrorCode::CUDNN_BACKEND_API_FAILED, "cudnn: " + b.error()};
+      // cuDNN would not re-set a finalized pack, or another call holds it: a fresh one (host allocations).
+      OPENDNN_RETURN_IF_ERROR(make_pack(ptrs, cudnn_ws, fresh));
       vp = fresh->get();
     }
     cudnnStatus_t s = a.BackendExecute(handle, e_->plan->get(), vp);
@@ -318,6 +360,47 @@ class CudnnPlan final : public Plan {
   }
 
  private:
+  // The variant pack's pointers for one call: the caller's tensors (slices at their offsets), workspace
+  // tensors and host values. `ptrs` keeps its capacity between calls.
+  Status fill_pointers(void* const* slots, void* workspace, std::vector<void*>& ptrs) const {
+    ptrs.assign(base_ptrs_.begin(), base_ptrs_.end());
+    for (size_t i = 0; i < n_slots_; ++i) {
+      void* p = slots[slot_index_[i]];
+      if (!p) return {ErrorCode::INVALID_VARIANT_PACK, "cudnn: no pointer for tensor uid " + std::to_string(uids_[i])};
+      ptrs[i] = p;
+    }
+    for (const auto& v : view_index_) {
+      char* p = static_cast<char*>(slots[v.slot]);
+      if (!p) return {ErrorCode::INVALID_VARIANT_PACK, "cudnn: no pointer for the sliced tensor of uid " + std::to_string(uids_[v.index])};
+      ptrs[v.index] = p + v.byte_offset;
+    }
+    if (total_ws_ > 0 && !workspace)
+      return {ErrorCode::INVALID_VARIANT_PACK,
+              "cudnn: the plan needs " + std::to_string(total_ws_) + " bytes of workspace but none was given"};
+    char* ws = static_cast<char*>(workspace);
+    for (auto& [i, off] : ws_index_) ptrs[i] = ws + off;
+    return {};
+  }
+
+  // A variant pack with these pointers (for populate_cuda_graph; execute() keeps its own).
+  Status fresh_pack(void* const* slots, void* workspace, DescPtr& out) const {
+    std::vector<void*> ptrs;
+    OPENDNN_RETURN_IF_ERROR(fill_pointers(slots, workspace, ptrs));
+    return make_pack(ptrs, e_->ws > 0 ? workspace : nullptr, out);
+  }
+
+  // A finalized variant pack of `ptrs` and the cuDNN workspace.
+  Status make_pack(const std::vector<void*>& ptrs, void* cudnn_ws, DescPtr& out) const {
+    Builder b;
+    out = b.make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+    b.set(out, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, int64_t(uids_.size()), uids_.data());
+    b.set(out, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, int64_t(ptrs.size()), ptrs.data());
+    b.set(out, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &cudnn_ws);
+    b.finalize(out, "variant pack");
+    if (!b.ok()) return {ErrorCode::CUDNN_BACKEND_API_FAILED, "cudnn: " + b.error()};
+    return {};
+  }
+
   std::shared_ptr<BuiltEntry> e_;
   int device_;
   int64_t cudnn_ws_ = 0, total_ws_ = 0;
@@ -464,6 +547,12 @@ class CudnnEngine final : public Engine {
       return p;
     }
     int device = current_device(target);
+    if (Target here; !probe_device_ordinal(device, here) || here.sm_version != target.sm_version) {
+      p.declines.push_back("cudnn: plans only on the device itself, and no visible device " + std::to_string(device) +
+                           " is sm_" + std::to_string(target.sm_version) +
+                           " (deviceless planning for the cudnn engine is not supported)");
+      return p;
+    }
     DeviceGuard guard(device);
     cudnnHandle_t handle = nullptr;
     Status hs = thread_handle(device, nullptr, handle);
@@ -477,39 +566,18 @@ class CudnnEngine final : public Engine {
     int64_t max_per_impl = 6;
     if (const char* v = std::getenv("OPENDNN_CUDNN_MAX_PLANS"); v && std::atoi(v) > 0) max_per_impl = std::atoi(v);
     const size_t search_cap = knobs::search_cap_from_env();
-    const bool is16 = sixteen_bit_io(g);
     std::set<int64_t> taken;
     // Finalizes k's execution plan and offers it as a candidate; false (with a note for a heuristic
     // config) when cuDNN refuses it.
-    auto offer = [&](const std::shared_ptr<LoweredGraph>& lg, SdpaImpl impl, const EngineCfg& k, bool nondet, int64_t rank,
-                     bool searched) {
-      const bool unified = impl == SdpaImpl::UNIFIED;
-      auto entry = std::make_shared<BuiltEntry>();
-      entry->lg = lg;
-      Builder pb;
-      entry->cfg = make_cfg(pb, *lg, k, entry->keep);
-      if (entry->cfg) entry->plan = make_plan(pb, handle, entry->cfg, entry->ws);
-      std::string name = std::string(unified ? "unified_" : "") + "eng" + std::to_string(k.engine);
-      for (auto [t, v] : k.choices) name += "_k" + std::to_string(t) + "=" + std::to_string(v);
-      if (!pb.ok()) {
-        if (!searched) notes.push_back("cudnn: " + name + ": " + pb.error());
+    auto offer = [&](const std::shared_ptr<LoweredGraph>& lg, SdpaImpl impl, const EngineCfg& k, const Notes& nt,
+                     int64_t rank, bool searched) {
+      PlanCandidate c;
+      std::string err;
+      if (!finalize_candidate(g, target, handle, lg, impl, k, nt, rank, taken, c, err)) {
+        if (!searched) notes.push_back("cudnn: " + err);
         return false;
       }
-      PlanCandidate c;
-      c.name = name;
-      c.local_index = knobs::local_index(k, unified, taken);
-      taken.insert(c.local_index);
-      c.estimated_us = estimate_us(*lg, is16, target) * (1.0 + 0.02 * double(rank));
-      c.workspace_bytes = align256(entry->ws) + lg->ws_bytes;
-      c.knobs.push_back({"engine", k.engine});
-      c.knobs.push_back({"unified", unified ? 1 : 0});
-      for (auto [t, v] : k.choices) c.knobs.push_back({"knob" + std::to_string(t), v});
       if (searched) c.knobs.push_back({"searched", 1});
-      c.deterministic = !nondet;
-      for (const auto& n : g.nodes())
-        if (n->kind() == OpKind::SDPA_BACKWARD && !unified && !n->attr_bool("use_deterministic_algorithm"))
-          c.deterministic = false;
-      remember(lg->signature, c.local_index, entry);
       p.plans.push_back(std::move(c));
       return true;
     };
@@ -517,7 +585,7 @@ class CudnnEngine final : public Engine {
     struct BaseInfo {
       std::shared_ptr<LoweredGraph> lg;
       SdpaImpl impl;
-      bool nondet;
+      Notes notes;
     };
     std::vector<knobs::SearchBase> bases;
     std::vector<BaseInfo> base_info;  // parallel to bases
@@ -567,19 +635,19 @@ class CudnnEngine final : public Engine {
         if (got == 0) notes.push_back("cudnn: " + tag + "heuristics mode " + std::to_string(int(mode)) + " found no engine config");
         for (int64_t i = 0; i < got && built < max_per_impl; ++i) {
           EngineCfg k;
-          bool nondet = false;
+          Notes nt;
           Builder rb;
-          if (!read_cfg(rb, cfgs[size_t(i)], k, nondet)) continue;
+          if (!read_cfg(rb, cfgs[size_t(i)], k, nt)) continue;
           if (std::find(seen.begin(), seen.end(), k) != seen.end()) continue;
           seen.push_back(k);
-          if (!offer(lg, impl, k, nondet, ranks[size_t(group)], false)) continue;
+          if (!offer(lg, impl, k, nt, ranks[size_t(group)], false)) continue;
           ++built;
           ++ranks[size_t(group)];
           if (search_cap == 0) continue;
           auto key = std::make_pair(group, k.engine);
           if (!ranges.count(key)) ranges[key] = engine_knob_ranges(*lg, k.engine);
           bases.push_back({k, ranges[key], group});
-          base_info.push_back({lg, impl, nondet});
+          base_info.push_back({lg, impl, nt});
         }
       }
     }
@@ -593,7 +661,7 @@ class CudnnEngine final : public Engine {
         if (added >= search_cap) break;
         const BaseInfo& bi = base_info[v.base];
         int64_t& rank = ranks[size_t(bases[v.base].group)];
-        if (offer(bi.lg, bi.impl, v.cfg, bi.nondet, rank, true)) {
+        if (offer(bi.lg, bi.impl, v.cfg, bi.notes, rank, true)) {
           ++added;
           ++rank;
         }
@@ -630,8 +698,10 @@ class CudnnEngine final : public Engine {
       return {ErrorCode::GRAPH_NOT_SUPPORTED, m};
     }
     std::shared_ptr<BuiltEntry> entry = recall(lg->signature, cand.local_index);
+    if (entry && !(entry->key == k)) entry = nullptr;
     if (!entry) {
       entry = std::make_shared<BuiltEntry>();
+      entry->key = k;
       entry->lg = lg;
       Builder b;
       entry->cfg = make_cfg(b, *lg, k, entry->keep);
@@ -644,7 +714,181 @@ class CudnnEngine final : public Engine {
     return {};
   }
 
+  // ---- engine/knob API: cuDNN's own engines (global ids 0..CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT-1)
+  // of the graph's first lowering, with the knobs each reports (CUDNN_ATTR_ENGINE_KNOB_INFO).
+  Status list_knob_engines(const Graph& g, const Target& target, std::vector<KnobEngine>& out) override {
+    out.clear();
+    Prepared pr;
+    OPENDNN_RETURN_IF_ERROR(prepare(g, target, impls_for(g).front(), pr));
+    int64_t count = 0, n = 0;
+    if (!get_attr(pr.lg->op_graph, CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT, CUDNN_TYPE_INT64, 1, &n, &count))
+      return {ErrorCode::CUDNN_BACKEND_API_FAILED, "cudnn: engine count query failed: " + api().last_error()};
+    for (int64_t e = 0; e < count; ++e) {
+      KnobEngine ke;
+      ke.name = "cudnn:eng" + std::to_string(e);
+      Builder b;
+      DescPtr eng = b.make(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+      b.set_desc(eng, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, pr.lg->op_graph);
+      b.set_i64(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, e);
+      b.finalize(eng, "engine " + std::to_string(e));
+      if (!b.ok()) {
+        ke.unsupported = "cuDNN engine " + std::to_string(e) + " does not take this graph: " + b.error();
+      } else {
+        for (const auto& r : engine_knob_ranges(*pr.lg, e)) {
+          std::string_view t = to_string(KnobType(int32_t(r.type)));
+          ke.knobs.push_back({t.empty() ? "knob" + std::to_string(r.type) : std::string(t), r.min, r.max, r.stride, {}});
+        }
+      }
+      out.push_back(std::move(ke));
+    }
+    return {};
+  }
+
+  Status make_candidate(const Graph& g, const Target& target, int64_t index,
+                        const std::vector<std::pair<KnobType, int64_t>>& knobs, PlanCandidate& out) override {
+    const SdpaImpl impl = impls_for(g).front();
+    Prepared pr;
+    OPENDNN_RETURN_IF_ERROR(prepare(g, target, impl, pr));
+    const std::vector<knobs::KnobRange> ranges = engine_knob_ranges(*pr.lg, index);
+    EngineCfg k;
+    k.engine = index;
+    for (auto [type, value] : knobs) {
+      auto r = std::find_if(ranges.begin(), ranges.end(), [&](const auto& x) { return x.type == int64_t(type); });
+      if (r == ranges.end())
+        return {ErrorCode::INVALID_VALUE, "cudnn engine " + std::to_string(index) + " has no knob " +
+                                              std::string(to_string(type)) + " for this graph"};
+      if (value < r->min || value > r->max || (r->stride > 0 && (value - r->min) % r->stride != 0))
+        return {ErrorCode::INVALID_VALUE, "knob " + std::string(to_string(type)) + " of cudnn engine " +
+                                              std::to_string(index) + " takes " + std::to_string(r->min) + ".." +
+                                              std::to_string(r->max) + " by " + std::to_string(r->stride) + ", not " +
+                                              std::to_string(value)};
+      k.choices.push_back({int64_t(type), value});
+    }
+    std::sort(k.choices.begin(), k.choices.end());
+    Notes nt;
+    {
+      Builder b;
+      DescPtr eng = b.make(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+      b.set_desc(eng, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, pr.lg->op_graph);
+      b.set_i64(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, index);
+      b.finalize(eng, "engine " + std::to_string(index));
+      if (!b.ok()) return {ErrorCode::GRAPH_NOT_SUPPORTED, "cudnn: " + b.error()};
+      read_notes(eng, nt);
+    }
+    std::set<int64_t> taken;
+    std::string err;
+    if (!finalize_candidate(g, target, pr.handle, pr.lg, impl, k, nt, 0, taken, out, err))
+      return {ErrorCode::GRAPH_NOT_SUPPORTED, "cudnn: " + err};
+    return {};
+  }
+
+  std::string build_id() const override { return "cudnn engine over " + describe_version(); }
+
+  // From cuDNN's execution-plan JSON when the plan carried one, else from its engine config; either way
+  // without heuristics.
+  Status restore_plan(const Graph& g, const Target& target, const PlanCandidate& cand, std::string_view payload,
+                      std::unique_ptr<Plan>& out) override {
+    if (payload.empty()) return build_plan(g, target, cand, out);
+    SdpaImpl impl = SdpaImpl::COMPOSITE;
+    for (auto& [name, v] : cand.knobs)
+      if (name == "unified" && v) impl = SdpaImpl::UNIFIED;
+    Prepared pr;
+    OPENDNN_RETURN_IF_ERROR(prepare(g, target, impl, pr));
+    auto entry = std::make_shared<BuiltEntry>();
+    entry->lg = pr.lg;
+    Builder b;
+    entry->plan = b.make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+    b.set(entry->plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &pr.handle);
+    std::string text(payload);
+    b.set(entry->plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, int64_t(text.size()), text.c_str());
+    b.finalize(entry->plan, "execution plan from JSON");
+    int64_t n = 0;
+    if (b.ok() && !get_attr(entry->plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &entry->ws))
+      b.fail("execution plan: workspace size query failed");
+    if (!b.ok()) return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cudnn: " + b.error()};
+    auto plan = std::make_unique<CudnnPlan>(entry, pr.device);
+    OPENDNN_RETURN_IF_ERROR(plan->init(g));
+    out = std::move(plan);
+    return {};
+  }
+
+  bool probe_device_ordinal(int device, Target& out) const override {
+    const auto& a = api();
+    int count = 0, major = 0, minor = 0, sms = 0;
+    if (!a.ok() || !a.cudaGetDeviceCount || a.cudaGetDeviceCount(&count) != cudaSuccess || device >= count) return false;
+    if (a.cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+        a.cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess ||
+        a.cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+      return false;
+    out = Target{DeviceKind::CUDA, device, major * 10 + minor, sms};
+    return true;
+  }
+
  private:
+  struct Prepared {
+    int device = 0;
+    cudnnHandle_t handle = nullptr;
+    std::shared_ptr<LoweredGraph> lg;
+  };
+  // A handle on the target's device and the graph lowered for `impl`. cuDNN plans on the device itself: a
+  // target no device here matches (device properties of a GPU this process does not see) is an error.
+  Status prepare(const Graph& g, const Target& target, SdpaImpl impl, Prepared& pr) {
+    const auto& a = api();
+    if (!a.ok()) return {ErrorCode::GRAPH_NOT_SUPPORTED, a.decline_reason()};
+    Target here;
+    pr.device = current_device(target);
+    if (!probe_device_ordinal(pr.device, here) || here.sm_version != target.sm_version)
+      return {ErrorCode::GRAPH_NOT_SUPPORTED,
+              "cudnn: plans only on the device itself, and no visible device " + std::to_string(pr.device) +
+                  " is sm_" + std::to_string(target.sm_version) +
+                  " (deviceless planning for the cudnn engine is not supported)"};
+    DeviceGuard guard(pr.device);
+    OPENDNN_RETURN_IF_ERROR(thread_handle(pr.device, nullptr, pr.handle));
+    std::vector<std::string> why;
+    if (!lower_graph(g, pr.handle, impl, a.version, why, pr.lg)) {
+      std::string m;
+      for (auto& w : why) m += (m.empty() ? "" : "; ") + w;
+      return {ErrorCode::GRAPH_NOT_SUPPORTED, "cudnn: " + m};
+    }
+    return {};
+  }
+
+  // Finalizes k's execution plan and describes it as a candidate (remembered for build_plan); false with
+  // the reason when cuDNN refuses it.
+  bool finalize_candidate(const Graph& g, const Target& target, cudnnHandle_t handle,
+                          const std::shared_ptr<LoweredGraph>& lg, SdpaImpl impl, const EngineCfg& k, const Notes& nt,
+                          int64_t rank, std::set<int64_t>& taken, PlanCandidate& c, std::string& err) {
+    const bool unified = impl == SdpaImpl::UNIFIED;
+    auto entry = std::make_shared<BuiltEntry>();
+    entry->key = k;
+    entry->lg = lg;
+    Builder pb;
+    entry->cfg = make_cfg(pb, *lg, k, entry->keep);
+    if (entry->cfg) entry->plan = make_plan(pb, handle, entry->cfg, entry->ws);
+    std::string name = std::string(unified ? "unified_" : "") + "eng" + std::to_string(k.engine);
+    for (auto [t, v] : k.choices) name += "_k" + std::to_string(t) + "=" + std::to_string(v);
+    if (!pb.ok()) {
+      err = name + ": " + pb.error();
+      return false;
+    }
+    c.name = name;
+    c.local_index = knobs::local_index(k, unified, taken);
+    taken.insert(c.local_index);
+    c.estimated_us = estimate_us(*lg, sixteen_bit_io(g), target) * (1.0 + 0.02 * double(rank));
+    c.workspace_bytes = align256(entry->ws) + lg->ws_bytes;
+    c.knobs.push_back({"engine", k.engine});
+    c.knobs.push_back({"unified", unified ? 1 : 0});
+    for (auto [t, v] : k.choices) c.knobs.push_back({"knob" + std::to_string(t), v});
+    c.numerical_notes = nt.numerical;
+    c.behavior_notes = nt.behavior;
+    c.deterministic = !nt.nondeterministic();
+    for (const auto& n : g.nodes())
+      if (n->kind() == OpKind::SDPA_BACKWARD && !unified && !n->attr_bool("use_deterministic_algorithm"))
+        c.deterministic = false;
+    remember(lg->signature, c.local_index, entry);
+    return true;
+  }
+
   void remember(const std::string& sig, int64_t index, std::shared_ptr<BuiltEntry> e) {
     std::lock_guard<std::mutex> lock(mu_);
     if (cache_.size() > 1024) cache_.clear();  // a knob-searched graph holds up to ~70
@@ -664,9 +908,7 @@ class CudnnEngine final : public Engine {
 std::string describe_loaded() {
   const auto& a = api();
   if (!a.ok()) return a.decline_reason();
-  size_t v = a.version;
-  return "cuDNN " + std::to_string(v / 10000) + "." + std::to_string((v % 10000) / 100) + "." + std::to_string(v % 100) +
-         " from " + a.cudnn_path + "; cudart " + a.cudart_name;
+  return describe_version() + " from " + a.cudnn_path + "; cudart " + a.cudart_name;
 }
 
 const char* variant_pack_mode() {

@@ -296,6 +296,8 @@ void propose(const Graph& g, const Target& t, Proposal& out) {
       // Asked for by name (the switch), so ranked ahead of the token-exact plan whatever the guess says.
       c.estimated_us = std::min(estimate_bwd_us(cb), 0.5 * estimate_bwd_us(b));
       c.workspace_bytes = bwd_workspace(cb);
+      c.numerical_notes = {NumericalNote::TENSOR_CORE};  // mma.sync
+      c.deterministic = false;  // the warps of a chunk add their dgamma terms with fp32 atomicAdd
       out.plans.push_back(c);
     }
   }

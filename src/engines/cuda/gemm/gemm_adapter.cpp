@@ -385,12 +385,19 @@ void choose_knobs(gemm::Args& a, int sm_count) {
   }
 }
 
-void apply_knobs(gemm::Args& a, const PlanCandidate& c) {
+// "" or the knob value the kernels do not take (a candidate from create_execution_plan or a serialized plan).
+std::string apply_knobs(gemm::Args& a, const PlanCandidate& c) {
   for (const auto& [k, v] : c.knobs) {
+    const bool ok = k == "swizzle" ? (v == 1 || v == 2 || v == 4 || v == 8)
+                    : k == "raster" ? (v >= 0 && v <= 2)
+                    : k == "promotion" ? (v == 4 || v == 8 || v == 16)
+                                       : true;
+    if (!ok) return "knob " + k + " = " + std::to_string(v) + " is not a value the kernels take";
     if (k == "swizzle") a.swizzle = int(v);
     if (k == "raster") a.raster = gemm::Raster(v);
     if (k == "promotion") a.fp8_promotion = int(v);
   }
+  return {};
 }
 
 class GemmPlan : public Plan {
@@ -489,6 +496,12 @@ void propose(const Graph& g, const Target& t, Proposal& out) {
     c.estimated_us = estimate_us(a);
     c.knobs = {{"swizzle", a.swizzle}, {"raster", int64_t(a.raster)}, {"promotion", a.fp8_promotion}};
     c.workspace_bytes = gemm::workspace_bytes(a, sm_count_of(t));
+    c.numerical_notes = {NumericalNote::TENSOR_CORE};  // wgmma
+    // The tile scheduler's knobs take any of these values; the fp8 promotion interval 4, 8 or 16.
+    c.knob_ranges = {{"swizzle", 1, 8, 1, {1, 2, 4, 8}},
+                     {"raster", 0, 2, 1, {}},
+                     {"promotion", 4, 16, 4, a.type == gemm::Elem::FP8_E4M3 ? std::vector<int64_t>{4, 8, 16}
+                                                                             : std::vector<int64_t>{a.fp8_promotion}}};
     out.plans.push_back(c);
   }
   if (out.plans.empty())
@@ -501,7 +514,8 @@ Status build(const Graph& g, const Target& t, const PlanCandidate& c, std::uniqu
   if (std::string why = match(g, f); !why.empty())
     return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cuda gemm: " + why};
   f.args.config = gemm::Config((c.local_index - kBase) % (16 * kConfigs) / 16);
-  apply_knobs(f.args, c);
+  if (std::string bad = apply_knobs(f.args, c); !bad.empty())
+    return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cuda gemm: " + bad};
   if (!gemm::has_kernel(f.args) || local_index(f.args) != c.local_index)
     return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cuda gemm: the candidate does not fit this graph"};
   const int sm = sm_count_of(t);

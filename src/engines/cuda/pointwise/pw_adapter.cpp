@@ -129,6 +129,7 @@ void propose(const Graph& g, const Target&, Proposal& out) {
   PlanCandidate p;
   p.name = "pointwise_chain_v" + std::to_string(c.vec);
   p.local_index = kBase;
+  p.behavior_notes = {BehaviorNote::RUNTIME_COMPILATION};  // the chain is compiled with NVRTC at build
   // Memory bound: every tensor streamed once (~2 bytes an element) at ~3.5 TB/s, plus the launch.
   p.estimated_us = 3.0 + double(c.elements) * double(c.in_slots.size() + c.out_slots.size()) * 2.0 / 3.5e6;
   out.plans.push_back(p);

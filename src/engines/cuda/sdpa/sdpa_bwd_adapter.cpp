@@ -200,6 +200,7 @@ void propose(const Graph& g, const Target& target, Proposal& out) {
   c.estimated_us = estimate_us(a.p, target);
   c.workspace_bytes = sdpa::bwd_workspace_bytes(a.p, false);
   c.deterministic = true;
+  c.numerical_notes = {NumericalNote::TENSOR_CORE};  // wgmma
   // Problems v2 does not take keep the first plan alone.
   if (v2_declined(a, s).empty()) {
     PlanCandidate v2 = c;

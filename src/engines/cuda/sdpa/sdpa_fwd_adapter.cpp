@@ -156,6 +156,7 @@ void propose(const Graph& g, const Target& target, Proposal& out) {
   c.name = "sdpa_fwd_d" + std::to_string(p.d_qk) + (p.d_v != p.d_qk ? "_" + std::to_string(p.d_v) : "");
   c.local_index = kBase;
   c.estimated_us = estimate_us(p, target);
+  c.numerical_notes = {NumericalNote::TENSOR_CORE};  // wgmma
   if (v2_enabled()) {
     // Cases v2 does not cover simply keep the v1 plan alone.
     if (sdpa::fwd_v2_supports(p, s).empty()) {
