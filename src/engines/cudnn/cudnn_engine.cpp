@@ -488,6 +488,16 @@ double estimate_us(const LoweredGraph& lg, bool is16, const Target& t) {
   return (lg.flops / (is16 ? 700e12 : 50e12) + lg.bytes / 3.5e12) * 1e6 + 5.0;
 }
 
+// The engine config and lowering a candidate names (its knobs "engine", "unified", "knob<type>").
+void cfg_of(const PlanCandidate& cand, EngineCfg& k, SdpaImpl& impl) {
+  for (auto& [name, v] : cand.knobs) {
+    if (name == "engine") k.engine = v;
+    else if (name == "unified") impl = v ? SdpaImpl::UNIFIED : SdpaImpl::COMPOSITE;
+    else if (name.rfind("knob", 0) == 0 && name.size() > 4) k.choices.push_back({std::atoll(name.c_str() + 4), v});
+  }
+  std::sort(k.choices.begin(), k.choices.end());
+}
+
 class CudnnEngine final : public Engine {
  public:
   std::unique_ptr<Timer> make_timer(const Target&) const override {
@@ -660,12 +670,7 @@ class CudnnEngine final : public Engine {
     OPENDNN_RETURN_IF_ERROR(thread_handle(device, nullptr, handle));
     EngineCfg k;
     SdpaImpl impl = SdpaImpl::COMPOSITE;
-    for (auto& [name, v] : cand.knobs) {
-      if (name == "engine") k.engine = v;
-      else if (name == "unified") impl = v ? SdpaImpl::UNIFIED : SdpaImpl::COMPOSITE;
-      else if (name.rfind("knob", 0) == 0) k.choices.push_back({std::stoll(name.substr(4)), v});
-    }
-    std::sort(k.choices.begin(), k.choices.end());
+    cfg_of(cand, k, impl);
     if (k.engine < 0) return {ErrorCode::INVALID_VALUE, "cudnn: candidate " + cand.name + " has no engine knob"};
     std::shared_ptr<LoweredGraph> lg;
     std::vector<std::string> why;
@@ -766,11 +771,13 @@ class CudnnEngine final : public Engine {
   Status restore_plan(const Graph& g, const Target& target, const PlanCandidate& cand, std::string_view payload,
                       std::unique_ptr<Plan>& out) override {
     if (payload.empty()) return build_plan(g, target, cand, out);
+    EngineCfg k;
     SdpaImpl impl = SdpaImpl::COMPOSITE;
-    for (auto& [name, v] : cand.knobs)
-      if (name == "unified" && v) impl = SdpaImpl::UNIFIED;
+    cfg_of(cand, k, impl);
     Prepared pr;
     OPENDNN_RETURN_IF_ERROR(prepare(g, target, impl, pr));
+    // A plan this process finalized already (a kernel-cache hit) is taken as it is.
+    if (auto e = recall(pr.lg->signature, cand.local_index); e && e->key == k) return build_plan(g, target, cand, out);
     auto entry = std::make_shared<BuiltEntry>();
     entry->lg = pr.lg;
     Builder b;
