@@ -789,7 +789,9 @@ class CudnnEngine final : public Engine {
     int64_t n = 0;
     if (b.ok() && !get_attr(entry->plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &entry->ws))
       b.fail("execution plan: workspace size query failed");
-    if (!b.ok()) return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cudnn: " + b.error()};
+    // cuDNN would not take its own JSON back (an engine without deserialization): the engine config is
+    // the plan's identity too, and finalizing it needs no heuristics.
+    if (!b.ok()) return build_plan(g, target, cand, out);
     auto plan = std::make_unique<CudnnPlan>(entry, pr.device);
     OPENDNN_RETURN_IF_ERROR(plan->init(g));
     out = std::move(plan);
