@@ -296,6 +296,8 @@ def _tamper(data, fn):
     (lambda d: d["plan"]["target"].update(kind="cuda", sm_version=90), "built for a cuda target"),
     (lambda d: d["plan"]["engine"].update(id=29999), r"engine knobbed_add \(id 29999\) is not registered"),
     (lambda d: d["plan"].__setitem__("variant_uids", [1, 2]), "variant-pack uids differ"),
+    (lambda d: d["plan"]["candidate"]["numerical_notes"].append(99), "unknown numerical note 99"),
+    (lambda d: d["plan"].__delitem__("payload"), 'has no "payload"'),
     (lambda d: d["plan"]["candidate"]["knobs"].__setitem__(0, ["TILE_M", 100]), None),
 ])
 def test_a_serialized_plan_that_does_not_match_is_an_error(knobbed, edit, message):
