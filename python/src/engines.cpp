@@ -10,6 +10,8 @@
 //                                      NotImplementedError / NotSupportedError / ImportError declines
 //   build_plan(graph, target, plan) -> object with execute(slot_pointers, workspace, stream) and
 //                                      workspace_size (attribute or method)
+//   build_id                        optional (attribute or method): what a serialized plan of this
+//                                      engine must match to be restored (e.g. the engine's version)
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
@@ -130,6 +132,20 @@ class PyEngine final : public Engine {
       e.discard_as_unraisable("opendnn python engine serves()");
       return false;
     }
+  }
+
+  // The library's build id, then the engine's own `build_id` (attribute or method) when it has one.
+  std::string build_id() const override {
+    std::string id = Engine::build_id();
+    if (g_shutting_down.load() || !Py_IsInitialized()) return id;
+    nb::gil_scoped_acquire g;
+    try {
+      nb::object v = call_or_value(obj_, "build_id");
+      if (!v.is_none()) id += " " + name_ + " " + nb::cast<std::string>(nb::str(v));
+    } catch (nb::python_error& e) {
+      e.discard_as_unraisable("opendnn python engine build_id");
+    }
+    return id;
   }
 
   Proposal propose_plans(const Graph& graph, const Target& target) override {

@@ -316,6 +316,21 @@ def test_a_serialized_plan_that_does_not_match_is_an_error(knobbed, edit, messag
         _run(h, a, b, c)
 
 
+def test_python_engine_build_id_is_checked(knobbed):
+    knobbed.build_id = "v1"
+    g, a, b, c = _add_graph()
+    g.create_execution_plan(1, {})
+    g.build_plans()
+    data = g.serialize()
+    knobbed.build_id = "v2"
+    with pytest.raises(RuntimeError, match="knobbed_add v1\"; this process has .*knobbed_add v2"):
+        opendnn.pygraph().deserialize(data)
+    knobbed.build_id = "v1"
+    h = opendnn.pygraph()
+    h.deserialize(data)
+    _run(h, a, b, c)
+
+
 def test_serialized_pass_by_value_mismatch_is_an_error():
     g = opendnn.pygraph(io_data_type=F, compute_data_type=F)
     x = g.tensor(name="x", dim=[4], data_type=F, uid=1)
