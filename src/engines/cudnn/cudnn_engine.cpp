@@ -506,6 +506,9 @@ class CudnnEngine final : public Engine {
   }
   std::string_view name() const override { return "cudnn"; }
   int64_t engine_id() const override { return kCudnnEngineId; }
+  // HeurMode::FALLBACK admits it: its candidates include cuDNN's own FALLBACK heuristic configs, and on a
+  // CUDA target, where the reference engine cannot run, it is the backstop cuDNN Frontend users ask for.
+  bool is_fallback() const override { return true; }
   bool serves(const Target& t) const override { return t.kind == DeviceKind::CUDA && api().ok(); }
 
   // A GPU that libcudnn can drive makes CUDA the default target even without the cuda engine.
