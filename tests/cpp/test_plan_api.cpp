@@ -314,6 +314,24 @@ TEST_F(PlanApi, PopulateCudaGraphGoesToThePlan) {
   EXPECT_NE(s.message().find("not supported"), std::string::npos);
 }
 
+TEST(PlanRecords, MalformedDocumentsAreErrorsAndLeaveTheGraph) {
+  Graph g;
+  for (const char* doc : {"{", "[]", R"({"opendnn_serialized_plan": 1, "graph": 5, "plan": 3})",
+                          R"({"opendnn_serialized_plan": 2, "graph": {}, "plan": {}})",
+                          R"({"opendnn_serialized_plan": 1, "graph": {"version": "2.0", "tensors": [], "nodes": []},
+                              "plan": {"opendnn_plan": "one"}})",
+                          R"({"opendnn_serialized_plan": 1, "graph": {"version": "2.0", "tensors": [], "nodes": []},
+                              "plan": {"opendnn_plan": 1, "library": 7}})"}) {
+    Status s = g.deserialize_plan(doc);
+    EXPECT_TRUE(s.is_bad()) << doc;
+    EXPECT_TRUE(g.nodes().empty());
+  }
+  KernelCache c;
+  EXPECT_TRUE(c.deserialize(R"({"opendnn_kernel_cache": 1, "library": "opendnn 0.0.0", "entries": {}})").is_bad());
+  EXPECT_TRUE(c.deserialize(R"({"opendnn_kernel_cache": 1, "library": "x", "entries": {"k": 3}})").is_bad());
+  EXPECT_EQ(c.size(), 0u);
+}
+
 TEST(KnobTypes, NamesRoundTrip) {
   EXPECT_EQ(knob_type_from_name("swizzle"), KnobType::SWIZZLE);
   EXPECT_EQ(knob_type_from_name("knob24"), KnobType::KERNEL_CFG);
