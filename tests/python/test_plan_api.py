@@ -95,16 +95,6 @@ def _run(g, a, b, c):
     np.testing.assert_array_equal(z, x + y)
 
 
-def _knob_engine(g, name):
-    ids = [i for i in range(g.get_engine_count()) if g.get_knobs_for_engine(i) is not None]
-    for i in ids:
-        g.create_execution_plan(i, {})
-    for i in range(g.get_execution_plan_count()):
-        if g.get_plan_name_at_index(i).endswith(name):
-            return ids[i]
-    raise AssertionError(name)
-
-
 # ---- engines and knobs ----------------------------------------------------------------------------
 
 def test_reference_engine_is_one_engine_without_knobs():
@@ -186,7 +176,7 @@ def test_engine_that_declines_lists_why(knobbed):
 
 # ---- notes ----------------------------------------------------------------------------------------
 
-def _planned(engine_filter=None):
+def _planned():
     g, a, b, c = _add_graph()
     g.create_execution_plans([opendnn.heur_mode.A])
     names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
