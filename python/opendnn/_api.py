@@ -42,6 +42,16 @@ from .enums import (  # noqa: F401
     scalar_type,
 )
 from ._pygraph import pygraph  # noqa: F401
+from .plans import (  # noqa: F401
+    behavior_note,
+    create_device_properties,
+    create_kernel_cache,
+    device_properties,
+    kernel_cache,
+    knob,
+    knob_type,
+    numerical_note,
+)
 from .graph import graph, graph_cache, jit  # noqa: F401
 from .wrapper import Graph  # noqa: F401
 from .engines import register_engine  # noqa: F401

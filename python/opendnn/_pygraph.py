@@ -75,6 +75,15 @@ class pygraph(_C._Graph):
             self._set_handle(handle)
         self.kernel_cache = kernel_cache
         self.device_property = device_property
+        if kernel_cache is not None:
+            if not isinstance(kernel_cache, _C.kernel_cache):
+                raise TypeError("kernel_cache must come from opendnn.create_kernel_cache()")
+            self._set_kernel_cache(kernel_cache)
+        if device_property is not None:
+            target = getattr(device_property, "_target", None)
+            if target is None:
+                raise TypeError("device_property must come from opendnn.create_device_properties()")
+            self._set_target(target())
         self.is_dynamic_shape_enabled = is_dynamic_shape_enabled
         self.is_override_shape_enabled = is_override_shape_enabled
 
@@ -642,11 +651,30 @@ class pygraph(_C._Graph):
             heur_modes = [heur_mode.A, heur_mode.FALLBACK]
         self._build(heur_modes, policy)
 
-    def serialize(self, serialize_structure: bool = False) -> str:
-        return self._serialize(bool(serialize_structure))
+    def serialize(self, serialize_structure: bool = False):
+        """The graph and, once built, its selected plan, as a list of byte values (cuDNN Frontend's
+        type; ``bytes(graph.serialize())`` is JSON text). ``deserialize`` gives back a graph that
+        executes without planning again. ``serialize_structure=True`` returns the structure-only
+        Graph JSON text instead."""
+        if serialize_structure:
+            return self._serialize(True)
+        text = self._serialize_plan() if self._has_built_plan() else self._serialize(False)
+        return list(text.encode())
 
-    def deserialize(self, *args):
-        """deserialize(data) or deserialize(handle, data); data is JSON text, bytes or a list of ints."""
+    def to_json(self) -> str:
+        """The graph as Graph JSON v2 text (names and pass-by-value values included, no plan)."""
+        return self._serialize(False)
+
+    def deserialize(self, *args, **kwargs):
+        """deserialize(pyobj) or deserialize(handle_, pyobj): ``pyobj`` is what serialize() returned (a
+        list of ints or bytes; the graph with its built plan), or JSON text (a graph, or a graph and plan)."""
+        if kwargs:
+            unknown = set(kwargs) - {"handle_", "pyobj"}
+            if unknown:
+                raise TypeError(f"deserialize() got an unexpected keyword argument '{sorted(unknown)[0]}'")
+            args = (kwargs.get("handle_"), kwargs["pyobj"]) if "pyobj" in kwargs else args + (kwargs.get("handle_"),)
+        if not args or len(args) > 2:
+            raise TypeError("deserialize(pyobj) or deserialize(handle_, pyobj)")
         data = args[-1]
         if len(args) > 1 and args[0] is not None:
             self._set_handle(args[0])
@@ -654,7 +682,9 @@ class pygraph(_C._Graph):
             data = data.decode()
         elif isinstance(data, list):
             data = bytes(data).decode()
-        self._deserialize(data)
+        elif not isinstance(data, str):
+            raise TypeError(f"deserialize: pyobj must be a list of ints, bytes or str, not {type(data).__name__}")
+        self._deserialize_plan(data)
 
     def query_tensor_attributes_of_uid(self, uid):
         return self.find_tensor(int(uid))
@@ -674,7 +704,7 @@ class pygraph(_C._Graph):
 
     def __repr__(self):
         try:
-            return self.serialize()
+            return self.to_json()
         except Exception:
             nodes = ", ".join(f'{n["method"]} "{n["name"]}"' for n in self.nodes_info())
             return f"<opendnn.pygraph {self.get_name()!r}: {nodes}>"

@@ -44,7 +44,7 @@ def _fallback(argv):
     if args.cmd == "validate":
         print(f"{args.file}: ok ({len(g.nodes_info())} nodes, {len(g.tensors())} tensors)")
     else:
-        print(g.serialize())
+        print(g.to_json())
     return 0
 
 

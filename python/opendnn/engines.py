@@ -9,8 +9,15 @@ An engine is any object with
   ``workspace_bytes``, ``knobs``, ``deterministic``; all optional), or a list of strings saying why
   it declines, or ``{"plans": [...], "declines": [...]}``; raising ``NotImplementedError``,
   ``opendnn.NotSupportedError`` or ``ImportError`` also declines,
+* ``build_id`` (optional; attribute or method): what a serialized plan of this engine must match to be
+  restored, e.g. the engine's version,
 * ``build_plan(graph, target, plan) -> compiled`` where ``compiled.execute(slot_pointers, workspace,
   stream)`` runs the plan and ``compiled.workspace_size`` (attribute or method) gives its bytes.
+
+A plan dict may also carry ``knob_ranges`` (``{"TILE_M": (min, max, stride)}`` or a list of values: what
+``pygraph.create_execution_plan`` may set; knobs named by ``opendnn.knob_type`` members are listed by
+``get_knobs_for_engine``), ``numerical_notes`` and ``behavior_notes`` (lists of ``opendnn.numerical_note``
+/ ``opendnn.behavior_note`` members that are true of the plan).
 
 ``slot_pointers`` holds one address per ``graph.variant_uids()`` entry, in that order.
 ``opendnn.register_engine(engine)`` hands it to the router, which ranks its plans beside the C++

@@ -90,6 +90,12 @@ void invalidate_checks(PyGraph& g);
 // Checks a workspace object against `need` bytes and returns its address (int pointers unchecked).
 void* resolve_workspace(nb::handle ws, int64_t need);
 
+// cuDNN Frontend's `knob`: a knob type and the values it takes (min..max by stride).
+struct PyKnob {
+  KnobType type = KnobType::NOT_SET;
+  int64_t max_value = 0, min_value = 0, stride = 1;
+};
+
 // The address behind a variant-pack value: an int, a numpy array, a torch tensor (data_ptr()),
 // an object with __cuda_array_interface__ / __array_interface__ / __dlpack__, or a buffer.
 void* to_pointer(nb::handle obj);

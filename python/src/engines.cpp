@@ -10,9 +10,12 @@
 //                                      NotImplementedError / NotSupportedError / ImportError declines
 //   build_plan(graph, target, plan) -> object with execute(slot_pointers, workspace, stream) and
 //                                      workspace_size (attribute or method)
+//   build_id                        optional (attribute or method): what a serialized plan of this
+//                                      engine must match to be restored (e.g. the engine's version)
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <atomic>
@@ -131,6 +134,20 @@ class PyEngine final : public Engine {
     }
   }
 
+  // The library's build id, then the engine's own `build_id` (attribute or method) when it has one.
+  std::string build_id() const override {
+    std::string id = Engine::build_id();
+    if (g_shutting_down.load() || !Py_IsInitialized()) return id;
+    nb::gil_scoped_acquire g;
+    try {
+      nb::object v = call_or_value(obj_, "build_id");
+      if (!v.is_none()) id += " " + name_ + " " + nb::cast<std::string>(nb::str(v));
+    } catch (nb::python_error& e) {
+      e.discard_as_unraisable("opendnn python engine build_id");
+    }
+    return id;
+  }
+
   Proposal propose_plans(const Graph& graph, const Target& target) override {
     nb::gil_scoped_acquire g;
     Proposal p;
@@ -186,7 +203,34 @@ class PyEngine final : public Engine {
     if (dd.contains("deterministic")) c.deterministic = nb::cast<bool>(dd["deterministic"]);
     if (dd.contains("knobs"))
       for (auto [k, v] : nb::borrow<nb::dict>(dd["knobs"]))
-        c.knobs.emplace_back(nb::cast<std::string>(nb::str(k)), nb::cast<int64_t>(v));
+        c.knobs.emplace_back(knob_name(k), nb::cast<int64_t>(v));
+    // {"TILE_M": (min, max, stride)} or {"TILE_M": [values...]}: what create_execution_plan may set.
+    if (dd.contains("knob_ranges"))
+      for (auto [k, v] : nb::borrow<nb::dict>(dd["knob_ranges"])) {
+        KnobRange r;
+        r.name = knob_name(k);
+        if (nb::isinstance<nb::tuple>(v)) {
+          auto t = nb::cast<std::tuple<int64_t, int64_t, int64_t>>(v);
+          r.min_value = std::get<0>(t);
+          r.max_value = std::get<1>(t);
+          r.stride = std::get<2>(t);
+        } else {
+          r.values = nb::cast<std::vector<int64_t>>(v);
+          if (r.values.empty()) throw std::runtime_error("knob range " + r.name + " lists no value");
+        }
+        c.knob_ranges.push_back(std::move(r));
+      }
+    if (dd.contains("numerical_notes"))
+      for (nb::handle h : nb::borrow<nb::iterable>(dd["numerical_notes"])) c.numerical_notes.push_back(nb::cast<NumericalNote>(h));
+    if (dd.contains("behavior_notes"))
+      for (nb::handle h : nb::borrow<nb::iterable>(dd["behavior_notes"])) c.behavior_notes.push_back(nb::cast<BehaviorNote>(h));
+  }
+
+  // A knob key: a knob_type member or its name.
+  static std::string knob_name(nb::handle k) {
+    KnobType t;
+    if (nb::try_cast<KnobType>(k, t, false)) return std::string(to_string(t));
+    return nb::cast<std::string>(nb::str(k));
   }
 
   void parse_proposal(nb::handle r, Proposal& p) const {
@@ -238,7 +282,69 @@ void shutdown_engines() {
   g_shutting_down = true;
 }
 
+namespace {
+
+// The address behind a cudaGraph_t given from Python: an int, or cuda-python's object (getPtr / int()).
+void* graph_pointer(nb::handle g) {
+  if (PyLong_Check(g.ptr())) return reinterpret_cast<void*>(nb::cast<uintptr_t>(g));
+  nb::object get = nb::getattr(g, "getPtr", nb::none());
+  if (!get.is_none()) return reinterpret_cast<void*>(nb::cast<uintptr_t>(get()));
+  nb::object idx = nb::getattr(g, "__int__", nb::none());
+  if (!idx.is_none()) return reinterpret_cast<void*>(nb::cast<uintptr_t>(idx()));
+  throw nb::type_error("cuda_graph must be a cudaGraph_t: an int or a cuda-python cudaGraph_t");
+}
+
+void bind_plan_types(nb::module_& m) {
+  auto kt = nb::enum_<KnobType>(m, "knob_type");
+  kt.value("NOT_SET", KnobType::NOT_SET);
+#define OPENDNN_KNOB_VALUE(n, v) kt.value(#n, KnobType::n);
+  OPENDNN_KNOB_TYPES(OPENDNN_KNOB_VALUE)
+#undef OPENDNN_KNOB_VALUE
+  auto nn = nb::enum_<NumericalNote>(m, "numerical_note");
+  for (int i = 0; !to_string(NumericalNote(i)).empty(); ++i)
+    nn.value(std::string(to_string(NumericalNote(i))).c_str(), NumericalNote(i));
+  auto bn = nb::enum_<BehaviorNote>(m, "behavior_note");
+  for (int i = 0; !to_string(BehaviorNote(i)).empty(); ++i)
+    bn.value(std::string(to_string(BehaviorNote(i))).c_str(), BehaviorNote(i));
+
+  nb::class_<PyKnob>(m, "knob")
+      .def(nb::init<>())
+      .def("__init__",
+           [](PyKnob* k, KnobType type, int64_t max_value, int64_t min_value, int64_t stride) {
+             new (k) PyKnob{type, max_value, min_value, stride};
+           },
+           nb::arg("knob_type"), nb::arg("max_value"), nb::arg("min_value"), nb::arg("stride"))
+      .def_rw("type", &PyKnob::type)
+      .def_rw("max_value", &PyKnob::max_value)
+      .def_rw("min_value", &PyKnob::min_value)
+      .def_rw("stride", &PyKnob::stride)
+      .def("__repr__", [](const PyKnob& k) {
+        return "<opendnn.knob " + std::string(to_string(k.type)) + " min=" + std::to_string(k.min_value) +
+               " max=" + std::to_string(k.max_value) + " stride=" + std::to_string(k.stride) + ">";
+      });
+
+  nb::class_<KernelCache>(m, "kernel_cache")
+      .def(nb::init<>())
+      .def("serialize", [](const KernelCache& c) {
+        std::string out;
+        check(c.serialize(out));
+        return out;
+      })
+      .def("deserialize", [](KernelCache& c, std::string text) { check(c.deserialize(text)); }, nb::arg("data"))
+      .def("__len__", &KernelCache::size);
+  m.def("create_kernel_cache", []() { return std::make_shared<KernelCache>(); });
+  m.def("_probe_device_properties", [](int device) {
+    Target t;
+    check(probe_device_properties(device, t));
+    return t;
+  }, nb::arg("device_id"));
+  m.def("_graph_pointer", [](nb::handle g) { return uintptr_t(graph_pointer(g)); });
+}
+
+}  // namespace
+
 void bind_engines(nb::module_& m) {
+  bind_plan_types(m);
   nb::enum_<DeviceKind>(m, "device_kind", nb::is_arithmetic()).value("CPU", DeviceKind::CPU).value("CUDA", DeviceKind::CUDA);
   nb::class_<Target>(m, "Target")
       .def(nb::init<>())

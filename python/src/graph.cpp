@@ -309,6 +309,24 @@ std::unordered_map<int64_t, void*> uid_map(const PyGraph& g, void* const* slots)
   return out;
 }
 
+// Records the selected plan into a CUDA graph (populate_cuda_graph / update_cuda_graph), with the same
+// variant-pack checks as execute().
+void populate(PyGraph& g, nb::handle pack, nb::handle workspace, nb::handle cuda_graph, bool update) {
+  SlotBuffer buf;
+  void** slots = buf.get(g.variant_uids().size());
+  resolve_pack(g, pack, slots);
+  auto map = uid_map(g, slots);
+  void* ws = resolve_workspace(workspace, selected_workspace(g));
+  nb::object conv = nb::module_::import_("opendnn._C").attr("_graph_pointer");
+  void* graph = reinterpret_cast<void*>(nb::cast<uintptr_t>(conv(cuda_graph)));
+  Status s;
+  {
+    nb::gil_scoped_release r;
+    s = g.populate_cuda_graph(map, ws, graph, update);
+  }
+  check(s);
+}
+
 // ---- tensors -----------------------------------------------------------------------------------
 
 nb::object self_after(nb::handle self) { return nb::borrow(self); }
@@ -463,7 +481,71 @@ void bind_graph(nb::module_& m) {
         return out;
       })
       .def("_deserialize", [](Graph& g, std::string json) { check(g.deserialize(json)); })
-      .def("key", &Graph::key);
+      .def("key", &Graph::key)
+      // ---- engines, knobs and notes (cuDNN Frontend's names)
+      .def("get_engine_count", [](Graph& g) {
+        int64_t n = 0;
+        Status s;
+        { nb::gil_scoped_release r; s = g.get_engine_count(n); }
+        check(s);
+        return n;
+      })
+      .def("get_knobs_for_engine", [](Graph& g, int64_t engine) {
+        std::vector<KnobRange> ks;
+        Status s;
+        { nb::gil_scoped_release r; s = g.get_knobs_for_engine(engine, ks); }
+        check(s);
+        std::vector<PyKnob> out;
+        for (const auto& k : ks) out.push_back({knob_type_from_name(k.name), k.max_value, k.min_value, k.stride});
+        return out;
+      }, nb::arg("engine_id"))
+      .def("create_execution_plan", [](Graph& g, int64_t engine, nb::dict knobs) {
+        std::vector<std::pair<KnobType, int64_t>> ks;
+        for (auto [k, v] : knobs) ks.emplace_back(nb::cast<KnobType>(k), nb::cast<int64_t>(v));
+        Status s;
+        { nb::gil_scoped_release r; s = g.create_execution_plan(engine, ks); }
+        check(s);
+      }, nb::arg("engine_id"), nb::arg("knobs") = nb::dict())
+      .def("get_behavior_notes", [](const Graph& g) {
+        std::vector<BehaviorNote> out;
+        check(g.get_behavior_notes(out));
+        return out;
+      })
+      .def("get_behavior_notes_for_plan_at_index", [](const Graph& g, int64_t i) {
+        std::vector<BehaviorNote> out;
+        check(g.get_behavior_notes_for_plan_at_index(i, out));
+        return out;
+      }, nb::arg("index"))
+      .def("get_numerical_notes_for_plan_at_index", [](const Graph& g, int64_t i) {
+        std::vector<NumericalNote> out;
+        check(g.get_numerical_notes_for_plan_at_index(i, out));
+        return out;
+      }, nb::arg("index"))
+      .def("select_numeric_notes", [](Graph& g, std::vector<NumericalNote> n) { check(g.select_numeric_notes(n)); },
+           nb::arg("notes"))
+      .def("deselect_numeric_notes", [](Graph& g, std::vector<NumericalNote> n) { check(g.deselect_numeric_notes(n)); },
+           nb::arg("notes"))
+      .def("select_behavior_notes", [](Graph& g, std::vector<BehaviorNote> n) { check(g.select_behavior_notes(n)); },
+           nb::arg("notes"))
+      .def("deselect_behavior_notes", [](Graph& g, std::vector<BehaviorNote> n) { check(g.deselect_behavior_notes(n)); },
+           nb::arg("notes"))
+      // ---- target, kernel cache, plans that travel
+      .def("_set_target", [](Graph& g, const Target& t) { g.set_target(t); })
+      .def("_clear_target", [](Graph& g) { g.clear_target(); })
+      .def("_planning_target", &Graph::planning_target)
+      .def("_set_kernel_cache", [](Graph& g, std::shared_ptr<KernelCache> c) { g.set_kernel_cache(std::move(c)); },
+           nb::arg("cache").none())
+      .def("_serialize_plan", [](const Graph& g) {
+        std::string out;
+        check(g.serialize_plan(out));
+        return out;
+      })
+      .def("_deserialize_plan", [](Graph& g, std::string text) {
+        Status s;
+        { nb::gil_scoped_release r; s = g.deserialize_plan(text); }
+        check(s);
+      })
+      .def("_has_built_plan", [](const Graph& g) { return g.selected_plan() >= 0; });
 
   nb::class_<PyGraph, Graph>(m, "_Graph")
       .def(nb::init<>())
@@ -546,6 +628,18 @@ void bind_graph(nb::module_& m) {
            },
            nb::arg("tensor_to_device_buffer"), nb::arg("workspace").none() = nb::none(),
            nb::arg("handle").none() = nb::none())
+      .def("populate_cuda_graph",
+           [](PyGraph& g, nb::handle handle, nb::handle pack, nb::handle workspace, nb::handle cuda_graph) {
+             (void)handle;
+             populate(g, pack, workspace, cuda_graph, false);
+           },
+           nb::arg("handle").none(), nb::arg("var_pack"), nb::arg("workspace").none(), nb::arg("cuda_graph"))
+      .def("update_cuda_graph",
+           [](PyGraph& g, nb::handle handle, nb::handle pack, nb::handle workspace, nb::handle cuda_graph) {
+             (void)handle;
+             populate(g, pack, workspace, cuda_graph, true);
+           },
+           nb::arg("handle").none(), nb::arg("var_pack"), nb::arg("workspace").none(), nb::arg("cuda_graph"))
       .def("_slot_pointers", [](PyGraph& g, nb::handle pack) {
         SlotBuffer buf;
         void** slots = buf.get(g.variant_uids().size());

@@ -17,6 +17,11 @@
 //    is already built, else selects the first built plan in rank order.
 //  - select_plan(i) builds plan i if needed and selects it. build_plan_at_index(i) builds plan i
 //    and selects it only when nothing is selected yet.
+//  - create_execution_plan(engine, knobs) (knobs.cpp) appends one plan to the list, creating an empty
+//    list (variant slots laid out, no proposals) when there is none; note filters (select/deselect_*
+//    _notes) deselect plans in every list, now and later.
+//  - build(modes) with a kernel cache restores the cached plan record of this graph, target and modes
+//    (plan_io.cpp) instead of planning, and records the plan it built otherwise.
 //  - execute() runs the selected plan. A graph changed after planning (validate() needed again)
 //    refuses to execute until it is planned again.
 #include <algorithm>

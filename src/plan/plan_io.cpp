@@ -95,8 +95,14 @@ Status parse_candidate(const Json& jc, PlanCandidate& c) {
   std::vector<int> nn, bn;
   OPENDNN_RETURN_IF_ERROR(field(jc, "numerical_notes", nn));
   OPENDNN_RETURN_IF_ERROR(field(jc, "behavior_notes", bn));
-  for (int n : nn) c.numerical_notes.push_back(NumericalNote(n));
-  for (int n : bn) c.behavior_notes.push_back(BehaviorNote(n));
+  for (int n : nn) {
+    if (to_string(NumericalNote(n)).empty()) return bad("the plan record has an unknown numerical note " + std::to_string(n));
+    c.numerical_notes.push_back(NumericalNote(n));
+  }
+  for (int n : bn) {
+    if (to_string(BehaviorNote(n)).empty()) return bad("the plan record has an unknown behaviour note " + std::to_string(n));
+    c.behavior_notes.push_back(BehaviorNote(n));
+  }
   return {};
 }
 

@@ -35,6 +35,10 @@ void check_round_trip(const opendnn::Graph& g, const char* when) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
+  {
+    opendnn::Graph p;  // a serialized plan (graph + plan record): rejected cleanly or restored
+    (void)p.deserialize_plan(text);
+  }
   opendnn::Graph g;
   if (g.deserialize(text).is_bad()) return 0;
   check_round_trip(g, "after deserialize");

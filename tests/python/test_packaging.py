@@ -89,7 +89,7 @@ def test_cli_validates_example_graphs(tmp_path):
     y.set_output(True)
     g.validate()
     f = tmp_path / "g.json"
-    f.write_text(g.serialize())
+    f.write_text(g.to_json())
     r = _run(["-m", "opendnn", "validate", str(f)], env_extra={"OPENDNN_CLI_PYTHON": "1"})
     assert r.returncode == 0, r.stderr
     f.write_text("{}")

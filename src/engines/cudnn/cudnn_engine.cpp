@@ -511,6 +511,16 @@ double estimate_us(const LoweredGraph& lg, bool is16, const Target& t) {
   return (lg.flops / (is16 ? 700e12 : 50e12) + lg.bytes / 3.5e12) * 1e6 + 5.0;
 }
 
+// The engine config and lowering a candidate names (its knobs "engine", "unified", "knob<type>").
+void cfg_of(const PlanCandidate& cand, EngineCfg& k, SdpaImpl& impl) {
+  for (auto& [name, v] : cand.knobs) {
+    if (name == "engine") k.engine = v;
+    else if (name == "unified") impl = v ? SdpaImpl::UNIFIED : SdpaImpl::COMPOSITE;
+    else if (name.rfind("knob", 0) == 0 && name.size() > 4) k.choices.push_back({std::atoll(name.c_str() + 4), v});
+  }
+  std::sort(k.choices.begin(), k.choices.end());
+}
+
 class CudnnEngine final : public Engine {
  public:
   std::unique_ptr<Timer> make_timer(const Target&) const override {
@@ -519,6 +529,9 @@ class CudnnEngine final : public Engine {
   }
   std::string_view name() const override { return "cudnn"; }
   int64_t engine_id() const override { return kCudnnEngineId; }
+  // HeurMode::FALLBACK admits it: its candidates include cuDNN's own FALLBACK heuristic configs, and on a
+  // CUDA target, where the reference engine cannot run, it is the backstop cuDNN Frontend users ask for.
+  bool is_fallback() const override { return true; }
   bool serves(const Target& t) const override { return t.kind == DeviceKind::CUDA && api().ok(); }
 
   // A GPU that libcudnn can drive makes CUDA the default target even without the cuda engine.
@@ -683,12 +696,7 @@ class CudnnEngine final : public Engine {
     OPENDNN_RETURN_IF_ERROR(thread_handle(device, nullptr, handle));
     EngineCfg k;
     SdpaImpl impl = SdpaImpl::COMPOSITE;
-    for (auto& [name, v] : cand.knobs) {
-      if (name == "engine") k.engine = v;
-      else if (name == "unified") impl = v ? SdpaImpl::UNIFIED : SdpaImpl::COMPOSITE;
-      else if (name.rfind("knob", 0) == 0) k.choices.push_back({std::stoll(name.substr(4)), v});
-    }
-    std::sort(k.choices.begin(), k.choices.end());
+    cfg_of(cand, k, impl);
     if (k.engine < 0) return {ErrorCode::INVALID_VALUE, "cudnn: candidate " + cand.name + " has no engine knob"};
     std::shared_ptr<LoweredGraph> lg;
     std::vector<std::string> why;
@@ -789,11 +797,13 @@ class CudnnEngine final : public Engine {
   Status restore_plan(const Graph& g, const Target& target, const PlanCandidate& cand, std::string_view payload,
                       std::unique_ptr<Plan>& out) override {
     if (payload.empty()) return build_plan(g, target, cand, out);
+    EngineCfg k;
     SdpaImpl impl = SdpaImpl::COMPOSITE;
-    for (auto& [name, v] : cand.knobs)
-      if (name == "unified" && v) impl = SdpaImpl::UNIFIED;
+    cfg_of(cand, k, impl);
     Prepared pr;
     OPENDNN_RETURN_IF_ERROR(prepare(g, target, impl, pr));
+    // A plan this process finalized already (a kernel-cache hit) is taken as it is.
+    if (auto e = recall(pr.lg->signature, cand.local_index); e && e->key == k) return build_plan(g, target, cand, out);
     auto entry = std::make_shared<BuiltEntry>();
     entry->lg = pr.lg;
     Builder b;
@@ -805,7 +815,9 @@ class CudnnEngine final : public Engine {
     int64_t n = 0;
     if (b.ok() && !get_attr(entry->plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &entry->ws))
       b.fail("execution plan: workspace size query failed");
-    if (!b.ok()) return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cudnn: " + b.error()};
+    // cuDNN would not take its own JSON back (an engine without deserialization): the engine config is
+    // the plan's identity too, and finalizing it needs no heuristics.
+    if (!b.ok()) return build_plan(g, target, cand, out);
     auto plan = std::make_unique<CudnnPlan>(entry, pr.device);
     OPENDNN_RETURN_IF_ERROR(plan->init(g));
     out = std::move(plan);

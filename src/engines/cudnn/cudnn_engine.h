@@ -11,6 +11,8 @@
 //   estimate     plain SDPA (fwd/bwd, d 64/128/256) on sm_90: the tile model of plan/attention_cost.h
 //                fitted to cuDNN's kernels on the H200; else a roofline guess: FLOPs at 700 TFLOP/s
 //                (16-bit) or 50 (fp32) + bytes at 3.5 TB/s; 2% more per heuristic rank
+// Heuristic modes: A, B and FALLBACK all admit the engine (it is the backstop on CUDA targets).
+// Engine/knob API, notes, serialized plans and CUDA graphs: docs/engines_and_knobs.md.
 // Knob search (opt-in, src/engines/cudnn/knob_search.h): with OPENDNN_CUDNN_KNOB_SEARCH=1, up to
 // OPENDNN_CUDNN_KNOB_SEARCH_MAX (64) more candidates per graph, each a heuristic config with one
 // performance knob moved within the range the engine reports, that finalizes. Same naming and indices
