@@ -613,7 +613,14 @@ void* to_pointer(nb::handle h) {
 }
 
 nb::dict dlpack_info(nb::handle obj) {
-  nb::object cap = nb::getattr(obj, "__dlpack__")();
+  // The versioned form first: it says whether the memory is read-only.
+  nb::object export_ = nb::getattr(obj, "__dlpack__"), cap;
+  try {
+    cap = export_(nb::arg("max_version") = nb::make_tuple(1, 0));
+  } catch (const nb::python_error& e) {
+    if (!e.matches(PyExc_TypeError)) throw;
+    cap = export_();
+  }
   bool read_only = false;
   const DLTensor* t = dltensor_of(cap, &read_only);
   nb::list shape, strides;

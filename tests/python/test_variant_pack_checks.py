@@ -185,6 +185,8 @@ def test_array_interface_and_dlpack_objects_are_checked():
     ro.setflags(write=False)
     with pytest.raises(ValueError, match="read-only"):
         g.execute({x: ok, y: _Interface(ro)}, _ws(g))
+    with pytest.raises(ValueError, match=r"\(DLPack\) is read-only"):
+        g.execute({x: ok, y: _Interface(ro, dlpack=True)}, _ws(g))
 
 
 class dtype:
