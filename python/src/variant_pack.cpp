@@ -432,6 +432,9 @@ void* checked_pointer(SlotCheck& c, nb::handle v) {
 
 namespace {
 
+// Extents beyond this are out of reach of any object (and their byte counts cannot overflow).
+constexpr int64_t kHuge = int64_t(1) << 56;
+
 void build_checks(PyGraph& g) {
   const std::vector<int64_t>& uids = g.variant_uids();
   g.slot_uids = uids;
@@ -457,11 +460,12 @@ void build_checks(PyGraph& g) {
       }
       if (c.dims[k] <= 0) empty = true;
       int64_t reach = 0;
-      if (!empty && __builtin_mul_overflow(c.dims[k] - 1, c.strides[k], &reach)) reach = INT64_MAX / 4;
-      (reach < 0 ? lo : hi) += reach;
+      if (!empty && __builtin_mul_overflow(c.dims[k] - 1, c.strides[k], &reach)) reach = kHuge;
+      int64_t& end = reach < 0 ? lo : hi;
+      if (__builtin_add_overflow(end, reach, &end)) end = reach < 0 ? -kHuge : kHuge;
     }
-    c.lo = empty ? 0 : lo;
-    c.hi = empty ? 0 : hi + 1;
+    c.lo = empty ? 0 : std::max(lo, -kHuge);
+    c.hi = empty ? 0 : std::min(hi, kHuge) + 1;
     c.output = t->is_produced();
     c.by_value = t->get_is_pass_by_value();
     c.ragged = t->get_ragged_offset() != nullptr;
