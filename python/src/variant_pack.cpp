@@ -323,6 +323,17 @@ int64_t dense_extent(const Described& d) {
   return expect;
 }
 
+// Packed row-major in its own dim order (dims of 1 aside).
+bool c_contiguous(const Described& d) {
+  int64_t expect = 1;
+  for (int i = d.ndim; i-- > 0;) {
+    if (d.dims[i] == 1) continue;
+    if (d.strides[i] != expect) return false;
+    if (__builtin_mul_overflow(expect, d.dims[i], &expect)) return false;
+  }
+  return true;
+}
+
 bool self_overlapping(const Described& d) {
   DimStride e[kMaxDims];
   int k = sorted_nonunit(d.dims, d.strides, d.ndim, e);
@@ -362,23 +373,25 @@ void check_layout(const SlotCheck& c, Described& d, int64_t unit) {
   if (c.ragged) return;  // the extent depends on the ragged offsets' values
   const bool bytes = d.raw || c.bits < 8;
   if (!bytes) {
-    // The same dims (1s aside): the element at each index must be where the tensor's strides put it.
     DimStride nz[kMaxDims];
     int k = 0;
     for (int i = 0; i < d.ndim; ++i)
       if (d.dims[i] != 1) nz[k++] = {d.dims[i], d.strides[i]};
-    bool same_dims = size_t(k) == c.nz_dims.size();
-    for (int i = 0; same_dims && i < k; ++i) same_dims = nz[i].dim == c.nz_dims[size_t(i)];
-    if (same_dims) {
-      for (int i = 0; i < k; ++i)
-        if (nz[i].stride != c.nz_strides[size_t(i)])
-          bad(c, "its dims " + vec_str(c.dims) + " strides " + vec_str(c.strides) + " name other elements than its " +
-                     d.kind + "'s " + layout_str(d) + " (strides in elements): bind an array in the tensor's layout "
-                     "or give the tensor the array's strides");
-      return;
+    bool same_dims = size_t(k) == c.nz_dims.size(), same_strides = same_dims;
+    for (int i = 0; same_dims && i < k; ++i) {
+      same_dims = nz[i].dim == c.nz_dims[size_t(i)];
+      same_strides = same_strides && same_dims && nz[i].stride == c.nz_strides[size_t(i)];
     }
+    if (same_strides) return;  // the tensor's own layout (a view of the tensor's layout included)
+    // A view with a layout of its own (Fortran order, a transpose, a step slice) read as the tensor's
+    // other layout would be read in the wrong order; a C-contiguous array is a plain buffer instead.
+    if (same_dims && !c_contiguous(d))
+      bad(c, "its dims " + vec_str(c.dims) + " strides " + vec_str(c.strides) + " name other elements than its " +
+                 d.kind + "'s " + layout_str(d) + " (strides in elements): bind an array in the tensor's layout "
+                 "or give the tensor the array's strides");
   }
-  // Other dims: the object must be a contiguous buffer that holds every element the tensor reaches.
+  // Otherwise the object is a buffer: its elements must tile its memory, which must hold every element
+  // the tensor reaches.
   int64_t have = dense_extent(d);
   if (have < 0)
     bad(c, "its dims " + vec_str(c.dims) + " strides " + vec_str(c.strides) + " do not match its " + d.kind + "'s " +

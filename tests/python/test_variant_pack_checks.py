@@ -137,6 +137,20 @@ def test_views_whose_layout_is_the_tensors_are_accepted():
     o3 = np.zeros((4, 8), np.float32)
     g3.execute({x3: t, y3: o3}, _ws(g3))
     np.testing.assert_array_equal(o3, np.maximum(t, 0))
+    # A C-contiguous array is a buffer for any layout of the same elements: BSHD memory allocated as
+    # [b, s, h, d] for a [b, h, s, d] tensor with BSHD strides, square (s == h) or not.
+    for s_, h_ in ((4, 4), (6, 2)):
+        bshd = np.arange(2 * s_ * h_ * 3, dtype=np.float32).reshape(2, s_, h_, 3) - 30
+        g5, x5, y5 = _relu_graph(dims=(2, h_, s_, 3), strides=[s_ * h_ * 3, 3, h_ * 3, 1],
+                                 out_strides=[s_ * h_ * 3, 3, h_ * 3, 1])
+        o5 = np.zeros_like(bshd)
+        g5.execute({x5: bshd, y5: o5}, _ws(g5))
+        np.testing.assert_array_equal(o5, np.maximum(bshd, 0))
+    # A channels-last view bound to a packed NCHW tensor is read in the wrong order: refused.
+    g6, x6, y6 = _relu_graph(dims=(2, 3, 4, 5))
+    nhwc = np.zeros((2, 4, 5, 3), np.float32).transpose(0, 3, 1, 2)
+    with pytest.raises(ValueError, match="name other elements"):
+        g6.execute({x6: nhwc, y6: np.zeros((2, 3, 4, 5), np.float32)}, _ws(g6))
     # Unit dims and a flat buffer of the right size are fine.
     g4, x4, y4 = _relu_graph()
     o4 = np.zeros(32, np.float32)
