@@ -201,11 +201,11 @@ int64_t as_int64(PyObject* v) {
   return x;
 }
 
-void describe_torch(SlotCheck& c, nb::handle o, nb::handle data_ptr, nb::handle dt, Described& d) {
+void describe_torch(SlotCheck& c, nb::handle o, nb::handle data_ptr, nb::handle dt, nb::handle shape, Described& d) {
   if (dt.ptr() != c.torch_dtype) check_type(c, o, dt, dt.ptr(), &c.torch_dtype);
   d.kind = "torch tensor";
   d.data = reinterpret_cast<char*>(nb::cast<uintptr_t>(data_ptr()));
-  nb::object shape = o.attr("shape"), stride = o.attr("stride")();
+  nb::object stride = o.attr("stride")();
   Py_ssize_t n = PySequence_Size(shape.ptr());
   if (n < 0) throw nb::python_error();
   set_rank(d, n, c);
@@ -423,9 +423,10 @@ void* checked_pointer(SlotCheck& c, nb::handle v) {
     describe_numpy(c, o, d);
   } else if (nb::object dp = nb::getattr(v, "data_ptr", nb::none()); !dp.is_none()) {
     nb::object dt = nb::getattr(v, "dtype", nb::none());
-    if (dt.is_none() || !nb::hasattr(v, "shape"))  // data_ptr() alone describes nothing: unchecked, as an int
+    nb::object shape = dt.is_none() ? nb::none() : nb::getattr(v, "shape", nb::none());
+    if (shape.is_none())  // data_ptr() alone describes nothing: unchecked, as an int
       return reinterpret_cast<void*>(nb::cast<uintptr_t>(dp()));
-    describe_torch(c, v, dp, dt, d);
+    describe_torch(c, v, dp, dt, shape, d);
   } else if (PyObject_CheckBuffer(o)) {
     describe_buffer(c, o, d);
   } else {
