@@ -467,3 +467,20 @@ def test_zero_or_overlapping_output_strides_are_refused_at_validate(strides):
     y.set_output(True).set_stride(strides)
     with pytest.raises(RuntimeError, match="share memory"):
         g.validate()
+
+
+def test_fp4_tensor_takes_two_values_per_byte():
+    import ml_dtypes
+
+    g = float_graph()
+    x = g.tensor(name="x", dim=[4, 8], data_type=opendnn.data_type.FP4_E2M1)
+    y = g.identity(input=x)
+    y.set_output(True).set_data_type(F)
+    g.build([opendnn.heur_mode.A, opendnn.heur_mode.FALLBACK])
+    out = np.zeros((4, 8), np.float32)
+    with pytest.raises(ValueError, match="FP4_E2M1 but .* float4_e2m1fn elements"):  # ml_dtypes: one per byte
+        g.execute({x: np.ones((4, 8), ml_dtypes.float4_e2m1fn), y: out}, None)
+    with pytest.raises(ValueError, match="spans 16 bytes but its numpy array holds 8"):
+        g.execute({x: np.full((4, 2), 0x22, np.uint8), y: out}, None)
+    g.execute({x: np.full((4, 4), 0x22, np.uint8), y: out}, None)  # 0x2 is 1.0 in E2M1
+    assert (out == 1.0).all()
