@@ -54,6 +54,7 @@ struct SlotCheck {
   int64_t lo = 0, hi = 0;         // element offsets the tensor reaches: [lo, hi); hi == lo when empty
   bool output = false;            // a node writes it
   bool by_value = false;          // pass-by-value: host memory read at execute
+  bool on_device = false;         // the plans run on a GPU: the kernels read device memory
   bool ragged = false;            // has a ragged offset: its extent depends on the offsets' values
   PyObject* numpy_type = nullptr;  // numpy scalar type / torch dtype already seen to match (borrowed,
   PyObject* torch_dtype = nullptr; // kept alive by the process-wide type objects)

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "common.h"
+#include "plan/exec_state.h"
 
 namespace opendnn::py {
 namespace {
@@ -103,6 +104,7 @@ uintptr_t interface_data(nb::handle iface) {
 // ---- what an object says about its memory --------------------------------------------------
 
 constexpr int kMaxDims = 32;
+constexpr int kHost = 1, kDevice = 2;
 
 struct Described {
   char* data = nullptr;
@@ -111,7 +113,7 @@ struct Described {
   int64_t strides[kMaxDims];  // in bytes until to_units()
   bool raw = false;           // untyped bytes (bytearray, bytes, a 'B' buffer): only the extent is checked
   bool writable = true;
-  bool host = true;
+  int where = kHost;  // kHost, kDevice or both (pinned / managed memory)
   const char* kind = "array";
   char kind_buf[64];  // the kind's text when it comes from Python
 };
@@ -217,10 +219,8 @@ void describe_torch(SlotCheck& c, nb::handle o, nb::handle data_ptr, nb::handle 
     d.dims[i] = as_int64(di.ptr());
     d.strides[i] = as_int64(si.ptr()) * item;  // torch counts strides in elements
   }
-  if (c.by_value) {
-    nb::object cuda = nb::getattr(o, "is_cuda", nb::none());
-    d.host = cuda.is_none() || !PyObject_IsTrue(cuda.ptr());
-  }
+  nb::object cuda = nb::getattr(o, "is_cuda", nb::none());
+  d.where = (cuda.is_none() || !PyObject_IsTrue(cuda.ptr())) ? kHost : kDevice;
 }
 
 // The buffer protocol (bytearray, bytes, memoryview, array.array...). A 'B'/'c' or untyped buffer
@@ -266,7 +266,7 @@ void describe_other(SlotCheck& c, nb::handle o, Described& d) {
                           Py_TYPE(o.ptr())->tp_name +
                           ": pass an int pointer, a numpy array, a torch tensor, a buffer or a __dlpack__ object")
                              .c_str());
-  // (address, dims, strides in bytes, dtype or None for raw bytes, writable, host, kind)
+  // (address, dims, strides in bytes, data_type, writable, where (1 host, 2 device, 3 both), kind)
   d.data = reinterpret_cast<char*>(nb::cast<uintptr_t>(r[0]));
   nb::object dims = r[1], strides = r[2], dt = r[3];
   set_rank(d, int64_t(nb::len(dims)), c);
@@ -275,7 +275,7 @@ void describe_other(SlotCheck& c, nb::handle o, Described& d) {
     d.strides[i] = nb::cast<int64_t>(strides[i]);
   }
   d.writable = nb::cast<bool>(r[4]);
-  d.host = nb::cast<bool>(r[5]);
+  d.where = nb::cast<int>(r[5]);
   std::string kind = nb::cast<std::string>(r[6]);
   std::snprintf(d.kind_buf, sizeof d.kind_buf, "%s", kind.c_str());
   d.kind = d.kind_buf;
@@ -406,6 +406,21 @@ void check_layout(const SlotCheck& c, Described& d, int64_t unit) {
   }
 }
 
+// Host memory for pass-by-value scalars and CPU plans, device memory for GPU plans.
+void check_device(const SlotCheck& c, nb::handle v, Described& d) {
+  const std::string kind(d.kind);
+  if (c.by_value) {
+    if (!(d.where & kHost))
+      bad(c, "it is a pass-by-value scalar, read from host memory, but its " + kind + " is in device memory");
+  } else if (c.on_device) {
+    if (d.where == kHost && nb::hasattr(v, "is_pinned") && PyObject_IsTrue(v.attr("is_pinned")().ptr())) return;
+    if (!(d.where & kDevice))
+      bad(c, "the plan runs on the GPU but its " + kind + " is in host memory (move it to the device)");
+  } else if (!(d.where & kHost)) {
+    bad(c, "the plan runs on the CPU but its " + kind + " is in device memory");
+  }
+}
+
 // The checked address of `v` for slot `c`.
 void* checked_pointer(SlotCheck& c, nb::handle v) {
   PyObject* o = v.ptr();
@@ -433,8 +448,7 @@ void* checked_pointer(SlotCheck& c, nb::handle v) {
     describe_other(c, v, d);
   }
   if (c.output && !d.writable) bad(c, "it is written but its " + std::string(d.kind) + " is read-only");
-  if (c.by_value && !d.host)
-    bad(c, "it is a pass-by-value scalar, read from host memory, but its " + std::string(d.kind) + " is in device memory");
+  check_device(c, v, d);
   const int64_t unit = (d.raw || c.bits < 8) ? 1 : c.bits / 8;
   check_layout(c, d, unit);
   return d.data;
@@ -451,11 +465,13 @@ constexpr int64_t kHuge = int64_t(1) << 56;
 
 void build_checks(PyGraph& g) {
   const std::vector<int64_t>& uids = g.variant_uids();
+  const bool on_device = g.exec_state() && g.exec_state()->target.kind != DeviceKind::CPU;
   g.slot_uids = uids;
   g.checks.assign(uids.size(), SlotCheck{});
   for (size_t i = 0; i < uids.size(); ++i) {
     SlotCheck& c = g.checks[i];
     c.uid = uids[i];
+    c.on_device = on_device;
     c.label = "uid " + std::to_string(c.uid);
     TensorPtr t = g.find_tensor(c.uid);
     if (!t) continue;

@@ -484,3 +484,21 @@ def test_fp4_tensor_takes_two_values_per_byte():
         g.execute({x: np.full((4, 2), 0x22, np.uint8), y: out}, None)
     g.execute({x: np.full((4, 4), 0x22, np.uint8), y: out}, None)  # 0x2 is 1.0 in E2M1
     assert (out == 1.0).all()
+
+
+class _CudaInterface:
+    """Claims device memory through __cuda_array_interface__."""
+
+    def __init__(self, arr):
+        self._arr = arr
+        self.__cuda_array_interface__ = dict(arr.__array_interface__, version=3)
+
+
+def test_device_memory_for_a_cpu_plan_is_refused():
+    g, x, y = _relu_graph()
+    ok, out = np.ones((4, 8), np.float32), np.zeros((4, 8), np.float32)
+    with pytest.raises(ValueError, match="runs on the CPU but its _CudaInterface .* is in device memory"):
+        g.execute({x: _CudaInterface(ok), y: out}, _ws(g))
+    with pytest.raises(ValueError, match="runs on the CPU but its torch tensor is in device memory"):
+        g.execute({x: _FakeTorchTensor(ok, _F32, is_cuda=True), y: out}, _ws(g))
+    assert (out == 0).all()
