@@ -63,7 +63,7 @@ struct SlotCheck {
 
 // Up to kInlineSlots pointers on the stack; more on the heap (large graphs only).
 struct SlotBuffer {
-  static constexpr size_t kInlineSlots = 32;
+  static constexpr size_t kInlineSlots = 64;
   void* inline_slots[kInlineSlots];
   std::vector<void*> heap;
   void** get(size_t n) {
