@@ -86,8 +86,10 @@ struct PyGraph : Graph {
 // Resolves the dict into slots[0..n) (n = variant_uids().size()), checking every described object
 // against its tensor. Keys: graph tensors or int uids; None keys and uids without a slot are skipped.
 void resolve_pack(PyGraph& g, nb::handle pack, void** slots);
-// Forgets the checks (the plans were made again); the next resolve_pack() rebuilds them.
+// Forgets the checks (the plans are made again); the next resolve_pack() rebuilds them.
 void invalidate_checks(PyGraph& g);
+// Takes the checks from the tensors as they are now (right after planning or building plans).
+void refresh_checks(PyGraph& g);
 // Checks a workspace object against `need` bytes and returns its address (int pointers unchecked).
 void* resolve_workspace(nb::handle ws, int64_t need);
 

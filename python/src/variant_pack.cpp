@@ -521,6 +521,8 @@ int64_t key_uid(nb::handle k) {
 
 }  // namespace
 
+void refresh_checks(PyGraph& g) { build_checks(g); }
+
 void invalidate_checks(PyGraph& g) {
   g.slot_uids.clear();
   g.checks.clear();

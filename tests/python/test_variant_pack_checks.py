@@ -502,3 +502,13 @@ def test_device_memory_for_a_cpu_plan_is_refused():
     with pytest.raises(ValueError, match="runs on the CPU but its torch tensor is in device memory"):
         g.execute({x: _FakeTorchTensor(ok, _F32, is_cuda=True), y: out}, _ws(g))
     assert (out == 0).all()
+
+
+def test_a_tensor_changed_after_build_does_not_change_what_execute_accepts():
+    g, x, y = _relu_graph()
+    x.set_dim([2, 8]).set_stride([8, 1])  # after build: the plan still reads [4, 8]
+    y.set_dim([2, 8]).set_stride([8, 1])
+    out = np.zeros((2, 8), np.float32)
+    with pytest.raises(ValueError):
+        g.execute({x: np.ones((2, 8), np.float32), y: out}, _ws(g))
+    assert (out == 0).all()
