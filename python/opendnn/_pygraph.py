@@ -801,8 +801,8 @@ def _interface_dtype(iface):
 
 def _array_facts(a):
     """What execute() checks of an object that describes its memory through __cuda_array_interface__,
-    __array_interface__ or __dlpack__: (address, dims, byte strides, data_type, writable, in host memory,
-    kind), or None when it describes none."""
+    __array_interface__ or __dlpack__: (address, dims, byte strides, data_type, writable, where: 1 host,
+    2 device, 3 both, kind), or None when it describes none."""
     for attr, host in (("__cuda_array_interface__", False), ("__array_interface__", True)):
         iface = getattr(a, attr, None)
         if iface is None:
@@ -818,7 +818,7 @@ def _array_facts(a):
             t = _C.data_type.NOT_SET if dt.name == "float4_e2m1fn" else to_data_type(dt)
         except TypeError:
             t = _C.data_type.NOT_SET
-        return data[0] or 0, dims, strides, t, not data[1], host, f"{type(a).__name__} ({attr})"
+        return data[0] or 0, dims, strides, t, not data[1], 1 if host else 2, f"{type(a).__name__} ({attr})"
     if hasattr(a, "__dlpack__"):
         from ._dtypes import DLPACK
 
@@ -826,8 +826,9 @@ def _array_facts(a):
         bits = info["bits"] * info["lanes"]
         t = DLPACK.get((info["code"], info["bits"]), _C.data_type.NOT_SET) if info["lanes"] == 1 else _C.data_type.NOT_SET
         strides = [s * bits // 8 for s in info["strides"]]
-        host = info["device_type"] in (1, 3, 13)  # CPU, CUDA-pinned host, CUDA-managed
-        return info["data"], info["shape"], strides, t, not info["read_only"], host, f"{type(a).__name__} (DLPack)"
+        # CPU: host; CUDA, ROCm: device; CUDA-pinned host and CUDA-managed: both.
+        where = {1: 1, 3: 3, 13: 3}.get(info["device_type"], 2)
+        return info["data"], info["shape"], strides, t, not info["read_only"], where, f"{type(a).__name__} (DLPack)"
     return None
 
 

@@ -54,6 +54,7 @@ struct SlotCheck {
   int64_t lo = 0, hi = 0;         // element offsets the tensor reaches: [lo, hi); hi == lo when empty
   bool output = false;            // a node writes it
   bool by_value = false;          // pass-by-value: host memory read at execute
+  bool on_device = false;         // the plans run on a GPU: the kernels read device memory
   bool ragged = false;            // has a ragged offset: its extent depends on the offsets' values
   PyObject* numpy_type = nullptr;  // numpy scalar type / torch dtype already seen to match (borrowed,
   PyObject* torch_dtype = nullptr; // kept alive by the process-wide type objects)
@@ -62,7 +63,7 @@ struct SlotCheck {
 
 // Up to kInlineSlots pointers on the stack; more on the heap (large graphs only).
 struct SlotBuffer {
-  static constexpr size_t kInlineSlots = 32;
+  static constexpr size_t kInlineSlots = 64;
   void* inline_slots[kInlineSlots];
   std::vector<void*> heap;
   void** get(size_t n) {
@@ -85,8 +86,10 @@ struct PyGraph : Graph {
 // Resolves the dict into slots[0..n) (n = variant_uids().size()), checking every described object
 // against its tensor. Keys: graph tensors or int uids; None keys and uids without a slot are skipped.
 void resolve_pack(PyGraph& g, nb::handle pack, void** slots);
-// Forgets the checks (the plans were made again); the next resolve_pack() rebuilds them.
+// Forgets the checks (the plans are made again); the next resolve_pack() rebuilds them.
 void invalidate_checks(PyGraph& g);
+// Takes the checks from the tensors as they are now (right after planning or building plans).
+void refresh_checks(PyGraph& g);
 // Checks a workspace object against `need` bytes and returns its address (int pointers unchecked).
 void* resolve_workspace(nb::handle ws, int64_t need);
 

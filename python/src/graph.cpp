@@ -554,9 +554,30 @@ void bind_graph(nb::module_& m) {
         g.handle = nb::borrow(h);
       })
       .def("_get_handle", [](PyGraph& g) { return g.handle; })
-      // New plans, new slots: the variant-pack checks are made again at the next execute.
-      .def("_create_execution_plans", [](PyGraph& g, nb::handle modes) { invalidate_checks(g); create_plans(g, modes); })
-      .def("_build", [](PyGraph& g, nb::handle modes, BuildPlanPolicy p) { invalidate_checks(g); build_all(g, modes, p); })
+      // New plans: the variant-pack checks are taken from the tensors as the plans see them now (a
+      // tensor changed later cannot make execute accept arrays sized for other dims).
+      .def("_create_execution_plans", [](PyGraph& g, nb::handle modes) {
+        invalidate_checks(g);
+        create_plans(g, modes);
+        refresh_checks(g);
+      })
+      .def("_build_plans", [](PyGraph& g, BuildPlanPolicy p) {
+        Status s;
+        { nb::gil_scoped_release r; s = g.build_plans(p); }
+        refresh_checks(g);
+        check(s);
+      })
+      .def("build_plan_at_index", [](PyGraph& g, int64_t i) {
+        Status s;
+        { nb::gil_scoped_release r; s = g.build_plan_at_index(i); }
+        refresh_checks(g);
+        check(s);
+      }, nb::arg("index"))
+      .def("_build", [](PyGraph& g, nb::handle modes, BuildPlanPolicy p) {
+        invalidate_checks(g);
+        build_all(g, modes, p);
+        refresh_checks(g);
+      })
       .def("_deserialize", [](PyGraph& g, std::string json) { invalidate_checks(g); check(g.deserialize(json)); })
       .def("_set_host_default", [](PyGraph& g, const TensorPtr& t, double f, int64_t i) {
         // The value a host tensor (tensor_like of a one-element host array) had when it was described:

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "common.h"
+#include "plan/exec_state.h"
 
 namespace opendnn::py {
 namespace {
@@ -103,6 +104,7 @@ uintptr_t interface_data(nb::handle iface) {
 // ---- what an object says about its memory --------------------------------------------------
 
 constexpr int kMaxDims = 32;
+constexpr int kHost = 1, kDevice = 2;
 
 struct Described {
   char* data = nullptr;
@@ -111,7 +113,7 @@ struct Described {
   int64_t strides[kMaxDims];  // in bytes until to_units()
   bool raw = false;           // untyped bytes (bytearray, bytes, a 'B' buffer): only the extent is checked
   bool writable = true;
-  bool host = true;
+  int where = kHost;  // kHost, kDevice or both (pinned / managed memory)
   const char* kind = "array";
   char kind_buf[64];  // the kind's text when it comes from Python
 };
@@ -201,11 +203,11 @@ int64_t as_int64(PyObject* v) {
   return x;
 }
 
-void describe_torch(SlotCheck& c, nb::handle o, nb::handle data_ptr, nb::handle dt, Described& d) {
+void describe_torch(SlotCheck& c, nb::handle o, nb::handle data_ptr, nb::handle dt, nb::handle shape, Described& d) {
   if (dt.ptr() != c.torch_dtype) check_type(c, o, dt, dt.ptr(), &c.torch_dtype);
   d.kind = "torch tensor";
   d.data = reinterpret_cast<char*>(nb::cast<uintptr_t>(data_ptr()));
-  nb::object shape = o.attr("shape"), stride = o.attr("stride")();
+  nb::object stride = o.attr("stride")();
   Py_ssize_t n = PySequence_Size(shape.ptr());
   if (n < 0) throw nb::python_error();
   set_rank(d, n, c);
@@ -217,10 +219,8 @@ void describe_torch(SlotCheck& c, nb::handle o, nb::handle data_ptr, nb::handle 
     d.dims[i] = as_int64(di.ptr());
     d.strides[i] = as_int64(si.ptr()) * item;  // torch counts strides in elements
   }
-  if (c.by_value) {
-    nb::object cuda = nb::getattr(o, "is_cuda", nb::none());
-    d.host = cuda.is_none() || !PyObject_IsTrue(cuda.ptr());
-  }
+  nb::object cuda = nb::getattr(o, "is_cuda", nb::none());
+  d.where = (cuda.is_none() || !PyObject_IsTrue(cuda.ptr())) ? kHost : kDevice;
 }
 
 // The buffer protocol (bytearray, bytes, memoryview, array.array...). A 'B'/'c' or untyped buffer
@@ -266,7 +266,7 @@ void describe_other(SlotCheck& c, nb::handle o, Described& d) {
                           Py_TYPE(o.ptr())->tp_name +
                           ": pass an int pointer, a numpy array, a torch tensor, a buffer or a __dlpack__ object")
                              .c_str());
-  // (address, dims, strides in bytes, dtype or None for raw bytes, writable, host, kind)
+  // (address, dims, strides in bytes, data_type, writable, where (1 host, 2 device, 3 both), kind)
   d.data = reinterpret_cast<char*>(nb::cast<uintptr_t>(r[0]));
   nb::object dims = r[1], strides = r[2], dt = r[3];
   set_rank(d, int64_t(nb::len(dims)), c);
@@ -275,7 +275,7 @@ void describe_other(SlotCheck& c, nb::handle o, Described& d) {
     d.strides[i] = nb::cast<int64_t>(strides[i]);
   }
   d.writable = nb::cast<bool>(r[4]);
-  d.host = nb::cast<bool>(r[5]);
+  d.where = nb::cast<int>(r[5]);
   std::string kind = nb::cast<std::string>(r[6]);
   std::snprintf(d.kind_buf, sizeof d.kind_buf, "%s", kind.c_str());
   d.kind = d.kind_buf;
@@ -323,6 +323,17 @@ int64_t dense_extent(const Described& d) {
   return expect;
 }
 
+// Packed row-major in its own dim order (dims of 1 aside).
+bool c_contiguous(const Described& d) {
+  int64_t expect = 1;
+  for (int i = d.ndim; i-- > 0;) {
+    if (d.dims[i] == 1) continue;
+    if (d.strides[i] != expect) return false;
+    if (__builtin_mul_overflow(expect, d.dims[i], &expect)) return false;
+  }
+  return true;
+}
+
 bool self_overlapping(const Described& d) {
   DimStride e[kMaxDims];
   int k = sorted_nonunit(d.dims, d.strides, d.ndim, e);
@@ -362,23 +373,25 @@ void check_layout(const SlotCheck& c, Described& d, int64_t unit) {
   if (c.ragged) return;  // the extent depends on the ragged offsets' values
   const bool bytes = d.raw || c.bits < 8;
   if (!bytes) {
-    // The same dims (1s aside): the element at each index must be where the tensor's strides put it.
     DimStride nz[kMaxDims];
     int k = 0;
     for (int i = 0; i < d.ndim; ++i)
       if (d.dims[i] != 1) nz[k++] = {d.dims[i], d.strides[i]};
-    bool same_dims = size_t(k) == c.nz_dims.size();
-    for (int i = 0; same_dims && i < k; ++i) same_dims = nz[i].dim == c.nz_dims[size_t(i)];
-    if (same_dims) {
-      for (int i = 0; i < k; ++i)
-        if (nz[i].stride != c.nz_strides[size_t(i)])
-          bad(c, "its dims " + vec_str(c.dims) + " strides " + vec_str(c.strides) + " name other elements than its " +
-                     d.kind + "'s " + layout_str(d) + " (strides in elements): bind an array in the tensor's layout "
-                     "or give the tensor the array's strides");
-      return;
+    bool same_dims = size_t(k) == c.nz_dims.size(), same_strides = same_dims;
+    for (int i = 0; same_dims && i < k; ++i) {
+      same_dims = nz[i].dim == c.nz_dims[size_t(i)];
+      same_strides = same_strides && same_dims && nz[i].stride == c.nz_strides[size_t(i)];
     }
+    if (same_strides) return;  // the tensor's own layout (a view of the tensor's layout included)
+    // A view with a layout of its own (Fortran order, a transpose, a step slice) read as the tensor's
+    // other layout would be read in the wrong order; a C-contiguous array is a plain buffer instead.
+    if (same_dims && !c_contiguous(d))
+      bad(c, "its dims " + vec_str(c.dims) + " strides " + vec_str(c.strides) + " name other elements than its " +
+                 d.kind + "'s " + layout_str(d) + " (strides in elements): bind an array in the tensor's layout "
+                 "or give the tensor the array's strides");
   }
-  // Other dims: the object must be a contiguous buffer that holds every element the tensor reaches.
+  // Otherwise the object is a buffer: its elements must tile its memory, which must hold every element
+  // the tensor reaches.
   int64_t have = dense_extent(d);
   if (have < 0)
     bad(c, "its dims " + vec_str(c.dims) + " strides " + vec_str(c.strides) + " do not match its " + d.kind + "'s " +
@@ -390,6 +403,21 @@ void check_layout(const SlotCheck& c, Described& d, int64_t unit) {
   } else if (c.lo < 0 || c.hi > have) {
     bad(c, "it spans " + std::to_string(c.hi * unit) + " bytes (dims " + vec_str(c.dims) + " strides " +
                vec_str(c.strides) + ") but its " + d.kind + " holds " + std::to_string(have * unit));
+  }
+}
+
+// Host memory for pass-by-value scalars and CPU plans, device memory for GPU plans.
+void check_device(const SlotCheck& c, nb::handle v, Described& d) {
+  const std::string kind(d.kind);
+  if (c.by_value) {
+    if (!(d.where & kHost))
+      bad(c, "it is a pass-by-value scalar, read from host memory, but its " + kind + " is in device memory");
+  } else if (c.on_device) {
+    if (d.where == kHost && nb::hasattr(v, "is_pinned") && PyObject_IsTrue(v.attr("is_pinned")().ptr())) return;
+    if (!(d.where & kDevice))
+      bad(c, "the plan runs on the GPU but its " + kind + " is in host memory (move it to the device)");
+  } else if (!(d.where & kHost)) {
+    bad(c, "the plan runs on the CPU but its " + kind + " is in device memory");
   }
 }
 
@@ -410,17 +438,17 @@ void* checked_pointer(SlotCheck& c, nb::handle v) {
     describe_numpy(c, o, d);
   } else if (nb::object dp = nb::getattr(v, "data_ptr", nb::none()); !dp.is_none()) {
     nb::object dt = nb::getattr(v, "dtype", nb::none());
-    if (dt.is_none() || !nb::hasattr(v, "shape"))  // data_ptr() alone describes nothing: unchecked, as an int
+    nb::object shape = dt.is_none() ? nb::none() : nb::getattr(v, "shape", nb::none());
+    if (shape.is_none())  // data_ptr() alone describes nothing: unchecked, as an int
       return reinterpret_cast<void*>(nb::cast<uintptr_t>(dp()));
-    describe_torch(c, v, dp, dt, d);
+    describe_torch(c, v, dp, dt, shape, d);
   } else if (PyObject_CheckBuffer(o)) {
     describe_buffer(c, o, d);
   } else {
     describe_other(c, v, d);
   }
   if (c.output && !d.writable) bad(c, "it is written but its " + std::string(d.kind) + " is read-only");
-  if (c.by_value && !d.host)
-    bad(c, "it is a pass-by-value scalar, read from host memory, but its " + std::string(d.kind) + " is in device memory");
+  check_device(c, v, d);
   const int64_t unit = (d.raw || c.bits < 8) ? 1 : c.bits / 8;
   check_layout(c, d, unit);
   return d.data;
@@ -432,13 +460,18 @@ void* checked_pointer(SlotCheck& c, nb::handle v) {
 
 namespace {
 
+// Extents beyond this are out of reach of any object (and their byte counts cannot overflow).
+constexpr int64_t kHuge = int64_t(1) << 56;
+
 void build_checks(PyGraph& g) {
   const std::vector<int64_t>& uids = g.variant_uids();
+  const bool on_device = g.exec_state() && g.exec_state()->target.kind != DeviceKind::CPU;
   g.slot_uids = uids;
   g.checks.assign(uids.size(), SlotCheck{});
   for (size_t i = 0; i < uids.size(); ++i) {
     SlotCheck& c = g.checks[i];
     c.uid = uids[i];
+    c.on_device = on_device;
     c.label = "uid " + std::to_string(c.uid);
     TensorPtr t = g.find_tensor(c.uid);
     if (!t) continue;
@@ -457,11 +490,12 @@ void build_checks(PyGraph& g) {
       }
       if (c.dims[k] <= 0) empty = true;
       int64_t reach = 0;
-      if (!empty && __builtin_mul_overflow(c.dims[k] - 1, c.strides[k], &reach)) reach = INT64_MAX / 4;
-      (reach < 0 ? lo : hi) += reach;
+      if (!empty && __builtin_mul_overflow(c.dims[k] - 1, c.strides[k], &reach)) reach = kHuge;
+      int64_t& end = reach < 0 ? lo : hi;
+      if (__builtin_add_overflow(end, reach, &end)) end = reach < 0 ? -kHuge : kHuge;
     }
-    c.lo = empty ? 0 : lo;
-    c.hi = empty ? 0 : hi + 1;
+    c.lo = empty ? 0 : std::max(lo, -kHuge);
+    c.hi = empty ? 0 : std::min(hi, kHuge) + 1;
     c.output = t->is_produced();
     c.by_value = t->get_is_pass_by_value();
     c.ragged = t->get_ragged_offset() != nullptr;
@@ -486,6 +520,8 @@ int64_t key_uid(nb::handle k) {
 }
 
 }  // namespace
+
+void refresh_checks(PyGraph& g) { build_checks(g); }
 
 void invalidate_checks(PyGraph& g) {
   g.slot_uids.clear();
@@ -613,7 +649,14 @@ void* to_pointer(nb::handle h) {
 }
 
 nb::dict dlpack_info(nb::handle obj) {
-  nb::object cap = nb::getattr(obj, "__dlpack__")();
+  // The versioned form first: it says whether the memory is read-only.
+  nb::object export_ = nb::getattr(obj, "__dlpack__"), cap;
+  try {
+    cap = export_(nb::arg("max_version") = nb::make_tuple(1, 0));
+  } catch (const nb::python_error& e) {
+    if (!e.matches(PyExc_TypeError)) throw;
+    cap = export_();
+  }
   bool read_only = false;
   const DLTensor* t = dltensor_of(cap, &read_only);
   nb::list shape, strides;

@@ -137,6 +137,20 @@ def test_views_whose_layout_is_the_tensors_are_accepted():
     o3 = np.zeros((8, 4), np.float32).T
     g3.execute({x3: t, y3: o3}, _ws(g3))
     np.testing.assert_array_equal(o3, np.maximum(t, 0))
+    # A C-contiguous array is a buffer for any layout of the same elements: BSHD memory allocated as
+    # [b, s, h, d] for a [b, h, s, d] tensor with BSHD strides, square (s == h) or not.
+    for s_, h_ in ((4, 4), (6, 2)):
+        bshd = np.arange(2 * s_ * h_ * 3, dtype=np.float32).reshape(2, s_, h_, 3) - 30
+        g5, x5, y5 = _relu_graph(dims=(2, h_, s_, 3), strides=[s_ * h_ * 3, 3, h_ * 3, 1],
+                                 out_strides=[s_ * h_ * 3, 3, h_ * 3, 1])
+        o5 = np.zeros_like(bshd)
+        g5.execute({x5: bshd, y5: o5}, _ws(g5))
+        np.testing.assert_array_equal(o5, np.maximum(bshd, 0))
+    # A channels-last view bound to a packed NCHW tensor is read in the wrong order: refused.
+    g6, x6, y6 = _relu_graph(dims=(2, 3, 4, 5))
+    nhwc = np.zeros((2, 4, 5, 3), np.float32).transpose(0, 3, 1, 2)
+    with pytest.raises(ValueError, match="name other elements"):
+        g6.execute({x6: nhwc, y6: np.zeros((2, 3, 4, 5), np.float32)}, _ws(g6))
     # Unit dims and a flat buffer of the right size are fine.
     g4, x4, y4 = _relu_graph()
     o4 = np.zeros(32, np.float32)
@@ -185,6 +199,8 @@ def test_array_interface_and_dlpack_objects_are_checked():
     ro.setflags(write=False)
     with pytest.raises(ValueError, match="read-only"):
         g.execute({x: ok, y: _Interface(ro)}, _ws(g))
+    with pytest.raises(ValueError, match=r"\(DLPack\) is read-only"):
+        g.execute({x: ok, y: _Interface(ro, dlpack=True)}, _ws(g))
 
 
 class dtype:
@@ -451,3 +467,48 @@ def test_zero_or_overlapping_output_strides_are_refused_at_validate(strides):
     y.set_output(True).set_stride(strides)
     with pytest.raises(RuntimeError, match="share memory"):
         g.validate()
+
+
+def test_fp4_tensor_takes_two_values_per_byte():
+    import ml_dtypes
+
+    g = float_graph()
+    x = g.tensor(name="x", dim=[4, 8], data_type=opendnn.data_type.FP4_E2M1)
+    y = g.identity(input=x)
+    y.set_output(True).set_data_type(F)
+    g.build([opendnn.heur_mode.A, opendnn.heur_mode.FALLBACK])
+    out = np.zeros((4, 8), np.float32)
+    with pytest.raises(ValueError, match="FP4_E2M1 but .* float4_e2m1fn elements"):  # ml_dtypes: one per byte
+        g.execute({x: np.ones((4, 8), ml_dtypes.float4_e2m1fn), y: out}, None)
+    with pytest.raises(ValueError, match="spans 16 bytes but its numpy array holds 8"):
+        g.execute({x: np.full((4, 2), 0x22, np.uint8), y: out}, None)
+    g.execute({x: np.full((4, 4), 0x22, np.uint8), y: out}, None)  # 0x2 is 1.0 in E2M1
+    assert (out == 1.0).all()
+
+
+class _CudaInterface:
+    """Claims device memory through __cuda_array_interface__."""
+
+    def __init__(self, arr):
+        self._arr = arr
+        self.__cuda_array_interface__ = dict(arr.__array_interface__, version=3)
+
+
+def test_device_memory_for_a_cpu_plan_is_refused():
+    g, x, y = _relu_graph()
+    ok, out = np.ones((4, 8), np.float32), np.zeros((4, 8), np.float32)
+    with pytest.raises(ValueError, match="runs on the CPU but its _CudaInterface .* is in device memory"):
+        g.execute({x: _CudaInterface(ok), y: out}, _ws(g))
+    with pytest.raises(ValueError, match="runs on the CPU but its torch tensor is in device memory"):
+        g.execute({x: _FakeTorchTensor(ok, _F32, is_cuda=True), y: out}, _ws(g))
+    assert (out == 0).all()
+
+
+def test_a_tensor_changed_after_build_does_not_change_what_execute_accepts():
+    g, x, y = _relu_graph()
+    x.set_dim([2, 8]).set_stride([8, 1])  # after build: the plan still reads [4, 8]
+    y.set_dim([2, 8]).set_stride([8, 1])
+    out = np.zeros((2, 8), np.float32)
+    with pytest.raises(ValueError):
+        g.execute({x: np.ones((2, 8), np.float32), y: out}, _ws(g))
+    assert (out == 0).all()
