@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "ops/infer_util.h"
 
+#include <algorithm>
+#include <cstdint>
+
 namespace opendnn::ops {
 
 std::string dims_str(const std::vector<int64_t>& d) {
@@ -178,8 +181,10 @@ std::vector<int64_t> strides_like(const std::vector<int64_t>& like_strides, cons
   // Axes from outermost to innermost: larger stride first; ties keep the axis order.
   std::vector<size_t> order(dims.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  // A broadcast axis (stride 0) says nothing of the layout: it sorts as outermost.
+  auto key = [&](size_t a) { return like_strides[a] == 0 ? INT64_MAX : like_strides[a]; };
   for (size_t i = 1; i < order.size(); ++i)  // insertion sort: stable and tiny
-    for (size_t j = i; j > 0 && like_strides[order[j]] > like_strides[order[j - 1]]; --j) std::swap(order[j], order[j - 1]);
+    for (size_t j = i; j > 0 && key(order[j]) > key(order[j - 1]); --j) std::swap(order[j], order[j - 1]);
   std::vector<int64_t> s(dims.size(), 1);
   int64_t step = 1;
   for (size_t k = order.size(); k-- > 0;) {
@@ -187,6 +192,25 @@ std::vector<int64_t> strides_like(const std::vector<int64_t>& like_strides, cons
     step *= dims[order[k]] > 0 ? dims[order[k]] : 1;
   }
   return s;
+}
+
+bool addresses_each_element_once(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides) {
+  if (strides.size() != dims.size()) return false;
+  std::vector<size_t> axes;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] == 0) return true;  // no elements at all
+    if (dims[i] == 1) continue;
+    if (strides[i] <= 0) return false;
+    axes.push_back(i);
+  }
+  std::sort(axes.begin(), axes.end(), [&](size_t a, size_t b) { return strides[a] < strides[b]; });
+  // Innermost first: each axis must step past everything the axes inside it reach.
+  int64_t reach = 1;
+  for (size_t a : axes) {
+    if (strides[a] < reach) return false;
+    if (__builtin_mul_overflow(strides[a], dims[a], &reach)) return false;
+  }
+  return true;
 }
 
 Status set_dims_like(Node& n, std::string_view out_port, const std::vector<int64_t>& dims, const TensorAttr& like) {

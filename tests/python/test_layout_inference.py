@@ -113,3 +113,18 @@ def test_reference_engine_writes_a_channels_last_conv_where_its_strides_say():
     ws = np.empty(max(1, g.get_workspace_size()), np.uint8)
     g.execute({X: x_cl, W: w, Y: y}, ws)
     np.testing.assert_allclose(y, _conv_reference(x.astype(np.float64), w.astype(np.float64), 1), rtol=1e-4, atol=1e-4)
+
+
+def test_pointwise_of_a_view_keeps_the_view_strides():
+    # A column slice of a [64, 4096, 128] buffer: its result can be written back into the same view.
+    g = _graph()
+    X = g.tensor(dim=[64, 4096, 16], stride=[4096 * 128, 128, 1])
+    C = g.tensor(dim=[1, 4096, 16], stride=[4096 * 32, 32, 1])
+    Y = g.mul(X, C)
+    Y.set_output(True)
+    B = g.tensor(dim=[4, 8], stride=[0, 1])  # a broadcast input: its strides would overlap
+    Z = g.relu(B)
+    Z.set_output(True)
+    g.validate()
+    assert Y.get_stride() == [4096 * 128, 128, 1]
+    assert Z.get_stride() == [8, 1]
