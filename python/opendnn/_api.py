@@ -17,6 +17,7 @@ from ._C import (  # noqa: F401
     destroy_handle,
     device_kind,
     error_code,
+    get_last_error_string,
     get_stream,
     handle,
     heur_mode,
