@@ -43,6 +43,7 @@ from .enums import (  # noqa: F401
     scalar_type,
 )
 from ._pygraph import pygraph  # noqa: F401
+from ._causal_conv1d import causal_conv1d_backward, causal_conv1d_forward  # noqa: F401
 from .graph import graph, graph_cache, jit  # noqa: F401
 from .wrapper import Graph  # noqa: F401
 from .engines import register_engine  # noqa: F401

@@ -411,3 +411,50 @@ def test_wrapper_rules():
         g(a)
     with pytest.raises(RuntimeError, match="Graph already created"):
         g.__enter__()
+
+
+# ---- raw-pointer causal_conv1d_forward / _backward -----------------------------------------------
+
+def _conv1d_np(x, w, b, silu):
+    k = w.shape[1]
+    xp = np.concatenate([np.zeros(x.shape[:2] + (k - 1,), x.dtype), x], -1)
+    y = np.stack([(w[None] * xp[:, :, t:t + k]).sum(-1) for t in range(x.shape[2])], -1)
+    if b is not None:
+        y = y + b[None, :, None]
+    return y / (1 + np.exp(-y)) if silu else y
+
+
+@pytest.mark.parametrize("silu,with_bias", [(False, True), (True, False)])
+def test_causal_conv1d_forward_raw_pointers(rng, silu, with_bias):
+    b_, d, l, k = 2, 3, 9, 4
+    x = rng.standard_normal((b_, d, l)).astype(np.float32)
+    w = rng.standard_normal((d, k)).astype(np.float32)
+    bias = rng.standard_normal(d).astype(np.float32) if with_bias else None
+    y = np.zeros_like(x)
+    opendnn.causal_conv1d_forward(0, x.ctypes.data, w.ctypes.data, 0 if bias is None else bias.ctypes.data,
+                                  y.ctypes.data, b_, d, l, k, 0, int(silu))
+    np.testing.assert_allclose(y, _conv1d_np(x, w, bias, silu), rtol=1e-5, atol=1e-5)
+
+
+def test_causal_conv1d_backward_raw_pointers(rng):
+    b_, d, l, k = 2, 3, 8, 3
+    x, dy = (rng.standard_normal((b_, d, l)).astype(np.float32) for _ in range(2))
+    w = rng.standard_normal((d, k)).astype(np.float32)
+    bias = rng.standard_normal(d).astype(np.float32)
+    dx, dw, db = np.zeros_like(x), np.zeros_like(w), np.zeros_like(bias)
+    opendnn.causal_conv1d_backward(0, x.ctypes.data, w.ctypes.data, bias.ctypes.data, dy.ctypes.data, dx.ctypes.data,
+                                   dw.ctypes.data, db.ctypes.data, b_, d, l, k, 0, 0, 0)
+    xp = np.concatenate([np.zeros((b_, d, k - 1), np.float32), x], -1)
+    dyp = np.concatenate([dy, np.zeros((b_, d, k - 1), np.float32)], -1)
+    want_dw = np.stack([(dy * xp[:, :, j:j + l]).sum((0, 2)) for j in range(k)], -1)
+    want_dx = sum(w[None, :, j:j + 1] * dyp[:, :, k - 1 - j:k - 1 - j + l] for j in range(k))
+    np.testing.assert_allclose(db, dy.sum((0, 2)), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(dw, want_dw, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(dx, want_dx, rtol=1e-4, atol=1e-4)
+
+
+def test_causal_conv1d_raw_pointer_errors():
+    with pytest.raises(ValueError, match="kernel_size must be between 2 and 256"):
+        opendnn.causal_conv1d_forward(0, 1, 1, 0, 1, 1, 1, 4, 300, 0, 0)
+    with pytest.raises(ValueError, match="data type 7"):
+        opendnn.causal_conv1d_forward(0, 1, 1, 0, 1, 1, 1, 4, 3, 7, 0)
