@@ -30,6 +30,8 @@ def _is_blackwell_only(name):
 
 
 def module_getattr(package, name):
+    if name == "_compiled_module":  # cuDNN Frontend's name for its extension module
+        return importlib.import_module(f"{package}._C")
     if name in _SUBMODULES:
         return importlib.import_module(f"{package}.{name}")
     if _is_blackwell_only(name):

@@ -80,7 +80,9 @@ class pygraph(_C._Graph):
                is_pass_by_value: bool = False, ragged_offset=None, reordering_type=tensor_reordering.NONE,
                name: str = "", uid=None):
         """A graph tensor. Strides default to packed row-major; data_type accepts opendnn, numpy and
-        torch dtypes."""
+        torch dtypes; uid None or negative (cuDNN Frontend's -1) leaves the uid to the graph."""
+        if uid is not None and int(uid) < 0:
+            uid = None
         dim = [int(d) for d in (dim or [])]
         stride = [int(s) for s in stride] if stride is not None else _row_major(dim)
         return self._tensor(dim, stride, to_data_type(data_type), bool(is_virtual), bool(is_pass_by_value),

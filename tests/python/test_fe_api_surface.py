@@ -458,3 +458,10 @@ def test_causal_conv1d_raw_pointer_errors():
         opendnn.causal_conv1d_forward(0, 1, 1, 0, 1, 1, 1, 4, 300, 0, 0)
     with pytest.raises(ValueError, match="data type 7"):
         opendnn.causal_conv1d_forward(0, 1, 1, 0, 1, 1, 1, 4, 3, 7, 0)
+
+
+def test_tensor_uid_minus_one_is_unset_and_compiled_module_alias():
+    g = float_graph()
+    t = g.tensor(dim=[2], data_type=F, uid=-1)
+    assert not t.has_uid()
+    assert opendnn._compiled_module is opendnn._C
