@@ -218,6 +218,8 @@ def test_enum_members_and_int_values():
     assert int(opendnn.reduction_mode.NOT_SET) == 0 and int(opendnn.reduction_mode.ADD) == 1
     assert int(opendnn.heur_mode.FALLBACK) == 2 and int(opendnn.build_plan_policy.ALL) == 1
     assert int(opendnn.norm_forward_phase.TRAINING) == 2
+    assert dt(3) == dt.HALF and opendnn.reduction_mode(4) == opendnn.reduction_mode.MAX
+    assert str(opendnn.reduction_mode.ADD) == "reduction_mode.ADD" and f"{opendnn.reshape_mode.LOGICAL}" == "reshape_mode.LOGICAL"
     for enum_cls in (opendnn.tensor_reordering, opendnn.norm_forward_phase, opendnn.reshape_mode,
                      opendnn.diagonal_alignment, opendnn.attention_implementation, opendnn.moe_grouped_matmul_mode,
                      opendnn.scalar_type, opendnn.pointwise_mode, opendnn.error_code):
