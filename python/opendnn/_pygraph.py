@@ -53,7 +53,7 @@ def _ports_of(spec):
 class pygraph(_C._Graph):
     """A graph of tensors and operations (cuDNN Frontend's ``cudnn.pygraph``)."""
 
-    def __init__(self, name: str = "", io_data_type=data_type.NOT_SET, intermediate_data_type=data_type.NOT_SET,
+    def __init__(self, name: str = "test_graph", io_data_type=data_type.NOT_SET, intermediate_data_type=data_type.NOT_SET,
                  compute_data_type=data_type.NOT_SET, handle=None, sm_count: int = -1, sm_version: int = -1,
                  kernel_cache=None, device_property=None, is_dynamic_shape_enabled: bool = False,
                  is_override_shape_enabled: bool = False):

@@ -41,11 +41,17 @@ def _is_array(v):
         or hasattr(v, "data_ptr")
 
 
-def _torch_stream():
+def _auto_handle(cache):
+    """handle="auto": a handle (made once per Graph) on torch's current CUDA stream; None without CUDA."""
     torch = sys.modules.get("torch")
     if torch is None or not torch.cuda.is_available():
         return None
-    return torch.cuda.current_stream().cuda_stream
+    from ._C import create_handle, set_stream
+
+    if not cache:
+        cache.append(create_handle())
+    set_stream(cache[0], torch.cuda.current_stream().cuda_stream)
+    return cache[0]
 
 
 class Graph:
@@ -68,6 +74,7 @@ class Graph:
         self._counts, self._names = {}, set()
         self._io = (list(inputs or []), list(outputs or []))
         self._io_tensors = None
+        self._auto = []  # the handle of handle="auto"
 
     @property
     def pygraph(self):
@@ -231,7 +238,7 @@ class Graph:
         kwargs = dict(kwargs)
         handle = kwargs.pop("handle", self.handle)
         if isinstance(handle, str):  # "auto": torch's current stream
-            handle = _torch_stream()
+            handle = _auto_handle(self._auto)
         workspace = kwargs.pop("workspace", self.workspace)
         if kwargs:
             raise TypeError(f"Graph call got unexpected keyword arguments {sorted(kwargs)}")

@@ -467,3 +467,14 @@ def test_tensor_uid_minus_one_is_unset_and_compiled_module_alias():
     t = g.tensor(dim=[2], data_type=F, uid=-1)
     assert not t.has_uid()
     assert opendnn._compiled_module is opendnn._C
+
+
+def test_wrapper_auto_handle_and_pygraph_default_name():
+    a = np.full((1, 2, 2), 2.0, np.float32)
+    g = opendnn.Graph(handle="auto", io_data_type=F, intermediate_data_type=F, compute_data_type=F)
+    with g:
+        y = g.neg(a)
+        y.set_output(True)
+    g.set_io_tuples([a], [y])
+    np.testing.assert_array_equal(g(a), -a)
+    assert opendnn.pygraph().get_name() == "test_graph"
