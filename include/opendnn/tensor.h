@@ -49,6 +49,11 @@ class TensorAttr {
   TensorAttr& set_value(Scalar v) { value_ = v; pass_by_value_ = true; if (dtype_ == DataType::NOT_SET) dtype_ = v.type; return *this; }
   TensorAttr& set_ragged_offset(TensorPtr r) { ragged_offset_ = std::move(r); return *this; }
   TensorAttr& set_reordering_type(TensorReordering r) { reordering_ = r; return *this; }
+  // Descriptor hints cuDNN Frontend carries (byte alignment, vectorised layouts); engines read them as
+  // they need. A compile-time constant is a pass-by-value value the plan may bake in.
+  TensorAttr& set_alignment(int64_t a) { alignment_ = a; return *this; }
+  TensorAttr& set_vector_count_and_dimension(int64_t count, int64_t dim) { vector_count_ = count; vector_dim_ = dim; return *this; }
+  TensorAttr& set_compile_time_constant(bool c) { compile_time_constant_ = c; return *this; }
 
   const std::string& get_name() const { return name_; }
   const std::vector<int64_t>& get_dim() const { return dims_; }
@@ -62,6 +67,10 @@ class TensorAttr {
   const Scalar& get_value() const { return value_; }
   const TensorPtr& get_ragged_offset() const { return ragged_offset_; }
   TensorReordering get_reordering_type() const { return reordering_; }
+  int64_t get_alignment() const { return alignment_; }
+  int64_t get_vector_count() const { return vector_count_; }
+  int64_t get_vector_dimension() const { return vector_dim_; }
+  bool get_has_compile_time_constant() const { return compile_time_constant_ && value_.is_set(); }
 
   int64_t volume() const;            // product of dims (0 if any dim is 0); saturates to -1 on overflow
   int64_t storage_elements() const;  // 1 + max linear offset reachable through strides; -1 on overflow
@@ -85,6 +94,10 @@ class TensorAttr {
   Scalar value_;
   TensorPtr ragged_offset_;
   TensorReordering reordering_ = TensorReordering::NONE;
+  int64_t alignment_ = 16;
+  int64_t vector_count_ = 1;
+  int64_t vector_dim_ = -1;
+  bool compile_time_constant_ = false;
 };
 
 // Packed row-major strides for dims (last dimension fastest).

@@ -35,3 +35,10 @@ except Exception:  # noqa: BLE001
     import traceback as _traceback
 
     _import_error = _traceback.format_exc()
+
+
+def __getattr__(name):
+    # ops / experimental / datatypes / api_base on first access; Blackwell-only kernels named clearly.
+    from ._lazy import module_getattr
+
+    return module_getattr(__name__, name)

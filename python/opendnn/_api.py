@@ -17,6 +17,7 @@ from ._C import (  # noqa: F401
     destroy_handle,
     device_kind,
     error_code,
+    get_last_error_string,
     get_stream,
     handle,
     heur_mode,
@@ -52,6 +53,7 @@ from .plans import (  # noqa: F401
     knob_type,
     numerical_note,
 )
+from ._causal_conv1d import causal_conv1d_backward, causal_conv1d_forward  # noqa: F401
 from .graph import graph, graph_cache, jit  # noqa: F401
 from .wrapper import Graph  # noqa: F401
 from .engines import register_engine  # noqa: F401

@@ -10,6 +10,7 @@ Pointwise ops get one method per mode (add, relu, cmp_lt...).
 
 from __future__ import annotations
 
+import json
 import numbers
 
 from . import _C
@@ -57,7 +58,7 @@ _FWD_BINDS = {"rng_dump": "RNG_dump", "score_max": "Max", "score_sum_exp": "Sum_
 class pygraph(_C._Graph):
     """A graph of tensors and operations (cuDNN Frontend's ``cudnn.pygraph``)."""
 
-    def __init__(self, name: str = "", io_data_type=data_type.NOT_SET, intermediate_data_type=data_type.NOT_SET,
+    def __init__(self, name: str = "test_graph", io_data_type=data_type.NOT_SET, intermediate_data_type=data_type.NOT_SET,
                  compute_data_type=data_type.NOT_SET, handle=None, sm_count: int = -1, sm_version: int = -1,
                  kernel_cache=None, device_property=None, is_dynamic_shape_enabled: bool = False,
                  is_override_shape_enabled: bool = False):
@@ -647,8 +648,12 @@ class pygraph(_C._Graph):
         self._build_plans(policy if policy is not None else build_plan_policy.HEURISTICS_CHOICE)
 
     def build(self, heur_modes=None, policy=build_plan_policy.HEURISTICS_CHOICE):
+        """build(heur_modes): validate ... build_plans in one call. build() with no modes, as in cuDNN
+        Frontend, only validates and builds the operation graph (no plans)."""
         if heur_modes is None:
-            heur_modes = [heur_mode.A, heur_mode.FALLBACK]
+            self.validate()
+            self.build_operation_graph()
+            return
         self._build(heur_modes, policy)
 
     def serialize(self, serialize_structure: bool = False):
@@ -687,7 +692,11 @@ class pygraph(_C._Graph):
         self._deserialize_plan(data)
 
     def query_tensor_attributes_of_uid(self, uid):
-        return self.find_tensor(int(uid))
+        """A copy of the graph's tensor with this uid; an unknown uid raises ValueError."""
+        t = self.find_tensor(int(uid))
+        if t is None:
+            raise ValueError(f"query_tensor_attributes_of_uid: the graph has no tensor with uid {int(uid)}")
+        return t._copy()
 
     def get_inputs(self):
         return [t for t in self.tensors() if not t.get_is_virtual() and not self._is_produced(t)]
@@ -763,6 +772,33 @@ def _host_value(a):
 
     return np.asarray(a).reshape(-1)[0].item() if hasattr(a, "__array_interface__") else \
         np.from_dlpack(a).reshape(-1)[0].item()
+
+
+def _tensor_repr(t):
+    """cuDNN Frontend prints a tensor as the JSON of its attributes."""
+    dt = t.get_data_type()
+    value = t._get_value() if t.get_is_pass_by_value() else None
+    ragged = t.get_ragged_offset()
+    doc = {
+        "alignment": t.get_alignment(),
+        "data_type": None if dt == data_type.NOT_SET else dt.name,
+        "dim": list(t.get_dim()),
+        "is_pass_by_value": t.get_is_pass_by_value(),
+        "is_virtual": t.get_is_virtual(),
+        "name": t.get_name(),
+        "pass_by_value": value,
+        "ragged_offset_uid": None if ragged is None or not ragged.has_uid() else ragged.get_uid(),
+        "reordering_type": t.get_reordering_type().name,
+        "stride": list(t.get_stride()),
+        "uid": t.get_uid(),
+        "uid_assigned": t.has_uid(),
+        "vector_count": t.get_vector_count(),
+        "vector_dimension": t.get_vector_dimension(),
+    }
+    return json.dumps(doc, sort_keys=True)
+
+
+_Tensor.__repr__ = _tensor_repr
 
 
 def _describe_array(a):

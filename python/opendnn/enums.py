@@ -11,13 +11,22 @@ import enum
 from ._C import build_plan_policy, data_type, heur_mode, tensor_reordering  # noqa: F401
 
 
-class norm_forward_phase(enum.IntEnum):
+class _Enum(enum.IntEnum):
+    """An IntEnum that prints as ``class.MEMBER`` (as cuDNN Frontend's enums do), not as its number."""
+
+    def __str__(self):
+        return f"{type(self).__name__}.{self.name}"
+
+    __format__ = object.__format__
+
+
+class norm_forward_phase(_Enum):
     NOT_SET = 0
     INFERENCE = 1
     TRAINING = 2
 
 
-class reduction_mode(enum.IntEnum):
+class reduction_mode(_Enum):
     NOT_SET = 0
     ADD = 1
     MUL = 2
@@ -30,34 +39,34 @@ class reduction_mode(enum.IntEnum):
     MUL_NO_ZEROS = 9
 
 
-class reshape_mode(enum.IntEnum):
+class reshape_mode(_Enum):
     VIEW_ONLY = 0
     LOGICAL = 1
 
 
-class diagonal_alignment(enum.IntEnum):
+class diagonal_alignment(_Enum):
     TOP_LEFT = 0
     BOTTOM_RIGHT = 1
 
 
-class attention_implementation(enum.IntEnum):
+class attention_implementation(_Enum):
     AUTO = 0
     COMPOSITE = 1
     UNIFIED = 2
 
 
-class convolution_mode(enum.IntEnum):
+class convolution_mode(_Enum):
     CONVOLUTION = 1
     CROSS_CORRELATION = 2
 
 
-class rng_distribution(enum.IntEnum):
+class rng_distribution(_Enum):
     BERNOULLI = 1
     UNIFORM = 2
     NORMAL = 3
 
 
-class resample_mode(enum.IntEnum):
+class resample_mode(_Enum):
     MAXPOOL = 1
     AVGPOOL_INCLUDE_PADDING = 2
     AVGPOOL_EXCLUDE_PADDING = 3
@@ -65,19 +74,19 @@ class resample_mode(enum.IntEnum):
     NEAREST = 5
 
 
-class padding_mode(enum.IntEnum):
+class padding_mode(_Enum):
     ZERO_PAD = 1
     NEG_INF_PAD = 2
     EDGE_VAL_PAD = 3
 
 
-class moe_grouped_matmul_mode(enum.IntEnum):
+class moe_grouped_matmul_mode(_Enum):
     NONE = 0
     GATHER = 1
     SCATTER = 2
 
 
-class scalar_type(enum.IntEnum):
+class scalar_type(_Enum):
     COMPILE_TIME_CONST = 0
     RUNTIME_PARAM = 1
 
@@ -85,7 +94,7 @@ class scalar_type(enum.IntEnum):
 def _pointwise_enum():
     from ._C import pointwise_modes
 
-    return enum.IntEnum("pointwise_mode", [(name, i + 1) for i, (name, _m, _a) in enumerate(pointwise_modes())])
+    return _Enum("pointwise_mode", [(name, i + 1) for i, (name, _m, _a) in enumerate(pointwise_modes())])
 
 
 pointwise_mode = _pointwise_enum()

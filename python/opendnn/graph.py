@@ -11,29 +11,30 @@ from ._pygraph import pygraph
 
 
 @contextlib.contextmanager
-def graph(handle=None, name: str = "opendnn_graph", io_data_type=data_type.HALF,
-          intermediate_data_type=data_type.FLOAT, compute_data_type=data_type.FLOAT, **kwargs):
-    """Yields ``(pygraph, [])``; the list is for the caller to collect tensors in."""
+def graph(handle=None, name: str = "cudnn_graph", io_data_type=data_type.HALF,
+          intermediate_data_type=data_type.FLOAT, compute_data_type=data_type.FLOAT, **graph_kwargs):
+    """Yields ``(pygraph, [])``; the list is for the caller to collect tensors in. Extra keywords go
+    to ``pygraph``."""
     g = pygraph(name=name, io_data_type=io_data_type, intermediate_data_type=intermediate_data_type,
-                compute_data_type=compute_data_type, handle=handle, **kwargs)
+                compute_data_type=compute_data_type, handle=handle, **graph_kwargs)
     yield g, []
 
 
-def jit(heur_modes=None):
-    """Decorates a function returning ``(graph, [tensors])``: builds the graph (unless it already has
-    plans) and returns ``(graph, [uids])``."""
-    modes = list(heur_modes) if heur_modes is not None else [heur_mode.A, heur_mode.FALLBACK]
+def jit(heur_modes=heur_mode.A, **kwargs):
+    """Decorates a function returning ``(graph, [tensors])``: builds the graph's plans with
+    ``heur_modes`` (one mode or a list; default A) unless it already has plans, and returns
+    ``(graph, [uids])``. Other keywords are accepted, as cuDNN Frontend does, and not used."""
+    modes = list(heur_modes) if isinstance(heur_modes, (list, tuple)) else [heur_modes]
+    for m in modes:
+        if not isinstance(m, heur_mode):
+            raise TypeError(f"jit: heur_modes must be a heur_mode or a list of them, got {m!r}")
 
     def decorate(fn):
         @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            g, tensors = fn(*args, **kwargs)
-            if g.get_execution_plan_count() == 0:
-                g.validate()
-                g.build_operation_graph()
-                g.create_execution_plans(modes)
-                g.check_support()
-                g.build_plans()
+        def wrapper(*args, **kw):
+            g, tensors = fn(*args, **kw)
+            if g.get_execution_plan_count() <= 0:
+                g.build(modes)
             return g, [None if t is None else t.get_uid() for t in tensors]
 
         return wrapper

@@ -26,7 +26,7 @@ import opendnn as _od
 
 NotSupportedError = _od.cudnnGraphNotSupportedError
 
-__all__ = ["sdpa", "gated_delta_net", "clear_cache", "NotSupportedError"]
+__all__ = ["sdpa", "gated_delta_net", "causal_conv1d", "clear_cache", "NotSupportedError"]
 
 # ---- the graph cache ------------------------------------------------------------------------------
 
@@ -91,7 +91,7 @@ def _entry(what, key, device, make, io_dtype):
                 g = _od.pygraph(name=f"opendnn.ops.{what}", io_data_type=io_dtype, intermediate_data_type=f,
                                 compute_data_type=f)
                 tensors = make(g)
-                g.build()
+                g.build([_od.heur_mode.A, _od.heur_mode.FALLBACK])
                 entry = _Entry(g, [t.get_uid() for t in tensors], int(g.get_workspace_size()))
         except NotSupportedError as e:
             raise NotSupportedError(f"opendnn.ops.{what}: {e}") from None
@@ -435,3 +435,100 @@ def gated_delta_net(q, k, v, g, beta, *, cu_seqlens=None, initial_state=None, ou
                                       g.reshape(b * t, hv), beta.reshape(b * t, hv), cu_seqlens, initial_state,
                                       scale, bool(use_qk_l2norm), bool(output_final_state))
     return o.view(b, t, hv, dv), (fs if output_final_state else None)
+
+
+# ---- causal conv1d ------------------------------------------------------------------------------------
+#
+# cuDNN Frontend's cudnn.ops.causal_conv1d: depthwise causal 1-D convolution of x [B, D, L] with
+# weight [D, K] (and bias [D]), identity or SiLU activation, over the causal_conv1d graph op.
+
+_CONV1D_ACTIVATIONS = {"identity": "NONE", "silu": "SILU"}
+
+
+def _conv1d_key(what, x, weight, bias, activation, *extra):
+    return (what, _device_key(x.device), _sig(x), _sig(weight), _sig(bias), activation) + tuple(_sig(e) for e in extra)
+
+
+@torch.library.custom_op("opendnn::causal_conv1d_fwd", mutates_args=())
+def _conv1d_fwd(x: Tensor, weight: Tensor, bias: Optional[Tensor], activation: str) -> Tensor:
+    y = torch.empty_like(x, memory_format=torch.contiguous_format)
+
+    def make(g):
+        X, W = _tensor(g, x, "x"), _tensor(g, weight, "weight")
+        B = _tensor(g, bias, "bias") if bias is not None else None
+        Y, _ = g.causal_conv1d(X, W, bias=B, activation=activation, name="causal_conv1d")
+        return [X, W] + ([B] if B is not None else []) + [_bind(Y, y)]
+
+    entry = _entry("causal_conv1d", _conv1d_key("conv1d_fwd", x, weight, bias, activation), x.device, make, x.dtype)
+    _run(entry, [x, weight] + ([bias] if bias is not None else []) + [y], x.device)
+    return y
+
+
+@_conv1d_fwd.register_fake
+def _conv1d_fwd_fake(x, weight, bias, activation):
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op("opendnn::causal_conv1d_bwd", mutates_args=())
+def _conv1d_bwd(dy: Tensor, x: Tensor, weight: Tensor, bias: Optional[Tensor], activation: str
+                ) -> Tuple[Tensor, Tensor, Tensor]:
+    dx = torch.empty_like(x, memory_format=torch.contiguous_format)
+    dw = torch.empty_like(weight, memory_format=torch.contiguous_format)
+    db = torch.empty_like(bias) if bias is not None else torch.empty((0,), dtype=weight.dtype, device=x.device)
+
+    def make(g):
+        X, W, DY = _tensor(g, x, "x"), _tensor(g, weight, "weight"), _tensor(g, dy, "dy")
+        B = _tensor(g, bias, "bias") if bias is not None else None
+        DX, DW, DB, _ = g.causal_conv1d_backward(X, W, DY, bias=B, activation=activation, name="causal_conv1d_bwd")
+        outs = [_bind(DX, dx), _bind(DW, dw)] + ([_bind(DB, db)] if B is not None else [])
+        return [X, W, DY] + ([B] if B is not None else []) + outs
+
+    key = _conv1d_key("conv1d_bwd", x, weight, bias, activation, dy)
+    entry = _entry("causal_conv1d_backward", key, x.device, make, x.dtype)
+    arrays = [x, weight, dy] + ([bias] if bias is not None else []) + [dx, dw] + ([db] if bias is not None else [])
+    _run(entry, arrays, x.device)
+    return dx, dw, db
+
+
+@_conv1d_bwd.register_fake
+def _conv1d_bwd_fake(dy, x, weight, bias, activation):
+    db = torch.empty_like(bias) if bias is not None else torch.empty((0,), dtype=weight.dtype, device=x.device)
+    return (torch.empty_like(x, memory_format=torch.contiguous_format),
+            torch.empty_like(weight, memory_format=torch.contiguous_format), db)
+
+
+def _conv1d_setup_context(ctx, inputs, output):
+    x, weight, bias, activation = inputs
+    ctx.save_for_backward(x, weight, bias)
+    ctx.activation = activation
+
+
+def _conv1d_backward(ctx, grad_y):
+    x, weight, bias = ctx.saved_tensors
+    dx, dw, db = torch.ops.opendnn.causal_conv1d_bwd(grad_y.contiguous(), x, weight, bias, ctx.activation)
+    return dx, dw, (db if bias is not None else None), None
+
+
+_conv1d_fwd.register_autograd(_conv1d_backward, setup_context=_conv1d_setup_context)
+
+
+def causal_conv1d(x, weight, bias=None, activation="identity"):
+    """Depthwise causal 1-D convolution: y[b, d, t] = act(sum_k weight[d, k] * x[b, d, t - K + 1 + k]
+    + bias[d]) with x [B, D, L] (zero before t = 0), weight [D, K] (2 <= K <= 256), bias [D] or None,
+    activation "identity" or "silu"; fp32/fp16/bf16. Returns y [B, D, L] in x's dtype, with autograd."""
+    act = _CONV1D_ACTIVATIONS.get(str(activation).lower())
+    if act is None:
+        _fail("causal_conv1d", f"activation must be 'identity' or 'silu', got {activation!r}")
+    for name, t, rank in (("x", x, 3), ("weight", weight, 2), ("bias", bias, 1)):
+        if t is None and name == "bias":
+            continue
+        if not isinstance(t, Tensor):
+            _fail("causal_conv1d", f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != rank:
+            _fail("causal_conv1d", f"{name} must have {rank} dims, got shape {tuple(t.shape)}")
+        if t.device != x.device:
+            _fail("causal_conv1d", f"{name} is on {t.device} but x is on {x.device}")
+    if weight.shape[0] != x.shape[1]:
+        _fail("causal_conv1d", f"weight {tuple(weight.shape)} must be [D, K] with D = {x.shape[1]} channels of x")
+    x, weight = x.contiguous(), weight.contiguous()
+    return torch.ops.opendnn.causal_conv1d_fwd(x, weight, None if bias is None else bias.contiguous(), act)

@@ -387,6 +387,17 @@ void bind_graph(nb::module_& m) {
         if (is_integer(v.type)) return nb::cast(v.i);
         return nb::cast(v.f);
       })
+      .def("_set_data_type", [](nb::handle self, DataType t) { nb::cast<TensorAttr&>(self).set_data_type(t); return self_after(self); }, nb::arg("data_type"))
+      .def("get_alignment", &TensorAttr::get_alignment)
+      .def("set_alignment", [](nb::handle self, int64_t a) { nb::cast<TensorAttr&>(self).set_alignment(a); return self_after(self); }, nb::arg("alignment"))
+      .def("get_vector_count", &TensorAttr::get_vector_count)
+      .def("get_vector_dimension", &TensorAttr::get_vector_dimension)
+      .def("set_vector_count_and_dimension", [](nb::handle self, int64_t c, int64_t d) {
+        nb::cast<TensorAttr&>(self).set_vector_count_and_dimension(c, d);
+        return self_after(self);
+      }, nb::arg("vector_count"), nb::arg("vector_dimension"))
+      .def("get_has_compile_time_constant", &TensorAttr::get_has_compile_time_constant)
+      .def("_copy", [](const TensorAttr& t) { return std::make_shared<TensorAttr>(t); })
       .def("volume", &TensorAttr::volume)
       .def("storage_bytes", &TensorAttr::storage_bytes)
       .def("__repr__", &tensor_repr);

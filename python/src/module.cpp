@@ -10,8 +10,13 @@
 
 namespace opendnn::py {
 
+namespace {
+thread_local std::string t_last_error;  // get_last_error_string(): the last error raised in this thread
+}  // namespace
+
 [[noreturn]] void raise_status(const Status& s) {
   std::string msg = s.to_string();
+  t_last_error = msg;
   switch (s.code()) {
     case ErrorCode::GRAPH_NOT_SUPPORTED:
     case ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED:
@@ -155,6 +160,8 @@ NB_MODULE(_C, m) {
         nb::arg("handle"), nb::arg("stream"));
   m.def("get_stream", [](nb::handle h) { return handle_state(h)->stream; }, nb::arg("handle"));
 
+  m.def("get_last_error_string", []() { return t_last_error; },
+        "The message of the last error opendnn raised in this thread (empty when none).");
   m.def("_to_pointer", [](nb::handle o) { return uintptr_t(to_pointer(o)); });
   m.def("_to_stream", [](nb::handle o) { return to_stream(o); });
   m.def("_dlpack_info", &dlpack_info);

@@ -156,10 +156,24 @@ DataType element_type(nb::handle dtype_obj) {
   return DataType::NOT_SET;
 }
 
-// Whether arrays of `have` may stand for a tensor of `want`: the same type, or byte storage (uint8)
-// for the 8-bit and 4-bit float types that numpy lacks.
-bool type_fits(DataType want, DataType have) {
+// Two floating types of one width (HALF and BFLOAT16, or two FP8 formats): cuDNN Frontend binds such
+// memory without a word (its own tests bind float16 tensors to BFLOAT16 graph tensors), so it is
+// accepted with a RuntimeWarning that the bits are read as the tensor's type.
+bool same_width_floats(DataType want, DataType have) {
+  bool half = (want == DataType::HALF || want == DataType::BFLOAT16) && (have == DataType::HALF || have == DataType::BFLOAT16);
+  return half || (is_fp8(want) && is_fp8(have));
+}
+
+// Whether arrays of `have` may stand for a tensor of `want`: the same type, byte storage (uint8) for
+// the 8-bit and 4-bit float types that numpy lacks, or a same-width float (with a warning).
+bool type_fits(const SlotCheck& c, DataType want, DataType have) {
   if (have == want) return true;
+  if (same_width_floats(want, have)) {
+    std::string msg = "opendnn: " + c.label + " is " + std::string(to_string(want)) + " but the array bound to it holds " +
+                      std::string(to_string(have)) + " elements; their bits are read as " + std::string(to_string(want));
+    if (PyErr_WarnEx(PyExc_RuntimeWarning, msg.c_str(), 1) < 0) throw nb::python_error();
+    return true;
+  }
   if (have != DataType::UINT8) return false;
   return is_fp8(want) || want == DataType::FP4_E2M1;
 }
@@ -167,7 +181,7 @@ bool type_fits(DataType want, DataType have) {
 // Checks the element type and remembers `key` (the numpy scalar type, the torch dtype) as matching.
 void check_type(SlotCheck& c, nb::handle obj, nb::handle dtype_obj, PyObject* key, PyObject** cache) {
   DataType have = element_type(dtype_obj);
-  if (!type_fits(c.dtype, have)) {
+  if (!type_fits(c, c.dtype, have)) {
     std::string got = nb::cast<std::string>(nb::str(dtype_obj));
     bad(c, "it is " + std::string(to_string(c.dtype)) + " but its " + Py_TYPE(obj.ptr())->tp_name + " holds " + got +
                " elements" + (have == DataType::NOT_SET ? " (no opendnn data type)" : ""));
@@ -246,7 +260,7 @@ void describe_buffer(SlotCheck& c, PyObject* o, Described& d) {
   else if (!std::strcmp(f, "?")) have = DataType::BOOLEAN;
   else if (!std::strcmp(f, "i") || !std::strcmp(f, "l") || !std::strcmp(f, "q"))
     have = v.itemsize == 4 ? DataType::INT32 : v.itemsize == 8 ? DataType::INT64 : DataType::NOT_SET;
-  if (!d.raw && !type_fits(c.dtype, have))
+  if (!d.raw && !type_fits(c, c.dtype, have))
     bad(c, "it is " + std::string(to_string(c.dtype)) + " but its " + d.kind + " holds '" + f + "' items");
   set_rank(d, v.ndim, c);
   for (int i = 0; i < d.ndim; ++i) {
@@ -281,7 +295,7 @@ void describe_other(SlotCheck& c, nb::handle o, Described& d) {
   d.kind = d.kind_buf;
   if (dt.is_none()) {
     d.raw = true;
-  } else if (!type_fits(c.dtype, nb::cast<DataType>(dt))) {
+  } else if (!type_fits(c, c.dtype, nb::cast<DataType>(dt))) {
     bad(c, "it is " + std::string(to_string(c.dtype)) + " but its " + d.kind + " holds " +
                std::string(to_string(nb::cast<DataType>(dt))) + " elements");
   }

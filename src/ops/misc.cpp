@@ -98,7 +98,7 @@ const AttrSpec kMoeAttrs[] = {
     {"mode", AttrType::ENUM, "NONE", "NONE|GATHER|SCATTER"},
     {"top_k", AttrType::INT, 1},
 };
-const PortSpec kMoeBwdIn[] = {{"doutput"}, {"token"}, {"weight", false}, {"first_token_offset"}, {"token_index", false}, {"token_ks", false}};
+const PortSpec kMoeBwdIn[] = {{"doutput"}, {"token"}, {"first_token_offset"}, {"weight", false}, {"token_index", false}, {"token_ks", false}};
 const PortSpec kMoeBwdOut[] = {{"dtoken"}, {"dweight"}};
 
 const PortSpec kRopeIn[] = {{"X", true, "input"}, {"cos"}, {"sin"}};

@@ -68,7 +68,7 @@ const PortSpec kDbnWIn[] = {{"DY", true, "grad"}, {"X", true, "input"}, {"mean"}
 const PortSpec kDbnWOut[] = {{"dscale"}, {"dbias"}, {"eq_scale_dy"}, {"eq_scale_x"}, {"eq_bias"}};
 
 const PortSpec kLnIn[] = {{"X", true, "input"}, {"scale"}, {"bias"}, {"epsilon"}};
-const PortSpec kAdaLnIn[] = {{"X", true, "input"}, {"scale"}, {"bias", false}, {"epsilon"}};
+const PortSpec kAdaLnIn[] = {{"X", true, "input"}, {"scale"}, {"epsilon"}, {"bias", false}};
 const PortSpec kLnOut[] = {{"Y"}, {"mean"}, {"inv_variance"}};
 const PortSpec kNormBwdIn[] = {{"DY", true, "grad"}, {"X", true, "input"}, {"scale"}, {"mean"}, {"inv_variance"}, {"epsilon", false}};
 

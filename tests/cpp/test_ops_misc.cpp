@@ -224,16 +224,28 @@ TEST(OpsMisc, MoeGroupedMatmulRejects) {
 TEST(OpsMisc, MoeGroupedMatmulBackward) {
   Graph g;
   g.set_io_data_type(DataType::FLOAT);
-  auto [dt, dw] = g.moe_grouped_matmul_bwd(input(g, "dout", {12, 32}), input(g, "t", {12, 64}), input(g, "w", {4, 64, 32}),
-                                           input(g, "off", {4}, DataType::INT32), NodeAttrs().set_name("mb"));
+  auto [dt, dw] = g.moe_grouped_matmul_bwd(input(g, "dout", {12, 32}), input(g, "t", {12, 64}), input(g, "off", {4}, DataType::INT32),
+                                           NodeAttrs().set_name("mb").input("weight", input(g, "w", {4, 64, 32})));
   EXPECT_VALID(g);
   EXPECT_EQ(dt->get_dim(), (Dims{12, 64}));
   EXPECT_EQ(dw->get_dim(), (Dims{4, 64, 32}));
   EXPECT_EQ(dw->get_stride(), (Dims{2048, 32, 1}));
   Graph bad;
-  bad.moe_grouped_matmul_bwd(input(bad, "dout", {12, 16}), input(bad, "t", {12, 64}), input(bad, "w", {4, 64, 32}),
-                             input(bad, "off", {4}, DataType::INT32), NodeAttrs().set_name("mb"));
+  bad.moe_grouped_matmul_bwd(input(bad, "dout", {12, 16}), input(bad, "t", {12, 64}), input(bad, "off", {4}, DataType::INT32),
+                             NodeAttrs().set_name("mb").input("weight", input(bad, "w", {4, 64, 32})));
   expect_fail(bad, ErrorCode::SHAPE_DEDUCTION_FAILED, "moe_grouped_matmul_bwd \"mb\"", {"input doutput"});
+  // Without weight (cuDNN Frontend's form): dweight [E, K, N] from first_token_offset, token and doutput,
+  // each expert's matrix column-major; dtoken is absent and cannot be a graph output.
+  Graph nw;
+  nw.set_io_data_type(DataType::FLOAT);
+  auto [dt2, dw2] = nw.moe_grouped_matmul_bwd(input(nw, "dout", {12, 32}), input(nw, "t", {12, 64}),
+                                              input(nw, "off", {4}, DataType::INT32), NodeAttrs().set_name("mb"));
+  dw2->set_output(true);
+  EXPECT_VALID(nw);
+  EXPECT_EQ(dw2->get_dim(), (Dims{4, 64, 32}));
+  EXPECT_EQ(dw2->get_stride(), (Dims{2048, 1, 64}));
+  dt2->set_output(true);
+  expect_fail(nw, ErrorCode::ATTRIBUTE_NOT_SET, "moe_grouped_matmul_bwd \"mb\"", {"dtoken", "no weight"});
 }
 
 TEST(OpsMisc, Rope) {

@@ -263,16 +263,22 @@ TEST(OpsNorm, InstancenormBackward) {
 TEST(OpsNorm, Adalayernorm) {
   Graph g;
   g.set_io_data_type(DataType::FLOAT);
-  auto [y, mean, iv] = g.adalayernorm(input(g, "x", {2, 10, 32}), input(g, "s", {2, 1, 32}), input(g, "b", {2, 1, 32}), eps(g),
-                                      NodeAttrs().set_name("ada"));
+  auto [y, mean, iv] = g.adalayernorm(input(g, "x", {2, 10, 32}), input(g, "s", {2, 1, 32}), eps(g),
+                                      NodeAttrs().set_name("ada").input("bias", input(g, "b", {2, 1, 32})));
   EXPECT_VALID(g);
   EXPECT_EQ(y->get_dim(), (Dims{2, 10, 32}));
   EXPECT_EQ(mean->get_dim(), (Dims{2, 10, 1}));
   EXPECT_EQ(iv->get_dim(), (Dims{2, 10, 1}));
   Graph bad;
-  bad.adalayernorm(input(bad, "x", {2, 10, 32}), input(bad, "s", {1, 10, 32}), input(bad, "b", {2, 1, 32}), eps(bad),
-                   NodeAttrs().set_name("ada"));
+  bad.adalayernorm(input(bad, "x", {2, 10, 32}), input(bad, "s", {1, 10, 32}), eps(bad),
+                   NodeAttrs().set_name("ada").input("bias", input(bad, "b", {2, 1, 32})));
   expect_fail(bad, ErrorCode::SHAPE_DEDUCTION_FAILED, "adalayernorm \"ada\"", {"input scale", "[2,1,32]", "per batch element"});
+  // bias is optional (cuDNN Frontend's adalayernorm(bias=None))
+  Graph nobias;
+  nobias.set_io_data_type(DataType::FLOAT);
+  auto [y2, m2, iv2] = nobias.adalayernorm(input(nobias, "x", {2, 10, 32}), input(nobias, "s", {2, 1, 32}), eps(nobias));
+  EXPECT_VALID(nobias);
+  EXPECT_EQ(y2->get_dim(), (Dims{2, 10, 32}));
 }
 
 TEST(OpsNorm, AdalayernormBackward) {

@@ -172,3 +172,95 @@ def test_opcheck_cpu():
     cu = torch.tensor([0, 3, 8], dtype=torch.int32)
     h0 = torch.randn(2, 4, 8, 8, requires_grad=True)
     torch.library.opcheck(torch.ops.opendnn.gdn_fwd.default, (q, k, v, g, beta, cu, h0, 0.3, False, True))
+
+
+# ---- cuDNN Frontend's torch-level entry points: cudnn.ops, cudnn.experimental.ops, datatypes ----------
+
+def test_ops_and_experimental_load_on_attribute_access():
+    code = ("import sys, opendnn; assert 'torch' not in sys.modules; "
+            "f = opendnn.ops.causal_conv1d; e = opendnn.experimental.ops.scaled_dot_product_attention; "
+            "assert 'torch' in sys.modules and 'opendnn.experimental.ops' in sys.modules")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def _conv1d_reference(x, w, b, act):
+    k = w.shape[1]
+    y = torch.nn.functional.conv1d(x, w.unsqueeze(1), b, padding=k - 1, groups=x.shape[1])[..., :x.shape[2]]
+    return torch.nn.functional.silu(y) if act == "silu" else y
+
+
+@pytest.mark.parametrize("act,with_bias", [("identity", True), ("silu", False), ("silu", True)])
+def test_causal_conv1d_forward_backward(act, with_bias):
+    torch.manual_seed(1)
+    x = torch.randn(2, 6, 11, dtype=torch.float32, requires_grad=True)
+    w = torch.randn(6, 4, dtype=torch.float32, requires_grad=True)
+    b = torch.randn(6, dtype=torch.float32, requires_grad=True) if with_bias else None
+    y = opendnn.ops.causal_conv1d(x, w, b, activation=act)
+    xr, wr = x.detach().double().requires_grad_(), w.detach().double().requires_grad_()
+    br = b.detach().double().requires_grad_() if with_bias else None
+    ref = _conv1d_reference(xr, wr, br, act)
+    torch.testing.assert_close(y.double(), ref, atol=1e-5, rtol=1e-5)
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    ref.backward(dy.double())
+    torch.testing.assert_close(x.grad.double(), xr.grad, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(w.grad.double(), wr.grad, atol=1e-4, rtol=1e-4)
+    if with_bias:
+        torch.testing.assert_close(b.grad.double(), br.grad, atol=1e-4, rtol=1e-4)
+
+
+def test_causal_conv1d_errors():
+    x, w = torch.randn(1, 4, 8), torch.randn(4, 3)
+    with pytest.raises(NotSupported, match="activation"):
+        opendnn.ops.causal_conv1d(x, w, activation="relu")
+    with pytest.raises(NotSupported, match="channels"):
+        opendnn.ops.causal_conv1d(x, torch.randn(5, 3))
+
+
+def test_experimental_sdpa_matches_ops_sdpa():
+    import opendnn.experimental.ops as xops
+
+    torch.manual_seed(2)
+    q, k, v = _bf16(1, 2, 16, 16), _bf16(1, 2, 16, 16), _bf16(1, 2, 16, 16)
+    o = xops.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.3)
+    torch.testing.assert_close(o.double(), sdpa_reference(q, k, v, scale=0.3, causal=True), atol=2e-2, rtol=2e-2)
+    banded = xops.scaled_dot_product_attention(q, k, v, diagonal_alignment=1, left_bound=-1, right_bound=0)
+    torch.testing.assert_close(banded, opendnn.ops.sdpa(q, k, v, diagonal_alignment="BOTTOM_RIGHT", right_bound=0))
+    with pytest.raises(NotSupported, match="attn_mask"):
+        xops.scaled_dot_product_attention(q, k, v, attn_mask=torch.ones(16, 16, dtype=torch.bool))
+    with pytest.raises(NotSupported, match="dropout_p"):
+        xops.scaled_dot_product_attention(q, k, v, dropout_p=0.1)
+    with pytest.raises(ValueError, match="enable_gqa"):
+        xops.scaled_dot_product_attention(q, k[:, :1], v[:, :1])
+    xops.scaled_dot_product_attention(q, k[:, :1], v[:, :1], enable_gqa=True)
+    assert xops._fprop_cache is opendnn.ops._CACHE
+
+
+def test_experimental_moe_grouped_matmul():
+    import opendnn.experimental.ops as xops
+
+    torch.manual_seed(3)
+    token, weight = torch.randn(7, 5), torch.randn(3, 5, 4)
+    off = torch.tensor([0, 2, 5], dtype=torch.int32)
+    out = xops.moe_grouped_matmul(token, weight, off)
+    bounds = [0, 2, 5, 7]
+    ref = torch.cat([token[bounds[e]:bounds[e + 1]] @ weight[e] for e in range(3)])
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
+    idx = torch.tensor([0, 1, 2, 0, 1, 2], dtype=torch.int32)  # gather: 3 tokens, top_k 2
+    out = xops.moe_grouped_matmul(token[:3], weight, torch.tensor([0, 2, 4], dtype=torch.int32), token_index=idx,
+                                  mode="gather", top_k=2)
+    ref = torch.cat([token[:3][idx[r0:r1].long()] @ weight[e] for e, (r0, r1) in enumerate([(0, 2), (2, 4), (4, 6)])])
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="mode"):
+        xops.moe_grouped_matmul(token, weight, off, mode="bogus")
+
+
+def test_datatypes_with_torch():
+    from opendnn import datatypes
+
+    assert datatypes._torch_to_cudnn_data_type(torch.float16) == opendnn.data_type.HALF
+    assert datatypes._torch_to_cudnn_data_type(torch.complex64) is None
+    assert datatypes._cudnn_to_torch_data_type(opendnn.data_type.BFLOAT16) is torch.bfloat16
+    assert datatypes._library_type(torch.float32) == opendnn.data_type.FLOAT
+    assert datatypes._is_torch_tensor(torch.zeros(1)) and not datatypes._is_torch_tensor([0])

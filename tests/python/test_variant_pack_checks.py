@@ -92,6 +92,22 @@ def test_read_only_outputs_are_refused():
 
 # ---- inputs: type and layout ---------------------------------------------------------------------
 
+def test_same_width_float_types_are_accepted_with_a_warning():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    g = float_graph()
+    x = g.tensor(name="x", dim=[4, 8], data_type=opendnn.data_type.BFLOAT16)
+    y = g.relu(input=x, name="act")
+    y.set_output(True).set_data_type(opendnn.data_type.BFLOAT16)
+    g.build([opendnn.heur_mode.A, opendnn.heur_mode.FALLBACK])
+    bits = np.arange(32, dtype=np.float32).reshape(4, 8).astype(ml_dtypes.bfloat16)
+    out = np.zeros((4, 8), ml_dtypes.bfloat16)
+    with pytest.warns(RuntimeWarning, match=r'"x" \(uid \d+\) is BFLOAT16 but the array bound to it holds HALF'):
+        g.execute({x: bits.view(np.float16), y: out}, _ws(g))
+    np.testing.assert_array_equal(out.astype(np.float32), np.arange(32, dtype=np.float32).reshape(4, 8))
+    with pytest.raises(ValueError, match="it is BFLOAT16 but its numpy.ndarray holds int16"):
+        g.execute({x: bits.view(np.int16), y: out}, _ws(g))
+
+
 def test_float64_for_a_float_tensor_is_refused():
     g, x, y = _relu_graph()
     out = np.zeros((4, 8), np.float32)
