@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "ops/infer_util.h"
 
+#include "common/checked_math.h"
+
 namespace opendnn::ops {
 
 std::string dims_str(const std::vector<int64_t>& d) {
@@ -94,6 +96,16 @@ Status require_scalar(const Node& n, std::string_view port) {
   return {};
 }
 
+Status require_epsilon(const Node& n, std::string_view port) {
+  OPENDNN_RETURN_IF_ERROR(require_scalar(n, port));
+  const TensorPtr& t = n.in(port);
+  if (!t || !t->get_is_pass_by_value() || !t->get_value().is_set()) return {};
+  const double v = t->get_value().as_double();
+  if (!(v >= 0.0))
+    return n.fail(ErrorCode::INVALID_VALUE, "input " + std::string(port) + " is " + std::to_string(v) + "; it must be >= 0");
+  return {};
+}
+
 Status require_dims(const Node& n, std::string_view port, const std::vector<int64_t>& dims, std::string_view what) {
   const TensorPtr& t = n.in(port);
   if (t && t->get_dim() != dims)
@@ -133,9 +145,18 @@ Status spatial_attr(const Node& n, std::string_view attr, size_t count, int64_t 
   return {};
 }
 
-int64_t window_out_len(int64_t in, int64_t pre, int64_t post, int64_t window, int64_t stride, int64_t dilation) {
-  int64_t eff = dilation * (window - 1) + 1;
-  int64_t span = in + pre + post - eff;
+std::optional<int64_t> dilated_extent(int64_t window, int64_t dilation) {
+  int64_t e = 0;
+  if (!cm::mul(dilation, window - 1, e) || !cm::add(e, 1, e)) return std::nullopt;
+  return e;
+}
+
+std::optional<int64_t> window_out_len(int64_t in, int64_t pre, int64_t post, int64_t window, int64_t stride,
+                                      int64_t dilation) {
+  auto eff = dilated_extent(window, dilation);
+  int64_t span = 0;
+  if (!eff || stride < 1 || !cm::add(in, pre, span) || !cm::add(span, post, span) || !cm::sub(span, *eff, span))
+    return std::nullopt;
   if (span < 0) return 0;
   return span / stride + 1;
 }
@@ -184,7 +205,7 @@ std::vector<int64_t> strides_like(const std::vector<int64_t>& like_strides, cons
   int64_t step = 1;
   for (size_t k = order.size(); k-- > 0;) {
     s[order[k]] = step;
-    step *= dims[order[k]] > 0 ? dims[order[k]] : 1;
+    if (!cm::mul(step, dims[order[k]] > 0 ? dims[order[k]] : 1, step)) step = INT64_MAX;  // rejected by volume
   }
   return s;
 }

@@ -17,8 +17,9 @@
 //    is already built, else selects the first built plan in rank order.
 //  - select_plan(i) builds plan i if needed and selects it. build_plan_at_index(i) builds plan i
 //    and selects it only when nothing is selected yet.
-//  - execute() runs the selected plan. A graph changed after planning (validate() needed again)
-//    refuses to execute until it is planned again.
+//  - execute() runs the selected plan. A graph changed after validation (a node added, a tensor's
+//    dims, strides, type or value edited) refuses to execute, naming the tensor, until it is built
+//    again; validating it again drops its plans.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -26,6 +27,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "common/alloc_guard.h"
 #include "opendnn/engine.h"
 #include "plan/exec_state.h"
 #include "plan/plan_cache.h"
@@ -134,136 +136,137 @@ void fix_selection(ExecState& st) {
 
 // ---------------------------------------------------------------- planning
 
-Status Graph::build_operation_graph() { return validated_ ? Status{} : validate(); }
+Status Graph::build_operation_graph() { return is_validated() ? Status{} : validate(); }
 
 Status Graph::create_execution_plans(const std::vector<HeurMode>& modes_in) {
-  OPENDNN_RETURN_IF_ERROR(build_operation_graph());
-  std::vector<HeurMode> modes = modes_in.empty() ? std::vector<HeurMode>{HeurMode::A} : modes_in;
-  // The new state is installed first: engines look tensors' variant slots up through the graph
-  // (variant_slot_of) while they propose and build plans.
-  exec_ = std::make_unique<ExecState>();
-  ExecState* st = exec_.get();
-  st->target = default_target();
+  return guard_alloc(ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "while creating execution plans", [&]() -> Status {
+    OPENDNN_RETURN_IF_ERROR(build_operation_graph());
+    std::vector<HeurMode> modes = modes_in.empty() ? std::vector<HeurMode>{HeurMode::A} : modes_in;
+    // The new state is installed first: engines look tensors' variant slots up through the graph
+    // (variant_slot_of) while they propose and build plans.
+    exec_ = std::make_unique<ExecState>();
+    ExecState* st = exec_.get();
+    st->target = default_target();
 
-  // Variant slots.
-  std::vector<const TensorAttr*> slot_tensors;
-  for (const auto& t : node_tensors(*this))
-    if (needs_slot(*t)) slot_tensors.push_back(t.get());
-  std::sort(slot_tensors.begin(), slot_tensors.end(),
-            [](const TensorAttr* a, const TensorAttr* b) { return a->get_uid() < b->get_uid(); });
-  for (const TensorAttr* t : slot_tensors) {
-    st->variant_uids.push_back(t->get_uid());
-    st->slot_labels.push_back(label(*t));
-    st->slot_tensors.push_back(t);
-  }
-  st->slots.assign(st->variant_uids.size(), nullptr);
+    // Variant slots.
+    std::vector<const TensorAttr*> slot_tensors;
+    for (const auto& t : node_tensors(*this))
+      if (needs_slot(*t)) slot_tensors.push_back(t.get());
+    std::sort(slot_tensors.begin(), slot_tensors.end(),
+              [](const TensorAttr* a, const TensorAttr* b) { return a->get_uid() < b->get_uid(); });
+    for (const TensorAttr* t : slot_tensors) {
+      st->variant_uids.push_back(t->get_uid());
+      st->slot_labels.push_back(label(*t));
+      st->slot_tensors.push_back(t);
+    }
 
-  // Proposals from every engine.
-  struct Offer {
-    std::shared_ptr<Engine> engine;
-    std::string name;
-    std::vector<PlanCandidate> plans;
-  };
-  std::vector<Offer> offers;
-  const std::string device = plan_cache::device_string(st->target);
-  for (auto& e : registered_engines()) {
-    std::string name(e->name());
-    if (!e->serves(st->target)) {
-      st->declines.push_back(name + ": does not run on target " + device);
-      continue;
-    }
-    // An engine no requested mode admits is not asked (its proposal, e.g. cuDNN's heuristics queries,
-    // would be thrown away).
-    if (std::none_of(modes.begin(), modes.end(), [&](HeurMode m) { return admits(m, *e); })) {
-      std::string ms;
-      for (HeurMode m : modes) ms += (ms.empty() ? "" : ", ") + std::string(to_string(m));
-      st->declines.push_back(name + ": excluded by heuristic mode(s) " + ms);
-      continue;
-    }
-    Proposal p = e->propose_plans(*this, st->target);
-    for (const auto& d : p.declines) st->declines.push_back(name + ": " + d);
-    if (p.plans.empty()) {
-      if (p.declines.empty()) st->declines.push_back(name + ": proposed no plan");
-      continue;
-    }
-    Offer o{e, name, {}};
-    std::set<int64_t> locals;
-    for (auto& c : p.plans) {
-      if (!locals.insert(c.local_index).second) {
-        st->declines.push_back(name + ": duplicate local index " + std::to_string(c.local_index) + " (plan " + c.name +
-                               ") ignored");
+    // Proposals from every engine.
+    struct Offer {
+      std::shared_ptr<Engine> engine;
+      std::string name;
+      std::vector<PlanCandidate> plans;
+    };
+    std::vector<Offer> offers;
+    const std::string device = plan_cache::device_string(st->target);
+    for (auto& e : registered_engines()) {
+      std::string name(e->name());
+      if (!e->serves(st->target)) {
+        st->declines.push_back(name + ": does not run on target " + device);
         continue;
       }
-      o.plans.push_back(std::move(c));
-    }
-    offers.push_back(std::move(o));
-  }
-
-  // Rank per mode, appending plans not listed yet.
-  std::set<std::pair<int64_t, int64_t>> listed;
-    for (HeurMode m : modes) {
-    struct Item {
-      size_t offer;
-      size_t pos;  // position in the engine's proposal
-      double engine_best;
-    };
-    std::vector<Item> items;
-    for (size_t oi = 0; oi < offers.size(); ++oi) {
-      if (!admits(m, *offers[oi].engine)) continue;
-      double best = 1e300;
-      for (const auto& c : offers[oi].plans) best = std::min(best, c.estimated_us);
-      for (size_t pi = 0; pi < offers[oi].plans.size(); ++pi) items.push_back({oi, pi, best});
-    }
-    auto cand = [&](const Item& it) -> const PlanCandidate& { return offers[it.offer].plans[it.pos]; };
-    auto id = [&](const Item& it) { return offers[it.offer].engine->engine_id(); };
-    if (m == HeurMode::B) {
-      std::stable_sort(items.begin(), items.end(), [&](const Item& a, const Item& b) {
-        if (a.engine_best != b.engine_best) return a.engine_best < b.engine_best;
-        if (id(a) != id(b)) return id(a) < id(b);
-        return a.pos < b.pos;
-      });
-    } else {
-      std::stable_sort(items.begin(), items.end(), [&](const Item& a, const Item& b) {
-        if (cand(a).estimated_us != cand(b).estimated_us) return cand(a).estimated_us < cand(b).estimated_us;
-        if (id(a) != id(b)) return id(a) < id(b);
-        return cand(a).local_index < cand(b).local_index;
-      });
-    }
-    for (const Item& it : items) {
-      const Offer& o = offers[it.offer];
-      if (!listed.insert({o.engine->engine_id(), cand(it).local_index}).second) continue;
-      PlanEntry e;
-      e.engine = o.engine;
-      e.engine_name = o.name;
-      e.engine_id = o.engine->engine_id();
-      e.candidate = cand(it);
-      st->plans.push_back(std::move(e));
-    }
-  }
-  // An autotuned order from the plan cache takes precedence over the estimates.
-  st->cache_path = plan_cache::cache_path(*this, st->target);
-  std::vector<plan_cache::Entry> cached;
-  if (!st->plans.empty() && plan_cache::read(st->cache_path, plan_cache::graph_fingerprint(*this), device, cached)) {
-    std::vector<PlanEntry> front;
-    for (const auto& c : cached) {
-      for (auto& e : st->plans) {
-        if (e.engine && e.engine_id == c.engine_id && e.candidate.local_index == c.local_index) {
-          e.measured_us = c.measured_us;
-          front.push_back(std::move(e));
-          e.engine = nullptr;  // moved-from marker
-          break;
+      // An engine no requested mode admits is not asked (its proposal, e.g. cuDNN's heuristics queries,
+      // would be thrown away).
+      if (std::none_of(modes.begin(), modes.end(), [&](HeurMode m) { return admits(m, *e); })) {
+        std::string ms;
+        for (HeurMode m : modes) ms += (ms.empty() ? "" : ", ") + std::string(to_string(m));
+        st->declines.push_back(name + ": excluded by heuristic mode(s) " + ms);
+        continue;
+      }
+      Proposal p = e->propose_plans(*this, st->target);
+      for (const auto& d : p.declines) st->declines.push_back(name + ": " + d);
+      if (p.plans.empty()) {
+        if (p.declines.empty()) st->declines.push_back(name + ": proposed no plan");
+        continue;
+      }
+      Offer o{e, name, {}};
+      std::set<int64_t> locals;
+      for (auto& c : p.plans) {
+        if (!locals.insert(c.local_index).second) {
+          st->declines.push_back(name + ": duplicate local index " + std::to_string(c.local_index) + " (plan " + c.name +
+                                 ") ignored");
+          continue;
         }
+        o.plans.push_back(std::move(c));
+      }
+      offers.push_back(std::move(o));
+    }
+
+    // Rank per mode, appending plans not listed yet.
+    std::set<std::pair<int64_t, int64_t>> listed;
+      for (HeurMode m : modes) {
+      struct Item {
+        size_t offer;
+        size_t pos;  // position in the engine's proposal
+        double engine_best;
+      };
+      std::vector<Item> items;
+      for (size_t oi = 0; oi < offers.size(); ++oi) {
+        if (!admits(m, *offers[oi].engine)) continue;
+        double best = 1e300;
+        for (const auto& c : offers[oi].plans) best = std::min(best, c.estimated_us);
+        for (size_t pi = 0; pi < offers[oi].plans.size(); ++pi) items.push_back({oi, pi, best});
+      }
+      auto cand = [&](const Item& it) -> const PlanCandidate& { return offers[it.offer].plans[it.pos]; };
+      auto id = [&](const Item& it) { return offers[it.offer].engine->engine_id(); };
+      if (m == HeurMode::B) {
+        std::stable_sort(items.begin(), items.end(), [&](const Item& a, const Item& b) {
+          if (a.engine_best != b.engine_best) return a.engine_best < b.engine_best;
+          if (id(a) != id(b)) return id(a) < id(b);
+          return a.pos < b.pos;
+        });
+      } else {
+        std::stable_sort(items.begin(), items.end(), [&](const Item& a, const Item& b) {
+          if (cand(a).estimated_us != cand(b).estimated_us) return cand(a).estimated_us < cand(b).estimated_us;
+          if (id(a) != id(b)) return id(a) < id(b);
+          return cand(a).local_index < cand(b).local_index;
+        });
+      }
+      for (const Item& it : items) {
+        const Offer& o = offers[it.offer];
+        if (!listed.insert({o.engine->engine_id(), cand(it).local_index}).second) continue;
+        PlanEntry e;
+        e.engine = o.engine;
+        e.engine_name = o.name;
+        e.engine_id = o.engine->engine_id();
+        e.candidate = cand(it);
+        st->plans.push_back(std::move(e));
       }
     }
-    if (!front.empty()) {
-      st->from_cache = true;
-      for (auto& e : st->plans)
-        if (e.engine) front.push_back(std::move(e));
-      st->plans = std::move(front);
+    // An autotuned order from the plan cache takes precedence over the estimates.
+    st->cache_path = plan_cache::cache_path(*this, st->target);
+    std::vector<plan_cache::Entry> cached;
+    if (!st->plans.empty() && plan_cache::read(st->cache_path, plan_cache::graph_fingerprint(*this), device, cached)) {
+      std::vector<PlanEntry> front;
+      for (const auto& c : cached) {
+        for (auto& e : st->plans) {
+          if (e.engine && e.engine_id == c.engine_id && e.candidate.local_index == c.local_index) {
+            e.measured_us = c.measured_us;
+            front.push_back(std::move(e));
+            e.engine = nullptr;  // moved-from marker
+            break;
+          }
+        }
+      }
+      if (!front.empty()) {
+        st->from_cache = true;
+        for (auto& e : st->plans)
+          if (e.engine) front.push_back(std::move(e));
+        st->plans = std::move(front);
+      }
     }
-  }
-  st->planned = true;
-  return {};
+    st->planned = true;
+    return {};
+  });
 }
 
 Status Graph::check_support() {
@@ -280,32 +283,36 @@ Status Graph::check_support() {
 }
 
 Status Graph::build_plans(BuildPlanPolicy policy) {
-  OPENDNN_RETURN_IF_ERROR(check_support());
-  ExecState& st = *exec_;
-  std::string failures;
-  bool any = false;
-  for (auto& e : st.plans) {
-    if (e.deselected) continue;
-    Status s = build_entry(*this, st.target, e);
-    if (s.is_bad()) {
-      failures += "\n  " + s.message();
-      continue;
+  return guard_alloc(ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "while building plans", [&]() -> Status {
+    OPENDNN_RETURN_IF_ERROR(check_support());
+    ExecState& st = *exec_;
+    std::string failures;
+    bool any = false;
+    for (auto& e : st.plans) {
+      if (e.deselected) continue;
+      Status s = build_entry(*this, st.target, e);
+      if (s.is_bad()) {
+        failures += "\n  " + s.message();
+        continue;
+      }
+      any = true;
+      if (policy == BuildPlanPolicy::HEURISTICS_CHOICE) break;
     }
-    any = true;
-    if (policy == BuildPlanPolicy::HEURISTICS_CHOICE) break;
-  }
-  fix_selection(st);
-  if (!any) return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "no plan could be built:" + failures};
-  return {};
+    fix_selection(st);
+    if (!any) return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "no plan could be built:" + failures};
+    return {};
+  });
 }
 
 Status Graph::build_plan_at_index(int64_t index) {
-  ExecState* st = exec_.get();
-  if (!st || !st->planned) return not_planned();
-  if (index < 0 || size_t(index) >= st->plans.size()) return bad_index(index, st->plans.size());
-  OPENDNN_RETURN_IF_ERROR(build_entry(*this, st->target, st->plans[size_t(index)]));
-  if (st->selected < 0) st->selected = index;
-  return {};
+  return guard_alloc(ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "while building a plan", [&]() -> Status {
+    ExecState* st = exec_.get();
+    if (!st || !st->planned) return not_planned();
+    if (index < 0 || size_t(index) >= st->plans.size()) return bad_index(index, st->plans.size());
+    OPENDNN_RETURN_IF_ERROR(build_entry(*this, st->target, st->plans[size_t(index)]));
+    if (st->selected < 0) st->selected = index;
+    return {};
+  });
 }
 
 Status Graph::build(const std::vector<HeurMode>& modes, BuildPlanPolicy policy) {
@@ -380,12 +387,14 @@ Status Graph::get_workspace_size_plan_at_index(int64_t index, int64_t& bytes) co
 }
 
 Status Graph::select_plan(int64_t index) {
-  ExecState* st = exec_.get();
-  if (!st || !st->planned) return not_planned();
-  if (index < 0 || size_t(index) >= st->plans.size()) return bad_index(index, st->plans.size());
-  OPENDNN_RETURN_IF_ERROR(build_entry(*this, st->target, st->plans[size_t(index)]));
-  st->selected = index;
-  return {};
+  return guard_alloc(ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "while building the selected plan", [&]() -> Status {
+    ExecState* st = exec_.get();
+    if (!st || !st->planned) return not_planned();
+    if (index < 0 || size_t(index) >= st->plans.size()) return bad_index(index, st->plans.size());
+    OPENDNN_RETURN_IF_ERROR(build_entry(*this, st->target, st->plans[size_t(index)]));
+    st->selected = index;
+    return {};
+  });
 }
 
 int64_t Graph::selected_plan() const { return exec_ ? exec_->selected : -1; }
@@ -427,11 +436,6 @@ Status no_plan_built() {
           "no plan is built: call build() (or create_execution_plans() then build_plans()) before execute()"};
 }
 
-Status changed_since_planning() {
-  return {ErrorCode::GRAPH_EXECUTION_FAILED,
-          "the graph changed after its plans were built: call build() again before execute()"};
-}
-
 // Explains why `uid` has no slot.
 Status extra_uid(const Graph& g, int64_t uid) {
   TensorPtr t = g.find_tensor(uid);
@@ -445,10 +449,30 @@ Status extra_uid(const Graph& g, int64_t uid) {
   return {ErrorCode::INVALID_VARIANT_PACK, "variant pack: " + label(*t) + " " + why + " and takes no pointer"};
 }
 
-// Fills st.slots from (uid, pointer) pairs; on error the slots are left cleared.
+// One call's slot array (never shared between calls, so concurrent execute() calls are independent):
+// on the stack for up to kInline slots, on the heap beyond.
+class CallSlots {
+ public:
+  explicit CallSlots(size_t n) : n_(n) {
+    if (n > kInline) heap_.resize(n);
+  }
+  void** data() { return n_ > kInline ? heap_.data() : inline_; }
+  void** begin() { return data(); }
+  void** end() { return data() + n_; }
+  size_t size() const { return n_; }
+  void*& operator[](size_t k) { return data()[k]; }
+
+ private:
+  static constexpr size_t kInline = 64;
+  size_t n_;
+  void* inline_[kInline] = {};
+  std::vector<void*> heap_;
+};
+
+// Fills `slots` from (uid, pointer) pairs; on error the slots are left cleared.
 template <class It, class UidOf>
-Status fill_slots(const Graph& g, ExecState& st, It begin, It end, UidOf uid_of) {
-  std::fill(st.slots.begin(), st.slots.end(), nullptr);
+Status fill_slots(const Graph& g, const ExecState& st, CallSlots& slots, It begin, It end, UidOf uid_of) {
+  std::fill(slots.begin(), slots.end(), nullptr);
   Status bad;
   for (It it = begin; it != end && bad.is_good(); ++it) {
     int64_t uid = 0;
@@ -459,32 +483,33 @@ Status fill_slots(const Graph& g, ExecState& st, It begin, It end, UidOf uid_of)
       bad = extra_uid(g, uid);
     } else if (!it->second) {
       bad = {ErrorCode::INVALID_VARIANT_PACK, "variant pack: null pointer for " + st.slot_labels[size_t(k)]};
-    } else if (st.slots[size_t(k)]) {
+    } else if (slots[size_t(k)]) {
       bad = {ErrorCode::INVALID_VARIANT_PACK, "variant pack: " + st.slot_labels[size_t(k)] + " is given twice"};
     } else {
-      st.slots[size_t(k)] = it->second;
+      slots[size_t(k)] = it->second;
     }
   }
   if (bad.is_good()) {
-    for (size_t k = 0; k < st.slots.size(); ++k)
-      if (!st.slots[k]) {
+    for (size_t k = 0; k < slots.size(); ++k)
+      if (!slots[k]) {
         bad = {ErrorCode::INVALID_VARIANT_PACK, "variant pack: no pointer for " + st.slot_labels[k]};
         break;
       }
   }
-  if (bad.is_bad()) std::fill(st.slots.begin(), st.slots.end(), nullptr);
+  if (bad.is_bad()) std::fill(slots.begin(), slots.end(), nullptr);
   return bad;
 }
 
-Status fill_slots(const Graph& g, ExecState& st, const std::unordered_map<int64_t, void*>& pack) {
-  return fill_slots(g, st, pack.begin(), pack.end(), [](int64_t uid, int64_t& out) {
+Status fill_slots(const Graph& g, const ExecState& st, CallSlots& slots, const std::unordered_map<int64_t, void*>& pack) {
+  return fill_slots(g, st, slots, pack.begin(), pack.end(), [](int64_t uid, int64_t& out) {
     out = uid;
     return Status{};
   });
 }
 
-Status fill_slots(const Graph& g, ExecState& st, const std::unordered_map<TensorPtr, void*>& pack) {
-  return fill_slots(g, st, pack.begin(), pack.end(), [](const TensorPtr& t, int64_t& out) -> Status {
+Status fill_slots(const Graph& g, const ExecState& st, CallSlots& slots,
+                  const std::unordered_map<TensorPtr, void*>& pack) {
+  return fill_slots(g, st, slots, pack.begin(), pack.end(), [](const TensorPtr& t, int64_t& out) -> Status {
     if (!t) return {ErrorCode::INVALID_VARIANT_PACK, "variant pack: a null tensor is given a pointer"};
     if (!t->has_uid())
       return {ErrorCode::INVALID_VARIANT_PACK,
@@ -517,104 +542,117 @@ Status run_entry(const ExecState& st, size_t index, void* const* slots, void* wo
   return e.plan->execute(slots, workspace, stream);
 }
 
+// The map overloads of execute(): resolve the pack into this call's own slot array, then run the
+// selected plan.
+template <class Pack>
+Status execute_pack(const Graph& g, const ExecState* st, const Pack& pack, void* workspace, void* stream) {
+  return guard_alloc(ErrorCode::GRAPH_EXECUTION_FAILED, "while executing the graph", [&]() -> Status {
+    if (!st || st->selected < 0) return no_plan_built();
+    OPENDNN_RETURN_IF_ERROR(g.check_unchanged());
+    CallSlots slots(st->variant_uids.size());
+    OPENDNN_RETURN_IF_ERROR(fill_slots(g, *st, slots, pack));
+    return run_entry(*st, size_t(st->selected), slots.data(), workspace, stream);
+  });
+}
+
 }  // namespace
 
 Status Graph::execute(void* const* slot_pointers, void* workspace, void* stream) {
-  const ExecState* st = exec_.get();
-  if (!st || st->selected < 0) return no_plan_built();
-  if (!validated_) return changed_since_planning();
-  return run_entry(*st, size_t(st->selected), slot_pointers, workspace, stream);
+  return guard_alloc(ErrorCode::GRAPH_EXECUTION_FAILED, "while executing the graph", [&]() -> Status {
+    const ExecState* st = exec_.get();
+    if (!st || st->selected < 0) return no_plan_built();
+    OPENDNN_RETURN_IF_ERROR(check_unchanged());
+    return run_entry(*st, size_t(st->selected), slot_pointers, workspace, stream);
+  });
 }
 
 Status Graph::execute(const std::unordered_map<int64_t, void*>& pack, void* workspace, void* stream) {
-  ExecState* st = exec_.get();
-  if (!st || st->selected < 0) return no_plan_built();
-  if (!validated_) return changed_since_planning();
-  OPENDNN_RETURN_IF_ERROR(fill_slots(*this, *st, pack));
-  return run_entry(*st, size_t(st->selected), st->slots.data(), workspace, stream);
+  return execute_pack(*this, exec_.get(), pack, workspace, stream);
 }
 
 Status Graph::execute(const std::unordered_map<TensorPtr, void*>& pack, void* workspace, void* stream) {
-  ExecState* st = exec_.get();
-  if (!st || st->selected < 0) return no_plan_built();
-  if (!validated_) return changed_since_planning();
-  OPENDNN_RETURN_IF_ERROR(fill_slots(*this, *st, pack));
-  return run_entry(*st, size_t(st->selected), st->slots.data(), workspace, stream);
+  return execute_pack(*this, exec_.get(), pack, workspace, stream);
 }
 
 Status Graph::execute_plan_at_index(const std::unordered_map<int64_t, void*>& pack, void* workspace, int64_t index,
                                     void* stream) {
-  ExecState* st = exec_.get();
-  if (!st || !st->planned) return not_planned();
-  if (index < 0 || size_t(index) >= st->plans.size()) return bad_index(index, st->plans.size());
-  if (!validated_) return changed_since_planning();
-  OPENDNN_RETURN_IF_ERROR(fill_slots(*this, *st, pack));
-  return run_entry(*st, size_t(index), st->slots.data(), workspace, stream);
+  return guard_alloc(ErrorCode::GRAPH_EXECUTION_FAILED, "while executing the graph", [&]() -> Status {
+    ExecState* st = exec_.get();
+    if (!st || !st->planned) return not_planned();
+    if (index < 0 || size_t(index) >= st->plans.size()) return bad_index(index, st->plans.size());
+    OPENDNN_RETURN_IF_ERROR(check_unchanged());
+    CallSlots slots(st->variant_uids.size());
+    OPENDNN_RETURN_IF_ERROR(fill_slots(*this, *st, slots, pack));
+    return run_entry(*st, size_t(index), slots.data(), workspace, stream);
+  });
 }
 
 Status Graph::autotune(const std::unordered_map<int64_t, void*>& pack, void* workspace, void* stream) {
-  ExecState* st = exec_.get();
-  if (!st || !st->planned) return not_planned();
-  if (!validated_) return changed_since_planning();
-  OPENDNN_RETURN_IF_ERROR(fill_slots(*this, *st, pack));
+  return guard_alloc(ErrorCode::GRAPH_EXECUTION_FAILED, "while autotuning", [&]() -> Status {
+    ExecState* st = exec_.get();
+    if (!st || !st->planned) return not_planned();
+    OPENDNN_RETURN_IF_ERROR(check_unchanged());
+    CallSlots slots(st->variant_uids.size());
+    OPENDNN_RETURN_IF_ERROR(fill_slots(*this, *st, slots, pack));
 
-  std::vector<size_t> timed;
-  std::string failures;
-  for (size_t i = 0; i < st->plans.size(); ++i) {
-    PlanEntry& e = st->plans[i];
-    if (e.deselected || !e.plan) continue;
-    std::unique_ptr<Timer> timer = e.engine->make_timer(st->target);
-    if (!timer) timer = std::make_unique<HostTimer>();
-    // One warm-up run, then the median of up to 5 runs (one when a run takes over 50 ms).
-    timer->start(stream);
-    Status s = run_entry(*st, i, st->slots.data(), workspace, stream);
-    double first = timer->stop_us(stream);
-    if (s.is_bad()) {
-      failures += "\n  " + plan_label(e) + ": " + s.message();
-      e.measured_us = -1.0;
-      continue;
-    }
-    const int reps = first > 50000.0 ? 1 : 5;
-    std::vector<double> times;
-    for (int r = 0; r < reps && s.is_good(); ++r) {
+    std::vector<size_t> timed;
+    std::string failures;
+    for (size_t i = 0; i < st->plans.size(); ++i) {
+      PlanEntry& e = st->plans[i];
+      if (e.deselected || !e.plan) continue;
+      std::unique_ptr<Timer> timer = e.engine->make_timer(st->target);
+      if (!timer) timer = std::make_unique<HostTimer>();
+      // One warm-up run, then the median of up to 5 runs (one when a run takes over 50 ms).
       timer->start(stream);
-      s = run_entry(*st, i, st->slots.data(), workspace, stream);
-      times.push_back(timer->stop_us(stream));
+      Status s = run_entry(*st, i, slots.data(), workspace, stream);
+      double first = timer->stop_us(stream);
+      if (s.is_bad()) {
+        failures += "\n  " + plan_label(e) + ": " + s.message();
+        e.measured_us = -1.0;
+        continue;
+      }
+      const int reps = first > 50000.0 ? 1 : 5;
+      std::vector<double> times;
+      for (int r = 0; r < reps && s.is_good(); ++r) {
+        timer->start(stream);
+        s = run_entry(*st, i, slots.data(), workspace, stream);
+        times.push_back(timer->stop_us(stream));
+      }
+      if (s.is_bad()) {
+        failures += "\n  " + plan_label(e) + ": " + s.message();
+        e.measured_us = -1.0;
+        continue;
+      }
+      std::sort(times.begin(), times.end());
+      e.measured_us = times[times.size() / 2];
+      timed.push_back(i);
     }
-    if (s.is_bad()) {
-      failures += "\n  " + plan_label(e) + ": " + s.message();
-      e.measured_us = -1.0;
-      continue;
+    if (timed.empty())
+      return {ErrorCode::GRAPH_EXECUTION_FAILED,
+              "autotune: no built plan ran (build plans first, e.g. build_plans(BuildPlanPolicy::ALL))" + failures};
+
+    // Timed plans first, fastest first; the rest keep their order after them.
+    std::stable_sort(timed.begin(), timed.end(),
+                     [&](size_t a, size_t b) { return st->plans[a].measured_us < st->plans[b].measured_us; });
+    std::vector<bool> moved(st->plans.size(), false);
+    std::vector<PlanEntry> order;
+    for (size_t i : timed) {
+      order.push_back(std::move(st->plans[i]));
+      moved[i] = true;
     }
-    std::sort(times.begin(), times.end());
-    e.measured_us = times[times.size() / 2];
-    timed.push_back(i);
-  }
-  if (timed.empty())
-    return {ErrorCode::GRAPH_EXECUTION_FAILED,
-            "autotune: no built plan ran (build plans first, e.g. build_plans(BuildPlanPolicy::ALL))" + failures};
+    for (size_t i = 0; i < st->plans.size(); ++i)
+      if (!moved[i]) order.push_back(std::move(st->plans[i]));
+    st->plans = std::move(order);
+    st->selected = 0;
 
-  // Timed plans first, fastest first; the rest keep their order after them.
-  std::stable_sort(timed.begin(), timed.end(),
-                   [&](size_t a, size_t b) { return st->plans[a].measured_us < st->plans[b].measured_us; });
-  std::vector<bool> moved(st->plans.size(), false);
-  std::vector<PlanEntry> order;
-  for (size_t i : timed) {
-    order.push_back(std::move(st->plans[i]));
-    moved[i] = true;
-  }
-  for (size_t i = 0; i < st->plans.size(); ++i)
-    if (!moved[i]) order.push_back(std::move(st->plans[i]));
-  st->plans = std::move(order);
-  st->selected = 0;
-
-  std::vector<plan_cache::Entry> entries;
-  for (size_t k = 0; k < timed.size(); ++k)
-    entries.push_back({st->plans[k].engine_id, st->plans[k].candidate.local_index, st->plans[k].measured_us});
-  Status w = plan_cache::write(st->cache_path, plan_cache::graph_fingerprint(*this),
-                               plan_cache::device_string(st->target), entries);
-  if (w.is_bad()) std::fprintf(stderr, "opendnn: warning: plan cache not written: %s\n", w.message().c_str());
-  return {};
+    std::vector<plan_cache::Entry> entries;
+    for (size_t k = 0; k < timed.size(); ++k)
+      entries.push_back({st->plans[k].engine_id, st->plans[k].candidate.local_index, st->plans[k].measured_us});
+    Status w = plan_cache::write(st->cache_path, plan_cache::graph_fingerprint(*this),
+                                 plan_cache::device_string(st->target), entries);
+    if (w.is_bad()) std::fprintf(stderr, "opendnn: warning: plan cache not written: %s\n", w.message().c_str());
+    return {};
+  });
 }
 
 }  // namespace opendnn
