@@ -395,3 +395,27 @@ TEST(Hardening, AllocationFailureIsAnErrorNamingWhatAndHowMuch) {
   EXPECT_TRUE(contains(s.message(), std::to_string(uint64_t(1) << 61) + " bytes")) << s.message();
 #endif
 }
+
+// Zero-size dims: validation accepts them and the reference plans run without touching memory (an
+// empty output stays untouched; a matmul over K = 0 gives zeros).
+TEST(Hardening, ZeroSizeTensorsBuildAndExecute) {
+  Graph g;
+  g.set_io_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+  auto x = input(g, "x", {0, 8});
+  auto r = g.relu(x);
+  r->set_output(true).set_name("r");
+  auto c = g.conv_fprop(input(g, "img", {0, 2, 5, 5}), input(g, "w", {3, 2, 3, 3}));
+  c->set_output(true).set_name("c");
+  auto m = g.matmul(input(g, "a", {1, 4, 0}), input(g, "b", {1, 0, 3}));
+  m->set_output(true).set_name("m");
+  ASSERT_TRUE(build_reference(g).is_good());
+  std::vector<float> one(4, 7.f), mm(12, 5.f);
+  std::unordered_map<TensorPtr, void*> pack;
+  for (const auto& t : g.tensors())
+    if (g.variant_slot_of(t->get_uid()) >= 0) pack[t] = t == m ? mm.data() : one.data();
+  std::vector<std::byte> ws(size_t(std::max<int64_t>(g.get_workspace_size(), 1)));
+  Status s = g.execute(pack, ws.data());
+  ASSERT_TRUE(s.is_good()) << s.message();
+  EXPECT_EQ(one, std::vector<float>(4, 7.f));
+  EXPECT_EQ(mm, std::vector<float>(12, 0.f));
+}
