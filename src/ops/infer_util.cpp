@@ -203,9 +203,9 @@ std::vector<int64_t> strides_like(const std::vector<int64_t>& like_strides, cons
     for (size_t j = i; j > 0 && like_strides[order[j]] > like_strides[order[j - 1]]; --j) std::swap(order[j], order[j - 1]);
   std::vector<int64_t> s(dims.size(), 1);
   int64_t step = 1;
-  for (size_t k = order.size(); k-- > 0;) {
-    s[order[k]] = step;
-    if (!cm::mul(step, dims[order[k]] > 0 ? dims[order[k]] : 1, step)) step = INT64_MAX;  // rejected by volume
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {  // innermost first
+    s[*it] = step;
+    if (!cm::mul(step, dims[*it] > 0 ? dims[*it] : 1, step)) step = INT64_MAX;  // rejected by volume
   }
   return s;
 }
