@@ -501,7 +501,18 @@ void bind_graph(nb::module_& m) {
       .def("_get_handle", [](PyGraph& g) { return g.handle; })
       .def("execute",
            [](PyGraph& g, nb::handle pack, nb::handle workspace, nb::handle handle) {
-             void* const* slots = fill_slots(g, pack);
+             void* const* filled = fill_slots(g, pack);
+             // This call's own copy: once the GIL is released another thread may refill g.slots.
+             const size_t n = g.slot_uids.size();
+             void* local[64];
+             std::vector<void*> heap;
+             void** slots = local;
+             if (n > 64) {
+               heap.assign(filled, filled + n);
+               slots = heap.data();
+             } else {
+               std::copy(filled, filled + n, local);
+             }
              void* ws = workspace_ptr(workspace);
              void* stream = reinterpret_cast<void*>(stream_of(g, handle));
              Status s;
