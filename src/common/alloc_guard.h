@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Allocation failures as errors: alloc_buffer names what it allocates and its size when the
-// allocation fails, and guard_alloc turns any allocation failure inside an API call into a Status
+// allocation fails, and alloc_error turns any allocation failure inside an API call into a Status
 // that says what the call was doing (never a bare std::bad_alloc escaping to the caller).
 #pragma once
 
@@ -36,11 +36,11 @@ std::vector<T> alloc_buffer(size_t n, const char* what) {
   }
 }
 
-// Runs f() (returning Status); an allocation failure becomes `code` with "out of memory <doing>: ...".
-template <class F>
-Status guard_alloc(ErrorCode code, const char* doing, F&& f) {
+// Call inside a catch block (the handler of an API call's function-try-block): an allocation failure
+// becomes `code` with "out of memory <doing>: ..."; any other exception is thrown on.
+inline Status alloc_error(ErrorCode code, const char* doing) {
   try {
-    return f();
+    throw;
   } catch (const AllocFailure& e) {
     return {code, std::string("out of memory ") + doing + ": " + e.what()};
   } catch (const std::bad_alloc&) {

@@ -349,7 +349,12 @@ Status Graph::validate() {
         inferred.push_back({t, t->get_dim().empty(), t->get_stride().empty(), t->get_data_type() == DataType::NOT_SET});
   }
   validated_ = false;
-  Status s = guard_alloc(ErrorCode::INVALID_VALUE, "while validating the graph", [&] { return validate_rules(); });
+  Status s;
+  try {
+    s = validate_rules();
+  } catch (...) {
+    s = alloc_error(ErrorCode::INVALID_VALUE, "while validating the graph");
+  }
   watch_ = std::make_unique<EditWatch>();
   watch_->inferred = std::move(inferred);
   if (s.is_good()) watch_->tensors = tensors();

@@ -138,135 +138,135 @@ void fix_selection(ExecState& st) {
 
 Status Graph::build_operation_graph() { return is_validated() ? Status{} : validate(); }
 
-Status Graph::create_execution_plans(const std::vector<HeurMode>& modes_in) {
-  return guard_alloc(ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "while creating execution plans", [&]() -> Status {
-    OPENDNN_RETURN_IF_ERROR(build_operation_graph());
-    std::vector<HeurMode> modes = modes_in.empty() ? std::vector<HeurMode>{HeurMode::A} : modes_in;
-    // The new state is installed first: engines look tensors' variant slots up through the graph
-    // (variant_slot_of) while they propose and build plans.
-    exec_ = std::make_unique<ExecState>();
-    ExecState* st = exec_.get();
-    st->target = default_target();
+Status Graph::create_execution_plans(const std::vector<HeurMode>& modes_in) try {
+  OPENDNN_RETURN_IF_ERROR(build_operation_graph());
+  std::vector<HeurMode> modes = modes_in.empty() ? std::vector<HeurMode>{HeurMode::A} : modes_in;
+  // The new state is installed first: engines look tensors' variant slots up through the graph
+  // (variant_slot_of) while they propose and build plans.
+  exec_ = std::make_unique<ExecState>();
+  ExecState* st = exec_.get();
+  st->target = default_target();
 
-    // Variant slots.
-    std::vector<const TensorAttr*> slot_tensors;
-    for (const auto& t : node_tensors(*this))
-      if (needs_slot(*t)) slot_tensors.push_back(t.get());
-    std::sort(slot_tensors.begin(), slot_tensors.end(),
-              [](const TensorAttr* a, const TensorAttr* b) { return a->get_uid() < b->get_uid(); });
-    for (const TensorAttr* t : slot_tensors) {
-      st->variant_uids.push_back(t->get_uid());
-      st->slot_labels.push_back(label(*t));
-      st->slot_tensors.push_back(t);
+  // Variant slots.
+  std::vector<const TensorAttr*> slot_tensors;
+  for (const auto& t : node_tensors(*this))
+    if (needs_slot(*t)) slot_tensors.push_back(t.get());
+  std::sort(slot_tensors.begin(), slot_tensors.end(),
+            [](const TensorAttr* a, const TensorAttr* b) { return a->get_uid() < b->get_uid(); });
+  for (const TensorAttr* t : slot_tensors) {
+    st->variant_uids.push_back(t->get_uid());
+    st->slot_labels.push_back(label(*t));
+    st->slot_tensors.push_back(t);
+  }
+
+  // Proposals from every engine.
+  struct Offer {
+    std::shared_ptr<Engine> engine;
+    std::string name;
+    std::vector<PlanCandidate> plans;
+  };
+  std::vector<Offer> offers;
+  const std::string device = plan_cache::device_string(st->target);
+  for (auto& e : registered_engines()) {
+    std::string name(e->name());
+    if (!e->serves(st->target)) {
+      st->declines.push_back(name + ": does not run on target " + device);
+      continue;
     }
+    // An engine no requested mode admits is not asked (its proposal, e.g. cuDNN's heuristics queries,
+    // would be thrown away).
+    if (std::none_of(modes.begin(), modes.end(), [&](HeurMode m) { return admits(m, *e); })) {
+      std::string ms;
+      for (HeurMode m : modes) ms += (ms.empty() ? "" : ", ") + std::string(to_string(m));
+      st->declines.push_back(name + ": excluded by heuristic mode(s) " + ms);
+      continue;
+    }
+    Proposal p = e->propose_plans(*this, st->target);
+    for (const auto& d : p.declines) st->declines.push_back(name + ": " + d);
+    if (p.plans.empty()) {
+      if (p.declines.empty()) st->declines.push_back(name + ": proposed no plan");
+      continue;
+    }
+    Offer o{e, name, {}};
+    std::set<int64_t> locals;
+    for (auto& c : p.plans) {
+      if (!locals.insert(c.local_index).second) {
+        st->declines.push_back(name + ": duplicate local index " + std::to_string(c.local_index) + " (plan " + c.name +
+                               ") ignored");
+        continue;
+      }
+      o.plans.push_back(std::move(c));
+    }
+    offers.push_back(std::move(o));
+  }
 
-    // Proposals from every engine.
-    struct Offer {
-      std::shared_ptr<Engine> engine;
-      std::string name;
-      std::vector<PlanCandidate> plans;
+  // Rank per mode, appending plans not listed yet.
+  std::set<std::pair<int64_t, int64_t>> listed;
+    for (HeurMode m : modes) {
+    struct Item {
+      size_t offer;
+      size_t pos;  // position in the engine's proposal
+      double engine_best;
     };
-    std::vector<Offer> offers;
-    const std::string device = plan_cache::device_string(st->target);
-    for (auto& e : registered_engines()) {
-      std::string name(e->name());
-      if (!e->serves(st->target)) {
-        st->declines.push_back(name + ": does not run on target " + device);
-        continue;
-      }
-      // An engine no requested mode admits is not asked (its proposal, e.g. cuDNN's heuristics queries,
-      // would be thrown away).
-      if (std::none_of(modes.begin(), modes.end(), [&](HeurMode m) { return admits(m, *e); })) {
-        std::string ms;
-        for (HeurMode m : modes) ms += (ms.empty() ? "" : ", ") + std::string(to_string(m));
-        st->declines.push_back(name + ": excluded by heuristic mode(s) " + ms);
-        continue;
-      }
-      Proposal p = e->propose_plans(*this, st->target);
-      for (const auto& d : p.declines) st->declines.push_back(name + ": " + d);
-      if (p.plans.empty()) {
-        if (p.declines.empty()) st->declines.push_back(name + ": proposed no plan");
-        continue;
-      }
-      Offer o{e, name, {}};
-      std::set<int64_t> locals;
-      for (auto& c : p.plans) {
-        if (!locals.insert(c.local_index).second) {
-          st->declines.push_back(name + ": duplicate local index " + std::to_string(c.local_index) + " (plan " + c.name +
-                                 ") ignored");
-          continue;
-        }
-        o.plans.push_back(std::move(c));
-      }
-      offers.push_back(std::move(o));
+    std::vector<Item> items;
+    for (size_t oi = 0; oi < offers.size(); ++oi) {
+      if (!admits(m, *offers[oi].engine)) continue;
+      double best = 1e300;
+      for (const auto& c : offers[oi].plans) best = std::min(best, c.estimated_us);
+      for (size_t pi = 0; pi < offers[oi].plans.size(); ++pi) items.push_back({oi, pi, best});
     }
-
-    // Rank per mode, appending plans not listed yet.
-    std::set<std::pair<int64_t, int64_t>> listed;
-      for (HeurMode m : modes) {
-      struct Item {
-        size_t offer;
-        size_t pos;  // position in the engine's proposal
-        double engine_best;
-      };
-      std::vector<Item> items;
-      for (size_t oi = 0; oi < offers.size(); ++oi) {
-        if (!admits(m, *offers[oi].engine)) continue;
-        double best = 1e300;
-        for (const auto& c : offers[oi].plans) best = std::min(best, c.estimated_us);
-        for (size_t pi = 0; pi < offers[oi].plans.size(); ++pi) items.push_back({oi, pi, best});
-      }
-      auto cand = [&](const Item& it) -> const PlanCandidate& { return offers[it.offer].plans[it.pos]; };
-      auto id = [&](const Item& it) { return offers[it.offer].engine->engine_id(); };
-      if (m == HeurMode::B) {
-        std::stable_sort(items.begin(), items.end(), [&](const Item& a, const Item& b) {
-          if (a.engine_best != b.engine_best) return a.engine_best < b.engine_best;
-          if (id(a) != id(b)) return id(a) < id(b);
-          return a.pos < b.pos;
-        });
-      } else {
-        std::stable_sort(items.begin(), items.end(), [&](const Item& a, const Item& b) {
-          if (cand(a).estimated_us != cand(b).estimated_us) return cand(a).estimated_us < cand(b).estimated_us;
-          if (id(a) != id(b)) return id(a) < id(b);
-          return cand(a).local_index < cand(b).local_index;
-        });
-      }
-      for (const Item& it : items) {
-        const Offer& o = offers[it.offer];
-        if (!listed.insert({o.engine->engine_id(), cand(it).local_index}).second) continue;
-        PlanEntry e;
-        e.engine = o.engine;
-        e.engine_name = o.name;
-        e.engine_id = o.engine->engine_id();
-        e.candidate = cand(it);
-        st->plans.push_back(std::move(e));
-      }
+    auto cand = [&](const Item& it) -> const PlanCandidate& { return offers[it.offer].plans[it.pos]; };
+    auto id = [&](const Item& it) { return offers[it.offer].engine->engine_id(); };
+    if (m == HeurMode::B) {
+      std::stable_sort(items.begin(), items.end(), [&](const Item& a, const Item& b) {
+        if (a.engine_best != b.engine_best) return a.engine_best < b.engine_best;
+        if (id(a) != id(b)) return id(a) < id(b);
+        return a.pos < b.pos;
+      });
+    } else {
+      std::stable_sort(items.begin(), items.end(), [&](const Item& a, const Item& b) {
+        if (cand(a).estimated_us != cand(b).estimated_us) return cand(a).estimated_us < cand(b).estimated_us;
+        if (id(a) != id(b)) return id(a) < id(b);
+        return cand(a).local_index < cand(b).local_index;
+      });
     }
-    // An autotuned order from the plan cache takes precedence over the estimates.
-    st->cache_path = plan_cache::cache_path(*this, st->target);
-    std::vector<plan_cache::Entry> cached;
-    if (!st->plans.empty() && plan_cache::read(st->cache_path, plan_cache::graph_fingerprint(*this), device, cached)) {
-      std::vector<PlanEntry> front;
-      for (const auto& c : cached) {
-        for (auto& e : st->plans) {
-          if (e.engine && e.engine_id == c.engine_id && e.candidate.local_index == c.local_index) {
-            e.measured_us = c.measured_us;
-            front.push_back(std::move(e));
-            e.engine = nullptr;  // moved-from marker
-            break;
-          }
+    for (const Item& it : items) {
+      const Offer& o = offers[it.offer];
+      if (!listed.insert({o.engine->engine_id(), cand(it).local_index}).second) continue;
+      PlanEntry e;
+      e.engine = o.engine;
+      e.engine_name = o.name;
+      e.engine_id = o.engine->engine_id();
+      e.candidate = cand(it);
+      st->plans.push_back(std::move(e));
+    }
+  }
+  // An autotuned order from the plan cache takes precedence over the estimates.
+  st->cache_path = plan_cache::cache_path(*this, st->target);
+  std::vector<plan_cache::Entry> cached;
+  if (!st->plans.empty() && plan_cache::read(st->cache_path, plan_cache::graph_fingerprint(*this), device, cached)) {
+    std::vector<PlanEntry> front;
+    for (const auto& c : cached) {
+      for (auto& e : st->plans) {
+        if (e.engine && e.engine_id == c.engine_id && e.candidate.local_index == c.local_index) {
+          e.measured_us = c.measured_us;
+          front.push_back(std::move(e));
+          e.engine = nullptr;  // moved-from marker
+          break;
         }
       }
-      if (!front.empty()) {
-        st->from_cache = true;
-        for (auto& e : st->plans)
-          if (e.engine) front.push_back(std::move(e));
-        st->plans = std::move(front);
-      }
     }
-    st->planned = true;
-    return {};
-  });
+    if (!front.empty()) {
+      st->from_cache = true;
+      for (auto& e : st->plans)
+        if (e.engine) front.push_back(std::move(e));
+      st->plans = std::move(front);
+    }
+  }
+  st->planned = true;
+  return {};
+} catch (...) {
+  return alloc_error(ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "while creating execution plans");
 }
 
 Status Graph::check_support() {
@@ -282,37 +282,37 @@ Status Graph::check_support() {
   return {ErrorCode::GRAPH_NOT_SUPPORTED, msg};
 }
 
-Status Graph::build_plans(BuildPlanPolicy policy) {
-  return guard_alloc(ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "while building plans", [&]() -> Status {
-    OPENDNN_RETURN_IF_ERROR(check_support());
-    ExecState& st = *exec_;
-    std::string failures;
-    bool any = false;
-    for (auto& e : st.plans) {
-      if (e.deselected) continue;
-      Status s = build_entry(*this, st.target, e);
-      if (s.is_bad()) {
-        failures += "\n  " + s.message();
-        continue;
-      }
-      any = true;
-      if (policy == BuildPlanPolicy::HEURISTICS_CHOICE) break;
+Status Graph::build_plans(BuildPlanPolicy policy) try {
+  OPENDNN_RETURN_IF_ERROR(check_support());
+  ExecState& st = *exec_;
+  std::string failures;
+  bool any = false;
+  for (auto& e : st.plans) {
+    if (e.deselected) continue;
+    Status s = build_entry(*this, st.target, e);
+    if (s.is_bad()) {
+      failures += "\n  " + s.message();
+      continue;
     }
-    fix_selection(st);
-    if (!any) return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "no plan could be built:" + failures};
-    return {};
-  });
+    any = true;
+    if (policy == BuildPlanPolicy::HEURISTICS_CHOICE) break;
+  }
+  fix_selection(st);
+  if (!any) return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "no plan could be built:" + failures};
+  return {};
+} catch (...) {
+  return alloc_error(ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "while building plans");
 }
 
-Status Graph::build_plan_at_index(int64_t index) {
-  return guard_alloc(ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "while building a plan", [&]() -> Status {
-    ExecState* st = exec_.get();
-    if (!st || !st->planned) return not_planned();
-    if (index < 0 || size_t(index) >= st->plans.size()) return bad_index(index, st->plans.size());
-    OPENDNN_RETURN_IF_ERROR(build_entry(*this, st->target, st->plans[size_t(index)]));
-    if (st->selected < 0) st->selected = index;
-    return {};
-  });
+Status Graph::build_plan_at_index(int64_t index) try {
+  ExecState* st = exec_.get();
+  if (!st || !st->planned) return not_planned();
+  if (index < 0 || size_t(index) >= st->plans.size()) return bad_index(index, st->plans.size());
+  OPENDNN_RETURN_IF_ERROR(build_entry(*this, st->target, st->plans[size_t(index)]));
+  if (st->selected < 0) st->selected = index;
+  return {};
+} catch (...) {
+  return alloc_error(ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "while building a plan");
 }
 
 Status Graph::build(const std::vector<HeurMode>& modes, BuildPlanPolicy policy) {
@@ -386,15 +386,15 @@ Status Graph::get_workspace_size_plan_at_index(int64_t index, int64_t& bytes) co
   return {};
 }
 
-Status Graph::select_plan(int64_t index) {
-  return guard_alloc(ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "while building the selected plan", [&]() -> Status {
-    ExecState* st = exec_.get();
-    if (!st || !st->planned) return not_planned();
-    if (index < 0 || size_t(index) >= st->plans.size()) return bad_index(index, st->plans.size());
-    OPENDNN_RETURN_IF_ERROR(build_entry(*this, st->target, st->plans[size_t(index)]));
-    st->selected = index;
-    return {};
-  });
+Status Graph::select_plan(int64_t index) try {
+  ExecState* st = exec_.get();
+  if (!st || !st->planned) return not_planned();
+  if (index < 0 || size_t(index) >= st->plans.size()) return bad_index(index, st->plans.size());
+  OPENDNN_RETURN_IF_ERROR(build_entry(*this, st->target, st->plans[size_t(index)]));
+  st->selected = index;
+  return {};
+} catch (...) {
+  return alloc_error(ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "while building the selected plan");
 }
 
 int64_t Graph::selected_plan() const { return exec_ ? exec_->selected : -1; }
@@ -545,25 +545,25 @@ Status run_entry(const ExecState& st, size_t index, void* const* slots, void* wo
 // The map overloads of execute(): resolve the pack into this call's own slot array, then run the
 // selected plan.
 template <class Pack>
-Status execute_pack(const Graph& g, const ExecState* st, const Pack& pack, void* workspace, void* stream) {
-  return guard_alloc(ErrorCode::GRAPH_EXECUTION_FAILED, "while executing the graph", [&]() -> Status {
-    if (!st || st->selected < 0) return no_plan_built();
-    OPENDNN_RETURN_IF_ERROR(g.check_unchanged());
-    CallSlots slots(st->variant_uids.size());
-    OPENDNN_RETURN_IF_ERROR(fill_slots(g, *st, slots, pack));
-    return run_entry(*st, size_t(st->selected), slots.data(), workspace, stream);
-  });
+Status execute_pack(const Graph& g, const ExecState* st, const Pack& pack, void* workspace, void* stream) try {
+  if (!st || st->selected < 0) return no_plan_built();
+  OPENDNN_RETURN_IF_ERROR(g.check_unchanged());
+  CallSlots slots(st->variant_uids.size());
+  OPENDNN_RETURN_IF_ERROR(fill_slots(g, *st, slots, pack));
+  return run_entry(*st, size_t(st->selected), slots.data(), workspace, stream);
+} catch (...) {
+  return alloc_error(ErrorCode::GRAPH_EXECUTION_FAILED, "while executing the graph");
 }
 
 }  // namespace
 
-Status Graph::execute(void* const* slot_pointers, void* workspace, void* stream) {
-  return guard_alloc(ErrorCode::GRAPH_EXECUTION_FAILED, "while executing the graph", [&]() -> Status {
-    const ExecState* st = exec_.get();
-    if (!st || st->selected < 0) return no_plan_built();
-    OPENDNN_RETURN_IF_ERROR(check_unchanged());
-    return run_entry(*st, size_t(st->selected), slot_pointers, workspace, stream);
-  });
+Status Graph::execute(void* const* slot_pointers, void* workspace, void* stream) try {
+  const ExecState* st = exec_.get();
+  if (!st || st->selected < 0) return no_plan_built();
+  OPENDNN_RETURN_IF_ERROR(check_unchanged());
+  return run_entry(*st, size_t(st->selected), slot_pointers, workspace, stream);
+} catch (...) {
+  return alloc_error(ErrorCode::GRAPH_EXECUTION_FAILED, "while executing the graph");
 }
 
 Status Graph::execute(const std::unordered_map<int64_t, void*>& pack, void* workspace, void* stream) {
@@ -575,84 +575,84 @@ Status Graph::execute(const std::unordered_map<TensorPtr, void*>& pack, void* wo
 }
 
 Status Graph::execute_plan_at_index(const std::unordered_map<int64_t, void*>& pack, void* workspace, int64_t index,
-                                    void* stream) {
-  return guard_alloc(ErrorCode::GRAPH_EXECUTION_FAILED, "while executing the graph", [&]() -> Status {
-    ExecState* st = exec_.get();
-    if (!st || !st->planned) return not_planned();
-    if (index < 0 || size_t(index) >= st->plans.size()) return bad_index(index, st->plans.size());
-    OPENDNN_RETURN_IF_ERROR(check_unchanged());
-    CallSlots slots(st->variant_uids.size());
-    OPENDNN_RETURN_IF_ERROR(fill_slots(*this, *st, slots, pack));
-    return run_entry(*st, size_t(index), slots.data(), workspace, stream);
-  });
+                                    void* stream) try {
+  ExecState* st = exec_.get();
+  if (!st || !st->planned) return not_planned();
+  if (index < 0 || size_t(index) >= st->plans.size()) return bad_index(index, st->plans.size());
+  OPENDNN_RETURN_IF_ERROR(check_unchanged());
+  CallSlots slots(st->variant_uids.size());
+  OPENDNN_RETURN_IF_ERROR(fill_slots(*this, *st, slots, pack));
+  return run_entry(*st, size_t(index), slots.data(), workspace, stream);
+} catch (...) {
+  return alloc_error(ErrorCode::GRAPH_EXECUTION_FAILED, "while executing the graph");
 }
 
-Status Graph::autotune(const std::unordered_map<int64_t, void*>& pack, void* workspace, void* stream) {
-  return guard_alloc(ErrorCode::GRAPH_EXECUTION_FAILED, "while autotuning", [&]() -> Status {
-    ExecState* st = exec_.get();
-    if (!st || !st->planned) return not_planned();
-    OPENDNN_RETURN_IF_ERROR(check_unchanged());
-    CallSlots slots(st->variant_uids.size());
-    OPENDNN_RETURN_IF_ERROR(fill_slots(*this, *st, slots, pack));
+Status Graph::autotune(const std::unordered_map<int64_t, void*>& pack, void* workspace, void* stream) try {
+  ExecState* st = exec_.get();
+  if (!st || !st->planned) return not_planned();
+  OPENDNN_RETURN_IF_ERROR(check_unchanged());
+  CallSlots slots(st->variant_uids.size());
+  OPENDNN_RETURN_IF_ERROR(fill_slots(*this, *st, slots, pack));
 
-    std::vector<size_t> timed;
-    std::string failures;
-    for (size_t i = 0; i < st->plans.size(); ++i) {
-      PlanEntry& e = st->plans[i];
-      if (e.deselected || !e.plan) continue;
-      std::unique_ptr<Timer> timer = e.engine->make_timer(st->target);
-      if (!timer) timer = std::make_unique<HostTimer>();
-      // One warm-up run, then the median of up to 5 runs (one when a run takes over 50 ms).
+  std::vector<size_t> timed;
+  std::string failures;
+  for (size_t i = 0; i < st->plans.size(); ++i) {
+    PlanEntry& e = st->plans[i];
+    if (e.deselected || !e.plan) continue;
+    std::unique_ptr<Timer> timer = e.engine->make_timer(st->target);
+    if (!timer) timer = std::make_unique<HostTimer>();
+    // One warm-up run, then the median of up to 5 runs (one when a run takes over 50 ms).
+    timer->start(stream);
+    Status s = run_entry(*st, i, slots.data(), workspace, stream);
+    double first = timer->stop_us(stream);
+    if (s.is_bad()) {
+      failures += "\n  " + plan_label(e) + ": " + s.message();
+      e.measured_us = -1.0;
+      continue;
+    }
+    const int reps = first > 50000.0 ? 1 : 5;
+    std::vector<double> times;
+    for (int r = 0; r < reps && s.is_good(); ++r) {
       timer->start(stream);
-      Status s = run_entry(*st, i, slots.data(), workspace, stream);
-      double first = timer->stop_us(stream);
-      if (s.is_bad()) {
-        failures += "\n  " + plan_label(e) + ": " + s.message();
-        e.measured_us = -1.0;
-        continue;
-      }
-      const int reps = first > 50000.0 ? 1 : 5;
-      std::vector<double> times;
-      for (int r = 0; r < reps && s.is_good(); ++r) {
-        timer->start(stream);
-        s = run_entry(*st, i, slots.data(), workspace, stream);
-        times.push_back(timer->stop_us(stream));
-      }
-      if (s.is_bad()) {
-        failures += "\n  " + plan_label(e) + ": " + s.message();
-        e.measured_us = -1.0;
-        continue;
-      }
-      std::sort(times.begin(), times.end());
-      e.measured_us = times[times.size() / 2];
-      timed.push_back(i);
+      s = run_entry(*st, i, slots.data(), workspace, stream);
+      times.push_back(timer->stop_us(stream));
     }
-    if (timed.empty())
-      return {ErrorCode::GRAPH_EXECUTION_FAILED,
-              "autotune: no built plan ran (build plans first, e.g. build_plans(BuildPlanPolicy::ALL))" + failures};
-
-    // Timed plans first, fastest first; the rest keep their order after them.
-    std::stable_sort(timed.begin(), timed.end(),
-                     [&](size_t a, size_t b) { return st->plans[a].measured_us < st->plans[b].measured_us; });
-    std::vector<bool> moved(st->plans.size(), false);
-    std::vector<PlanEntry> order;
-    for (size_t i : timed) {
-      order.push_back(std::move(st->plans[i]));
-      moved[i] = true;
+    if (s.is_bad()) {
+      failures += "\n  " + plan_label(e) + ": " + s.message();
+      e.measured_us = -1.0;
+      continue;
     }
-    for (size_t i = 0; i < st->plans.size(); ++i)
-      if (!moved[i]) order.push_back(std::move(st->plans[i]));
-    st->plans = std::move(order);
-    st->selected = 0;
+    std::sort(times.begin(), times.end());
+    e.measured_us = times[times.size() / 2];
+    timed.push_back(i);
+  }
+  if (timed.empty())
+    return {ErrorCode::GRAPH_EXECUTION_FAILED,
+            "autotune: no built plan ran (build plans first, e.g. build_plans(BuildPlanPolicy::ALL))" + failures};
 
-    std::vector<plan_cache::Entry> entries;
-    for (size_t k = 0; k < timed.size(); ++k)
-      entries.push_back({st->plans[k].engine_id, st->plans[k].candidate.local_index, st->plans[k].measured_us});
-    Status w = plan_cache::write(st->cache_path, plan_cache::graph_fingerprint(*this),
-                                 plan_cache::device_string(st->target), entries);
-    if (w.is_bad()) std::fprintf(stderr, "opendnn: warning: plan cache not written: %s\n", w.message().c_str());
-    return {};
-  });
+  // Timed plans first, fastest first; the rest keep their order after them.
+  std::stable_sort(timed.begin(), timed.end(),
+                   [&](size_t a, size_t b) { return st->plans[a].measured_us < st->plans[b].measured_us; });
+  std::vector<bool> moved(st->plans.size(), false);
+  std::vector<PlanEntry> order;
+  for (size_t i : timed) {
+    order.push_back(std::move(st->plans[i]));
+    moved[i] = true;
+  }
+  for (size_t i = 0; i < st->plans.size(); ++i)
+    if (!moved[i]) order.push_back(std::move(st->plans[i]));
+  st->plans = std::move(order);
+  st->selected = 0;
+
+  std::vector<plan_cache::Entry> entries;
+  for (size_t k = 0; k < timed.size(); ++k)
+    entries.push_back({st->plans[k].engine_id, st->plans[k].candidate.local_index, st->plans[k].measured_us});
+  Status w = plan_cache::write(st->cache_path, plan_cache::graph_fingerprint(*this),
+                               plan_cache::device_string(st->target), entries);
+  if (w.is_bad()) std::fprintf(stderr, "opendnn: warning: plan cache not written: %s\n", w.message().c_str());
+  return {};
+} catch (...) {
+  return alloc_error(ErrorCode::GRAPH_EXECUTION_FAILED, "while autotuning");
 }
 
 }  // namespace opendnn
