@@ -73,6 +73,13 @@ class ReferencePlan final : public Plan {
 
   int64_t workspace_size() const override { return layout.bytes; }
 
+  // Fills the first binding at build time, so a plan executed by one thread at a time never allocates.
+  void prime() {
+    auto b = fresh_binding();
+    b->busy.store(false, std::memory_order_relaxed);
+    pool_[0].store(b.release(), std::memory_order_release);
+  }
+
   Status execute(void* const* slots, void* workspace, void*) override {
     std::byte* base = nullptr;
     if (workspace) {
@@ -96,8 +103,9 @@ class ReferencePlan final : public Plan {
   }
 
  private:
-  // Bindings kept for reuse. A call takes a free one with one compare-exchange; the first call to
-  // need a cell fills it, and a call that finds every cell busy binds a copy of its own.
+  // Bindings kept for reuse. A call takes a free one with one compare-exchange; the first cell is
+  // filled at build (prime), the first call to need another cell fills it, and a call that finds
+  // every cell busy binds a copy of its own.
   static constexpr size_t kPool = 16;
   std::array<std::atomic<Binding*>, kPool> pool_{};
 
@@ -270,6 +278,7 @@ Status build_reference_plan(const Graph& g, std::unique_ptr<Plan>& out) {
     }
     plan->steps.push_back(std::move(s));
   }
+  plan->prime();
   out = std::move(plan);
   return {};
 }
