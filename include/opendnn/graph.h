@@ -138,7 +138,11 @@ class Graph {
 
   // ---- validation: infers dims, strides and types of every tensor and checks every rule.
   Status validate();
-  bool is_validated() const { return validated_; }
+  // True after a successful validate() until the graph or one of its tensors changes (a node added,
+  // a tensor's dims, strides, data type, value, role or uid set to something else).
+  bool is_validated() const;
+  // OK while is_validated(); otherwise the error execute() returns, naming the changed tensor.
+  Status check_unchanged() const;
   // Gives every tensor without a uid a fresh one, keeping user-given uids (duplicates are an error).
   Status assign_uids();
 
@@ -256,11 +260,14 @@ class Graph {
     }
   }
   TensorPtr add_pointwise(std::vector<TensorPtr> inputs, NodeAttrs attrs);
+  Status validate_rules();  // validate() without the bookkeeping of what it inferred
 
   GraphContext ctx_;
   std::vector<TensorPtr> user_tensors_;
   std::vector<std::unique_ptr<Node>> nodes_;
   bool validated_ = false;
+  struct EditWatch;  // the tensors validate() saw and the edit clock then (src/graph/graph.cpp)
+  std::unique_ptr<EditWatch> watch_;
   std::unique_ptr<ExecState> exec_;
   std::shared_ptr<PlanSettings> settings_;  // shared_ptr: kept by deserialize(), which replaces the rest
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "opendnn/types.h"
@@ -36,19 +37,41 @@ class TensorAttr {
  public:
   TensorAttr() = default;
 
+  // Every setter but set_name stamps the tensor when it changes something (see edit_stamp()).
   TensorAttr& set_name(std::string n) { name_ = std::move(n); return *this; }
-  TensorAttr& set_dim(std::vector<int64_t> d) { dims_ = std::move(d); return *this; }
-  TensorAttr& set_stride(std::vector<int64_t> s) { strides_ = std::move(s); return *this; }
-  TensorAttr& set_data_type(DataType t) { dtype_ = t; return *this; }
-  TensorAttr& set_is_virtual(bool v) { virtual_ = v; return *this; }
+  TensorAttr& set_dim(std::vector<int64_t> d) { return update(dims_, std::move(d), "dims", &dims_stamp_); }
+  TensorAttr& set_stride(std::vector<int64_t> s) { return update(strides_, std::move(s), "strides", &strides_stamp_); }
+  TensorAttr& set_data_type(DataType t) { return update(dtype_, t, "data type", &dtype_stamp_); }
+  TensorAttr& set_is_virtual(bool v) { return update(virtual_, v, "virtual flag"); }
   // Marks a tensor as a graph output: it is no longer virtual and needs memory in the variant pack.
-  TensorAttr& set_output(bool o) { virtual_ = !o; return *this; }
-  TensorAttr& set_uid(int64_t u) { uid_ = u; uid_assigned_ = true; return *this; }
-  TensorAttr& clear_uid() { uid_ = 0; uid_assigned_ = false; return *this; }
-  TensorAttr& set_is_pass_by_value(bool p) { pass_by_value_ = p; return *this; }
-  TensorAttr& set_value(Scalar v) { value_ = v; pass_by_value_ = true; if (dtype_ == DataType::NOT_SET) dtype_ = v.type; return *this; }
-  TensorAttr& set_ragged_offset(TensorPtr r) { ragged_offset_ = std::move(r); return *this; }
-  TensorAttr& set_reordering_type(TensorReordering r) { reordering_ = r; return *this; }
+  TensorAttr& set_output(bool o) { return update(virtual_, !o, "output flag"); }
+  TensorAttr& set_uid(int64_t u) {
+    update(uid_assigned_, true, "uid");
+    return update(uid_, u, "uid");
+  }
+  TensorAttr& clear_uid() {
+    update(uid_, int64_t(0), "uid");
+    return update(uid_assigned_, false, "uid");
+  }
+  TensorAttr& set_is_pass_by_value(bool p) { return update(pass_by_value_, p, "pass-by-value flag"); }
+  TensorAttr& set_value(Scalar v) {
+    update(value_, v, "value");
+    update(pass_by_value_, true, "value");
+    if (dtype_ == DataType::NOT_SET) update(dtype_, v.type, "data type", &dtype_stamp_);
+    return *this;
+  }
+  TensorAttr& set_ragged_offset(TensorPtr r) { return update(ragged_offset_, std::move(r), "ragged offset"); }
+  TensorAttr& set_reordering_type(TensorReordering r) { return update(reordering_, r, "reordering type"); }
+
+  // A process-wide edit clock: each change through a setter above gives the tensor the next tick as its
+  // stamp. A validated graph remembers the clock; a tensor stamped after it changed since validation.
+  uint64_t edit_stamp() const { return edit_stamp_; }
+  // What the last stamped change touched ("dims", "data type", ...), or "" if never changed.
+  const char* last_edit() const { return last_edit_; }
+  // The stamps of the last change of the dims, the strides and the data type alone.
+  uint64_t dims_stamp() const { return dims_stamp_; }
+  uint64_t strides_stamp() const { return strides_stamp_; }
+  uint64_t data_type_stamp() const { return dtype_stamp_; }
   // Descriptor hints cuDNN Frontend carries (byte alignment, vectorised layouts); engines read them as
   // they need. A compile-time constant is a pass-by-value value the plan may bake in.
   TensorAttr& set_alignment(int64_t a) { alignment_ = a; return *this; }
@@ -98,7 +121,23 @@ class TensorAttr {
   int64_t vector_count_ = 1;
   int64_t vector_dim_ = -1;
   bool compile_time_constant_ = false;
+  uint64_t edit_stamp_ = 0, dims_stamp_ = 0, strides_stamp_ = 0, dtype_stamp_ = 0;
+  const char* last_edit_ = "";
+
+  template <class T, class V>
+  TensorAttr& update(T& field, V&& v, const char* what, uint64_t* field_stamp = nullptr) {
+    if (!(field == v)) {
+      field = std::forward<V>(v);
+      stamp(what);
+      if (field_stamp) *field_stamp = edit_stamp_;
+    }
+    return *this;
+  }
+  void stamp(const char* what);
 };
+
+// The current value of the edit clock (see TensorAttr::edit_stamp).
+uint64_t tensor_edit_clock();
 
 // Packed row-major strides for dims (last dimension fastest).
 std::vector<int64_t> row_major_strides(const std::vector<int64_t>& dims);

@@ -1,16 +1,43 @@
 // SPDX-License-Identifier: Apache-2.0
 // Graph construction and validation (the rules of each op live in src/ops).
 #include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cmath>
 #include <map>
 #include <set>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "common/alloc_guard.h"
+#include "common/checked_math.h"
 #include "opendnn/graph.h"
 #include "plan/exec_state.h"
 
 namespace opendnn {
+
+// What validate() saw and did. Validation fills the dims, strides and data types a user left unset;
+// when the graph changes, those inferred values are cleared again before it is validated anew (unless
+// the user has set them since), so a rebuilt graph is inferred from its current inputs.
+struct Graph::EditWatch {
+  struct Inferred {
+    TensorPtr t;
+    bool dims = false, strides = false, dtype = false;  // unset before validation filled them
+  };
+  std::vector<Inferred> inferred;
+  std::vector<TensorPtr> tensors;  // every tensor of the graph when it was validated
+  uint64_t validated_at = 0;       // the edit clock when validation ended: a tensor stamped later changed
+  std::atomic<uint64_t> seen{0};   // a clock value at which no tensor had changed (the cheap check)
+};
+
+namespace {
+std::string label_of(const TensorAttr& t) {
+  std::string s = "uid " + std::to_string(t.get_uid());
+  if (!t.get_name().empty()) s += " (\"" + t.get_name() + "\")";
+  return s;
+}
+}  // namespace
 
 Graph::Graph() = default;
 Graph::~Graph() = default;
@@ -202,11 +229,16 @@ Status check_node_generic(const Node& n) {
   return {};
 }
 
+Status check_dims(const TensorAttr& t) {
+  for (int64_t d : t.get_dim())
+    if (d < 0) return {ErrorCode::INVALID_VALUE, "tensor " + tensor_label(t) + " has a negative dim " + dims_str(t.get_dim())};
+  return {};
+}
+
 Status check_tensor_shape(const TensorAttr& t, const char* role) {
   if (t.get_dim().empty())
     return {ErrorCode::ATTRIBUTE_NOT_SET, std::string(role) + " tensor " + tensor_label(t) + " has no dims"};
-  for (int64_t d : t.get_dim())
-    if (d < 0) return {ErrorCode::INVALID_VALUE, "tensor " + tensor_label(t) + " has a negative dim " + dims_str(t.get_dim())};
+  OPENDNN_RETURN_IF_ERROR(check_dims(t));
   if (t.get_stride().size() != t.get_dim().size())
     return {ErrorCode::INVALID_VALUE, "tensor " + tensor_label(t) + " has " + std::to_string(t.get_dim().size()) +
                                           " dims but " + std::to_string(t.get_stride().size()) + " strides"};
@@ -225,22 +257,59 @@ Status check_tensor_shape(const TensorAttr& t, const char* role) {
   return {};
 }
 
-// Why a written tensor's strides would make two of its elements share memory ("" when they do not):
-// a stride of 0 or below on a dim over 1, or a dim reaching into the next larger stride.
-std::string overlap_reason(const TensorAttr& t) {
-  const auto& d = t.get_dim();
-  const auto& s = t.get_stride();
-  std::vector<std::pair<int64_t, int64_t>> e;  // (stride, dim) of the dims over 1
-  for (size_t i = 0; i < d.size() && i < s.size(); ++i) {
-    if (d[i] <= 1) continue;
-    if (s[i] <= 0) return "has stride " + std::to_string(s[i]) + " on dim " + std::to_string(i) + " (size " + std::to_string(d[i]) + "): its elements would share memory";
-    e.push_back({s[i], d[i]});
+// A pass-by-value value must be representable in its tensor's data type: an integer type takes an
+// integral value in its range (BOOLEAN: 0 or 1); a floating type takes any value, NaN and inf included.
+Status check_scalar_value(const TensorAttr& t) {
+  if (!t.get_is_pass_by_value() || !t.get_value().is_set()) return {};
+  const DataType dt = t.get_data_type();
+  if (!is_integer(dt)) return {};
+  const Scalar& v = t.get_value();
+  int64_t x = v.i;
+  std::string shown = std::to_string(v.i);
+  if (!is_integer(v.type)) {
+    // 2^63 is the first double past INT64_MAX.
+    if (!std::isfinite(v.f) || v.f != std::trunc(v.f) || v.f < -9223372036854775808.0 || v.f >= 9223372036854775808.0)
+      return {ErrorCode::INVALID_VALUE, "pass-by-value tensor " + tensor_label(t) + " of type " +
+                                            std::string(to_string(dt)) + " has the value " + std::to_string(v.f) +
+                                            ", which is not an integer of that type"};
+    x = int64_t(v.f);
+    shown = std::to_string(x);
   }
-  std::sort(e.begin(), e.end());
-  for (size_t i = 0; i + 1 < e.size(); ++i) {
-    int64_t reach = 0;
-    if (__builtin_mul_overflow(e[i].first, e[i].second, &reach) || e[i + 1].first < reach)
-      return "has overlapping strides " + dims_str(s) + " for dims " + dims_str(d) + ": its elements would share memory";
+  int64_t lo = INT64_MIN, hi = INT64_MAX;
+  switch (dt) {
+    case DataType::INT8: lo = -128, hi = 127; break;
+    case DataType::UINT8: lo = 0, hi = 255; break;
+    case DataType::INT32: lo = INT32_MIN, hi = INT32_MAX; break;
+    case DataType::BOOLEAN: lo = 0, hi = 1; break;
+    default: break;
+  }
+  if (x < lo || x > hi)
+    return {ErrorCode::INVALID_VALUE, "pass-by-value tensor " + tensor_label(t) + " has the value " + shown +
+                                          ", outside the range of " + std::string(to_string(dt)) + " [" +
+                                          std::to_string(lo) + ", " + std::to_string(hi) + "]"};
+  return {};
+}
+
+// A tensor that kernels write (a graph output) must give each element its own memory: ordered by
+// stride, each dim's stride must reach past everything the faster dims cover. A tensor with a zero-size
+// dim holds nothing and passes; dims of size 1 take any stride.
+Status check_no_overlap(const TensorAttr& t) {
+  if (t.volume() == 0) return {};
+  const auto& d = t.get_dim();
+  const auto& st = t.get_stride();
+  std::vector<std::pair<int64_t, int64_t>> axes;  // (stride, dim)
+  for (size_t i = 0; i < d.size(); ++i)
+    if (d[i] > 1) axes.push_back({st[i], d[i]});
+  std::sort(axes.begin(), axes.end());
+  int64_t covered = 1;  // elements spanned by the faster dims
+  for (const auto& [stride, dim] : axes) {
+    if (stride < covered)
+      return {ErrorCode::INVALID_VALUE, "output tensor " + tensor_label(t) + " has dims " + dims_str(d) + " and strides " +
+                                            dims_str(st) + ": " +
+                                            (stride == 0 ? std::string("a stride of 0")
+                                                         : std::string("strides that overlap")) +
+                                            ": its elements would share memory"};
+    if (!cm::mul(stride, dim, covered)) covered = INT64_MAX;
   }
   return {};
 }
@@ -259,8 +328,60 @@ void widen_scalars(Node& n) {
 
 }  // namespace
 
+bool Graph::is_validated() const { return check_unchanged().is_good(); }
+
+Status Graph::check_unchanged() const {
+  if (validated_ && watch_) {
+    // The hot path: one integer compare while no tensor anywhere has been edited since the last check.
+    const uint64_t now = tensor_edit_clock();
+    if (watch_->seen.load(std::memory_order_relaxed) == now) return {};
+    for (const auto& t : watch_->tensors)
+      if (t->edit_stamp() > watch_->validated_at)
+        return {ErrorCode::GRAPH_EXECUTION_FAILED,
+                "graph changed since build: tensor " + label_of(*t) + " had its " + t->last_edit() +
+                    " changed after validation; build the graph again (validate() and create_execution_plans())"};
+    watch_->seen.store(now, std::memory_order_relaxed);
+    return {};
+  }
+  return {ErrorCode::GRAPH_EXECUTION_FAILED,
+          "graph changed since build: it has not been validated since its last change; build the graph again "
+          "(validate() and create_execution_plans())"};
+}
+
 Status Graph::validate() {
+  std::vector<EditWatch::Inferred> inferred;
+  if (is_validated()) {
+    inferred = std::move(watch_->inferred);  // nothing changed: validating again infers the same
+  } else {
+    // Plans made for an older version of the graph must never run on the new one.
+    exec_.reset();
+    if (watch_)
+      for (const auto& r : watch_->inferred) {
+        if (r.dims && r.t->dims_stamp() <= watch_->validated_at) r.t->set_dim({});
+        if (r.strides && r.t->strides_stamp() <= watch_->validated_at) r.t->set_stride({});
+        if (r.dtype && r.t->data_type_stamp() <= watch_->validated_at) r.t->set_data_type(DataType::NOT_SET);
+      }
+    for (const auto& t : tensors())
+      if (t->get_dim().empty() || t->get_stride().empty() || t->get_data_type() == DataType::NOT_SET)
+        inferred.push_back({t, t->get_dim().empty(), t->get_stride().empty(), t->get_data_type() == DataType::NOT_SET});
+  }
   validated_ = false;
+  Status s;
+  try {
+    s = validate_rules();
+  } catch (...) {
+    s = alloc_error(ErrorCode::INVALID_VALUE, "while validating the graph");
+  }
+  watch_ = std::make_unique<EditWatch>();
+  watch_->inferred = std::move(inferred);
+  if (s.is_good()) watch_->tensors = tensors();
+  watch_->validated_at = tensor_edit_clock();
+  watch_->seen.store(watch_->validated_at, std::memory_order_relaxed);
+  validated_ = s.is_good();
+  return s;
+}
+
+Status Graph::validate_rules() {
   // Who produces each tensor; a tensor written twice is an error.
   std::unordered_map<const TensorAttr*, size_t> producer;
   for (size_t i = 0; i < nodes_.size(); ++i) {
@@ -320,10 +441,12 @@ Status Graph::validate() {
       return {ErrorCode::INVALID_VALUE, "tensor " + tensor_label(*t) + " is virtual but no node produces it"};
     if (t->get_data_type() == DataType::NOT_SET) t->set_data_type(ctx_.io_data_type);
     if (t->get_stride().empty() && !t->get_dim().empty()) {
+      OPENDNN_RETURN_IF_ERROR(check_dims(*t));
       if (t->volume() < 0) return {ErrorCode::INVALID_VALUE, "tensor " + tensor_label(*t) + " overflows int64 when sized"};
       t->set_stride(row_major_strides(t->get_dim()));
     }
     OPENDNN_RETURN_IF_ERROR(check_tensor_shape(*t, "input"));
+    OPENDNN_RETURN_IF_ERROR(check_scalar_value(*t));
   }
 
   for (const auto& n : nodes_) {
@@ -340,14 +463,11 @@ Status Graph::validate() {
         t->set_stride(row_major_strides(t->get_dim()));
       }
       Status s = check_tensor_shape(*t, "output");
+      if (s.is_good() && !t->get_is_virtual()) s = check_no_overlap(*t);
       if (s.is_bad()) return n->fail(s.code(), s.message());
-      if (std::string why = overlap_reason(*t); !why.empty())
-        return n->fail(ErrorCode::INVALID_VALUE, "output " + tensor_label(*t) + " " + why);
     }
   }
-  OPENDNN_RETURN_IF_ERROR(assign_uids());
-  validated_ = true;
-  return {};
+  return assign_uids();
 }
 
 }  // namespace opendnn

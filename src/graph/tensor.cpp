@@ -1,48 +1,60 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "opendnn/tensor.h"
 
-#include <limits>
+#include <atomic>
+
+#include "common/checked_math.h"
 
 namespace opendnn {
 
 namespace {
-bool mul_overflows(int64_t a, int64_t b, int64_t& out) { return __builtin_mul_overflow(a, b, &out); }
+std::atomic<uint64_t> g_edit_clock{0};
 }  // namespace
 
+uint64_t tensor_edit_clock() { return g_edit_clock.load(std::memory_order_acquire); }
+
+void TensorAttr::stamp(const char* what) {
+  edit_stamp_ = g_edit_clock.fetch_add(1, std::memory_order_acq_rel) + 1;
+  last_edit_ = what;
+}
+
 int64_t TensorAttr::volume() const {
-  int64_t v = 1;
-  for (int64_t d : dims_) {
-    if (d < 0) return -1;
-    if (mul_overflows(v, d, v)) return -1;
-  }
-  return v;
+  int64_t v = 0;
+  return cm::volume(dims_, v) ? v : -1;
 }
 
 int64_t TensorAttr::storage_elements() const {
   if (dims_.size() != strides_.size()) return -1;
   int64_t last = 0;
+  bool empty = false;
   for (size_t i = 0; i < dims_.size(); ++i) {
     if (dims_[i] < 0 || strides_[i] < 0) return -1;
-    if (dims_[i] == 0) return 0;
-    int64_t span;
-    if (mul_overflows(dims_[i] - 1, strides_[i], span) || __builtin_add_overflow(last, span, &last)) return -1;
+    if (dims_[i] == 0) empty = true;
   }
-  return last + 1;
+  if (empty) return 0;
+  for (size_t i = 0; i < dims_.size(); ++i) {
+    int64_t span = 0;
+    if (!cm::mul(dims_[i] - 1, strides_[i], span) || !cm::add(last, span, last)) return -1;
+  }
+  int64_t n = 0;
+  return cm::add(last, 1, n) ? n : -1;
 }
 
 int64_t TensorAttr::storage_bytes() const {
   int64_t n = storage_elements();
   if (n < 0) return -1;
-  int64_t bits;
-  if (mul_overflows(n, bits_of(dtype_), bits)) return -1;
-  return (bits + 7) / 8;
+  int64_t bits = 0, rounded = 0;
+  if (!cm::mul(n, bits_of(dtype_), bits) || !cm::add(bits, 7, rounded)) return -1;
+  return rounded / 8;
 }
 
 bool TensorAttr::is_packed_row_major() const { return strides_ == row_major_strides(dims_); }
 
+// Saturates at INT64_MAX on overflow (validation rejects such a tensor by its volume first).
 std::vector<int64_t> row_major_strides(const std::vector<int64_t>& dims) {
   std::vector<int64_t> s(dims.size(), 1);
-  for (size_t i = dims.size(); i-- > 1;) s[i - 1] = s[i] * (dims[i] > 0 ? dims[i] : 1);
+  for (size_t i = dims.size(); i-- > 1;)
+    if (!cm::mul(s[i], dims[i] > 0 ? dims[i] : 1, s[i - 1])) s[i - 1] = INT64_MAX;
   return s;
 }
 

@@ -17,6 +17,7 @@
 //     therefore needs DX's dims set.
 //   conv_wgrad(X, DY) -> DW: DW's dims [K, C/groups, k...] must be set by the user (the kernel size cannot
 //     be inferred); they are checked against X and DY.
+#include "common/checked_math.h"
 #include "ops/infer_util.h"
 #include "ops/op_defs.h"
 
@@ -76,6 +77,8 @@ Status check_weight(const Node& n, const char* w_port, const Dims& w, size_t ran
 // groups from X's channel count C, the per-group count of W (Cg) and the output channels K.
 Status deduce_groups(const Node& n, const char* x_port, int64_t c, const char* w_port, int64_t cg, int64_t k,
                      int64_t& groups) {
+  if (c < 1)
+    return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, std::string(x_port) + " has " + s(c) + " channels; a convolution needs at least one");
   if (cg < 1 || c % cg != 0)
     return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, std::string(w_port) + " has " + s(cg) +
                                                          " input channels per group, which does not divide the " + s(c) +
@@ -92,13 +95,18 @@ Status deduce_groups(const Node& n, const char* x_port, int64_t c, const char* w
 Status forward_spatial(const Node& n, const ConvParams& p, const Dims& x, const char* x_port, const Dims& w, Dims& out) {
   out.clear();
   for (size_t i = 0; i < p.nsp; ++i) {
-    int64_t o = ops::window_out_len(x[i + 2], p.pre[i], p.post[i], w[i + 2], p.stride[i], p.dilation[i]);
-    if (o < 1)
+    auto o = ops::window_out_len(x[i + 2], p.pre[i], p.post[i], w[i + 2], p.stride[i], p.dilation[i]);
+    if (!o)
+      return n.fail(ErrorCode::INVALID_VALUE, "spatial dim " + s(int64_t(i)) + " of " + x_port + " " + ops::dims_str(x) +
+                                                  ": size " + s(x[i + 2]) + " + padding " + s(p.pre[i]) + "+" + s(p.post[i]) +
+                                                  " against kernel " + s(w[i + 2]) + " dilated by " + s(p.dilation[i]) +
+                                                  " overflows int64");
+    if (*o < 1)
       return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED,
                     "spatial dim " + s(int64_t(i)) + " of " + x_port + " " + ops::dims_str(x) + " (" + s(x[i + 2]) +
                         " + padding " + s(p.pre[i]) + "+" + s(p.post[i]) + ") is smaller than the dilated kernel " +
-                        s(p.dilation[i] * (w[i + 2] - 1) + 1));
-    out.push_back(o);
+                        s(*ops::dilated_extent(w[i + 2], p.dilation[i])));
+    out.push_back(*o);
   }
   return {};
 }
@@ -149,7 +157,13 @@ Status infer_conv_dgrad(Node& n, const GraphContext& ctx) {
   }
   Dims dx{dy[0], w[1]};
   for (size_t i = 0; i < p.nsp; ++i) {
-    int64_t in = (dy[i + 2] - 1) * p.stride[i] + p.dilation[i] * (w[i + 2] - 1) + 1 - p.pre[i] - p.post[i];
+    // (o - 1) * stride + dilation * (k - 1) + 1 - pre - post
+    auto eff = ops::dilated_extent(w[i + 2], p.dilation[i]);
+    int64_t in = 0;
+    if (!eff || !cm::mul(dy[i + 2] - 1, p.stride[i], in) || !cm::add(in, *eff, in) || !cm::sub(in, p.pre[i], in) ||
+        !cm::sub(in, p.post[i], in))
+      return n.fail(ErrorCode::INVALID_VALUE, "cannot infer DX: spatial dim " + s(int64_t(i)) + " from DY " + ops::dims_str(dy) +
+                                                  " with its stride, dilation and padding overflows int64");
     if (in < 1)
       return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, "cannot infer DX: spatial dim " + s(int64_t(i)) +
                                                            " would be " + s(in) + " (padding exceeds the receptive field); set DX's dims");

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include "common/checked_math.h"
 
 namespace opendnn::ops {
 
@@ -97,6 +98,16 @@ Status require_scalar(const Node& n, std::string_view port) {
   return {};
 }
 
+Status require_epsilon(const Node& n, std::string_view port) {
+  OPENDNN_RETURN_IF_ERROR(require_scalar(n, port));
+  const TensorPtr& t = n.in(port);
+  if (!t || !t->get_is_pass_by_value() || !t->get_value().is_set()) return {};
+  const double v = t->get_value().as_double();
+  if (!(v >= 0.0))
+    return n.fail(ErrorCode::INVALID_VALUE, "input " + std::string(port) + " is " + std::to_string(v) + "; it must be >= 0");
+  return {};
+}
+
 Status require_dims(const Node& n, std::string_view port, const std::vector<int64_t>& dims, std::string_view what) {
   const TensorPtr& t = n.in(port);
   if (t && t->get_dim() != dims)
@@ -136,9 +147,18 @@ Status spatial_attr(const Node& n, std::string_view attr, size_t count, int64_t 
   return {};
 }
 
-int64_t window_out_len(int64_t in, int64_t pre, int64_t post, int64_t window, int64_t stride, int64_t dilation) {
-  int64_t eff = dilation * (window - 1) + 1;
-  int64_t span = in + pre + post - eff;
+std::optional<int64_t> dilated_extent(int64_t window, int64_t dilation) {
+  int64_t e = 0;
+  if (!cm::mul(dilation, window - 1, e) || !cm::add(e, 1, e)) return std::nullopt;
+  return e;
+}
+
+std::optional<int64_t> window_out_len(int64_t in, int64_t pre, int64_t post, int64_t window, int64_t stride,
+                                      int64_t dilation) {
+  auto eff = dilated_extent(window, dilation);
+  int64_t span = 0;
+  if (!eff || stride < 1 || !cm::add(in, pre, span) || !cm::add(span, post, span) || !cm::sub(span, *eff, span))
+    return std::nullopt;
   if (span < 0) return 0;
   return span / stride + 1;
 }
@@ -187,9 +207,9 @@ std::vector<int64_t> strides_like(const std::vector<int64_t>& like_strides, cons
     for (size_t j = i; j > 0 && key(order[j]) > key(order[j - 1]); --j) std::swap(order[j], order[j - 1]);
   std::vector<int64_t> s(dims.size(), 1);
   int64_t step = 1;
-  for (size_t k = order.size(); k-- > 0;) {
-    s[order[k]] = step;
-    step *= dims[order[k]] > 0 ? dims[order[k]] : 1;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {  // innermost first
+    s[*it] = step;
+    if (!cm::mul(step, dims[*it] > 0 ? dims[*it] : 1, step)) step = INT64_MAX;  // rejected by volume
   }
   return s;
 }
@@ -222,6 +242,16 @@ Status set_dims_like(Node& n, std::string_view out_port, const std::vector<int64
     if (probe.volume() >= 0) t->set_stride(strides_like(like.get_stride(), dims));
   }
   return {};
+}
+
+Status set_dims_keeping(Node& n, std::string_view out_port, const std::vector<int64_t>& dims, const TensorAttr& like) {
+  const TensorPtr& t = n.out(out_port);
+  if (t->get_stride().empty() && like.get_dim() == dims && addresses_each_element_once(dims, like.get_stride())) {
+    OPENDNN_RETURN_IF_ERROR(set_dims(n, out_port, dims));
+    t->set_stride(like.get_stride());
+    return {};
+  }
+  return set_dims_like(n, out_port, dims, like);
 }
 
 Status set_absent(Node& n, std::string_view out_port, size_t rank, std::string_view why) {

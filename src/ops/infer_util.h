@@ -40,6 +40,9 @@ DataType compute_type(const Node& n, const GraphContext& ctx);
 const std::vector<int64_t>& in_dims(const Node& n, std::string_view port);
 // Fails (SHAPE_DEDUCTION_FAILED) unless the tensor on `port`, if set, holds exactly one value.
 Status require_scalar(const Node& n, std::string_view port);
+// require_scalar, and a pass-by-value value must be a number >= 0 (INVALID_VALUE; a negative epsilon
+// makes the variance plus epsilon negative and the output NaN). A value in device memory is not seen.
+Status require_epsilon(const Node& n, std::string_view port);
 // Fails (SHAPE_DEDUCTION_FAILED) unless the tensor on `port`, if set, has exactly `dims`;
 // `what` describes the expected shape ("[1,C,1,1] (per channel)").
 Status require_dims(const Node& n, std::string_view port, const std::vector<int64_t>& dims, std::string_view what = {});
@@ -50,8 +53,12 @@ Status require_out_type(const Node& n, std::string_view port, std::initializer_l
 Status spatial_attr(const Node& n, std::string_view attr, size_t count, int64_t fallback, int64_t min_value,
                     std::vector<int64_t>& out);
 // Output length of a sliding window (convolution, pooling): floor((in + pre + post - eff) / stride) + 1
-// with eff = dilation * (window - 1) + 1; may be <= 0 when the window does not fit.
-int64_t window_out_len(int64_t in, int64_t pre, int64_t post, int64_t window, int64_t stride, int64_t dilation);
+// with eff = dilation * (window - 1) + 1; 0 when the window does not fit. nullopt when a term
+// overflows int64 or stride < 1.
+std::optional<int64_t> window_out_len(int64_t in, int64_t pre, int64_t post, int64_t window, int64_t stride,
+                                      int64_t dilation);
+// The dilated window extent dilation * (window - 1) + 1, or nullopt on int64 overflow.
+std::optional<int64_t> dilated_extent(int64_t window, int64_t dilation);
 // True if an output tensor was marked as a graph output by the user (set_output(true)).
 bool is_user_output(const Node& n, std::string_view out_port);
 
@@ -63,7 +70,7 @@ const TensorPtr& input_if(const Node& n, std::string_view port);
 const TensorPtr& output_if(const Node& n, std::string_view port);
 // "HALF, BFLOAT16"
 std::string types_str(std::initializer_list<DataType> types);
-inline int64_t ceil_div(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : 0; }
+inline int64_t ceil_div(int64_t a, int64_t b) { return b > 0 ? a / b + (a % b > 0) : 0; }
 // Packed strides for `dims` that keep the axis order of a tensor with strides `like_strides`
 // (largest stride outermost; equal strides keep axis order), so an output follows its input's layout
 // (BSHD in, BSHD out). Row-major when the ranks differ.
@@ -73,6 +80,10 @@ std::vector<int64_t> strides_like(const std::vector<int64_t>& like_strides, cons
 bool addresses_each_element_once(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides);
 // set_dims, then, if the output has no strides yet, strides_like(like).
 Status set_dims_like(Node& n, std::string_view out_port, const std::vector<int64_t>& dims, const TensorAttr& like);
+// set_dims, then, if the output has no strides yet: like's strides verbatim when like has these dims and
+// its strides address each element once (cuDNN Frontend's rule for pointwise and norm outputs: a view's
+// result can be written back into the view); else strides_like(like).
+Status set_dims_keeping(Node& n, std::string_view out_port, const std::vector<int64_t>& dims, const TensorAttr& like);
 // An optional output that this node's configuration does not produce (dBias without bias...): it gets
 // zero-size dims of `rank` (all 0, needing no memory). Fails with ATTRIBUTE_NOT_SET, naming `why`, when
 // the user marked it as a graph output.

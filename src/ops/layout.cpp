@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "common/checked_math.h"
 #include "ops/infer_util.h"
 #include "ops/op_defs.h"
 
@@ -49,14 +50,10 @@ void default_type_from(Node& n, const char* out, const TensorPtr& from) {
   if (from) ops::default_type(n, out, from->get_data_type());
 }
 
+// -1 for a negative dim or an int64 overflow.
 int64_t volume_of(const Dims& d) {
-  int64_t v = 1;
-  for (int64_t x : d) {
-    if (x == 0) return 0;
-    if (v > std::numeric_limits<int64_t>::max() / x) return -1;
-    v *= x;
-  }
-  return v;
+  int64_t v = 0;
+  return cm::volume(d, v) ? v : -1;
 }
 
 // Strides that let `new_dims` view the memory of (old_dims, old_strides) without a copy, if any.
@@ -106,7 +103,8 @@ Status infer_reshape(Node& n, const GraphContext&) {
     }
     if (target[i] < 0)
       return n.fail(ErrorCode::INVALID_VALUE, "target dims " + ops::dims_str(target) + " have a negative value (only one -1 is allowed)");
-    known *= target[i];
+    if (!cm::mul(known, target[i], known))
+      return n.fail(ErrorCode::INVALID_VALUE, "target dims " + ops::dims_str(target) + " overflow int64");
   }
   if (unknown >= 0) {
     if (known == 0 || xvol % known != 0)
@@ -183,7 +181,8 @@ Status infer_slice(Node& n, const GraphContext&) {
     };
     int64_t b = i < start.size() ? clamp(start[i]) : 0;
     int64_t e = i < end.size() ? clamp(end[i]) : d;
-    int64_t len = e > b ? (e - b + st - 1) / st : 0;
+    int64_t len = 0;
+    if (e > b) (void)cm::div_ceil(e - b, st, len);  // 0 <= e - b <= d and st > 0: cannot fail
     y.push_back(len);
   }
   OPENDNN_RETURN_IF_ERROR(ops::set_dims(n, "Y", y));
@@ -216,7 +215,8 @@ Status infer_concatenate(Node& n, const GraphContext&) {
       return n.fail(ErrorCode::INVALID_VALUE, "input " + s(int64_t(i)) + " has data type " +
                                                   std::string(to_string(ins[i]->get_data_type())) + " but input 0 has " +
                                                   std::string(to_string(ins[0]->get_data_type())));
-    y[size_t(axis)] += d[size_t(axis)];
+    if (!cm::add(y[size_t(axis)], d[size_t(axis)], y[size_t(axis)]))
+      return n.fail(ErrorCode::INVALID_VALUE, "the concatenated length on axis " + s(axis) + " overflows int64");
   }
   if (n.has("in_place_index")) {
     int64_t ip = n.attr_int("in_place_index");

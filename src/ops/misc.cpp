@@ -47,6 +47,7 @@
 //     through. Pairs are (i, i + rotary_dim/2) (halves) or (2i, 2i+1) when interleaved, both rotated by
 //     angle index i: y0 = x0 cos - x1 sin, y1 = x0 sin + x1 cos (the backward rotates by -angle).
 //     Y (DX) has X's (DY's) dims and, by default, its data type.
+#include "common/checked_math.h"
 #include "ops/infer_util.h"
 #include "ops/op_defs.h"
 
@@ -174,11 +175,15 @@ Status infer_resample(Node& n, const GraphContext&) {
     OPENDNN_RETURN_IF_ERROR(ops::spatial_attr(n, "post_padding", nsp, 0, 0, post));
     y = {x[0], x[1]};
     for (size_t i = 0; i < nsp; ++i) {
-      int64_t o = ops::window_out_len(x[i + 2], pre[i], post[i], window[i], stride[i], 1);
-      if (o < 1)
+      auto o = ops::window_out_len(x[i + 2], pre[i], post[i], window[i], stride[i], 1);
+      if (!o)
+        return n.fail(ErrorCode::INVALID_VALUE, "spatial dim " + s(int64_t(i)) + " of X " + ops::dims_str(x) + " with padding " +
+                                                    s(pre[i]) + "+" + s(post[i]) + " and window " + s(window[i]) +
+                                                    " overflows int64");
+      if (*o < 1)
         return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, "window " + ops::dims_str(window) + " does not fit X " + ops::dims_str(x) +
                                                              " with its padding on spatial dim " + s(int64_t(i)));
-      y.push_back(o);
+      y.push_back(*o);
     }
     OPENDNN_RETURN_IF_ERROR(ops::set_dims_like(n, "Y", y, *n.in("X")));
   }
@@ -289,7 +294,8 @@ Status moe_common(const Node& n, int64_t& routed, Dims& out) {
     if (idx) return n.fail(ErrorCode::INVALID_VALUE, "token_index is given but mode NONE does not use it");
     if (ks) return n.fail(ErrorCode::INVALID_VALUE, "token_ks is given but mode NONE does not use it");
   } else if (mode == "GATHER") {
-    routed = t * top_k;
+    if (!cm::mul(t, top_k, routed))
+      return n.fail(ErrorCode::INVALID_VALUE, "token rows " + s(t) + " x top_k " + s(top_k) + " overflows int64");
     if (!idx) return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, "mode GATHER needs input token_index");
     if (ks) return n.fail(ErrorCode::INVALID_VALUE, "token_ks is given but mode GATHER does not use it");
     if (idx->volume() != routed)

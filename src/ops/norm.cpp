@@ -139,10 +139,10 @@ Status infer_batchnorm(Node& n, const GraphContext&) {
   const Dims& x = ops::in_dims(n, "X");
   Dims pc = per_channel(x);
   for (const char* p : {"scale", "bias"}) OPENDNN_RETURN_IF_ERROR(ops::require_dims(n, p, pc, "(per channel)"));
-  OPENDNN_RETURN_IF_ERROR(ops::require_scalar(n, "epsilon"));
+  OPENDNN_RETURN_IF_ERROR(ops::require_epsilon(n, "epsilon"));
   bool have = false;
   OPENDNN_RETURN_IF_ERROR(running_stats(n, pc, have));
-  OPENDNN_RETURN_IF_ERROR(ops::set_dims_like(n, "Y", x, *n.in("X")));
+  OPENDNN_RETURN_IF_ERROR(ops::set_dims_keeping(n, "Y", x, *n.in("X")));
   OPENDNN_RETURN_IF_ERROR(stats_output(n, "mean", pc, true));
   OPENDNN_RETURN_IF_ERROR(stats_output(n, "inv_variance", pc, true));
   return next_running_outputs(n, pc, have);
@@ -154,7 +154,7 @@ Status infer_batchnorm_inference(Node& n, const GraphContext&) {
   Dims pc = per_channel(x);
   for (const char* p : {"mean", "inv_variance", "scale", "bias"})
     OPENDNN_RETURN_IF_ERROR(ops::require_dims(n, p, pc, "(per channel)"));
-  return ops::set_dims_like(n, "Y", x, *n.in("X"));
+  return ops::set_dims_keeping(n, "Y", x, *n.in("X"));
 }
 
 Status infer_batchnorm_backward(Node& n, const GraphContext&) {
@@ -163,7 +163,7 @@ Status infer_batchnorm_backward(Node& n, const GraphContext&) {
   const Dims& x = ops::in_dims(n, "X");
   Dims pc = per_channel(x);
   for (const char* p : {"scale", "mean", "inv_variance"}) OPENDNN_RETURN_IF_ERROR(ops::require_dims(n, p, pc, "(per channel)"));
-  OPENDNN_RETURN_IF_ERROR(ops::set_dims_like(n, "DX", x, *n.in("X")));
+  OPENDNN_RETURN_IF_ERROR(ops::set_dims_keeping(n, "DX", x, *n.in("X")));
   OPENDNN_RETURN_IF_ERROR(ops::set_dims(n, "dscale", pc));
   return ops::set_dims(n, "dbias", pc);
 }
@@ -185,7 +185,7 @@ Status infer_bn_finalize(Node& n, const GraphContext&) {
   Dims pc = per_channel(sum);
   OPENDNN_RETURN_IF_ERROR(ops::require_dims(n, "sum", pc, "(per channel: [1, C, 1, ...])"));
   for (const char* p : {"sq_sum", "scale", "bias"}) OPENDNN_RETURN_IF_ERROR(ops::require_dims(n, p, pc, "(like sum)"));
-  OPENDNN_RETURN_IF_ERROR(ops::require_scalar(n, "epsilon"));
+  OPENDNN_RETURN_IF_ERROR(ops::require_epsilon(n, "epsilon"));
   OPENDNN_RETURN_IF_ERROR(ops::require_scalar(n, "accum_count"));
   OPENDNN_RETURN_IF_ERROR(ops::require_type(n, "accum_count", {DataType::INT64}));
   bool have = false;
@@ -249,8 +249,8 @@ Status norm_forward(Node& n, NormKind k) {
   OPENDNN_RETURN_IF_ERROR(norm_shapes(n, k, sc, st));
   OPENDNN_RETURN_IF_ERROR(ops::require_dims(n, "scale", sc, scale_layout(k)));
   OPENDNN_RETURN_IF_ERROR(ops::require_dims(n, "bias", sc, "(like scale)"));
-  OPENDNN_RETURN_IF_ERROR(ops::require_scalar(n, "epsilon"));
-  OPENDNN_RETURN_IF_ERROR(ops::set_dims_like(n, "Y", ops::in_dims(n, "X"), *n.in("X")));
+  OPENDNN_RETURN_IF_ERROR(ops::require_epsilon(n, "epsilon"));
+  OPENDNN_RETURN_IF_ERROR(ops::set_dims_keeping(n, "Y", ops::in_dims(n, "X"), *n.in("X")));
   bool training = n.attr_str("forward_phase") != "INFERENCE";
   if (k != NormKind::RMS) OPENDNN_RETURN_IF_ERROR(stats_output(n, "mean", st, training));
   return stats_output(n, "inv_variance", st, training);
@@ -263,8 +263,8 @@ Status norm_backward(Node& n, NormKind k) {
   OPENDNN_RETURN_IF_ERROR(ops::require_dims(n, "scale", sc, scale_layout(k)));
   if (has_port(n, "mean")) OPENDNN_RETURN_IF_ERROR(ops::require_dims(n, "mean", st, "(the forward's statistics)"));
   OPENDNN_RETURN_IF_ERROR(ops::require_dims(n, "inv_variance", st, "(the forward's statistics)"));
-  if (has_port(n, "epsilon")) OPENDNN_RETURN_IF_ERROR(ops::require_scalar(n, "epsilon"));
-  OPENDNN_RETURN_IF_ERROR(ops::set_dims_like(n, "DX", ops::in_dims(n, "X"), *n.in("X")));
+  if (has_port(n, "epsilon")) OPENDNN_RETURN_IF_ERROR(ops::require_epsilon(n, "epsilon"));
+  OPENDNN_RETURN_IF_ERROR(ops::set_dims_keeping(n, "DX", ops::in_dims(n, "X"), *n.in("X")));
   OPENDNN_RETURN_IF_ERROR(ops::set_dims(n, "dscale", sc));
   OPENDNN_RETURN_IF_ERROR(ops::set_dims(n, "dbias", sc));
   if (k == NormKind::RMS && !n.attr_bool("has_dbias") && ops::is_user_output(n, "dbias"))

@@ -54,18 +54,13 @@ Status infer_pointwise(Node& n, const GraphContext&) {
       return n.fail(ErrorCode::INVALID_VALUE, "axis " + std::to_string(axis) + " is out of range for " + ops::dims_str(dims));
     ops::default_type(n, "OUT_0", DataType::INT32);
   }
-  // The output takes the strides of the first input that has the output's dims, verbatim when they
-  // address every element once (so a view's output can be written in place, as cuDNN Frontend infers);
-  // otherwise (a broadcast input, no input of those dims) the stride order of the first input of the
-  // output's rank, packed. A broadcast operand never decides the layout.
+  // The output keeps the layout of the first input that has the output's dims (its strides verbatim
+  // when they address each element once: set_dims_keeping); failing that, the stride order of the first
+  // input of the output's rank. A broadcast operand never decides the layout.
   const TensorAttr* like = nullptr;
   for (int i = 0; i < arity && !like; ++i)
     if (n.inputs()[size_t(i)]->get_dim() == dims) like = n.inputs()[size_t(i)].get();
-  if (like && n.out("OUT_0")->get_stride().empty() && ops::addresses_each_element_once(dims, like->get_stride())) {
-    OPENDNN_RETURN_IF_ERROR(ops::set_dims(n, "OUT_0", dims));
-    n.out("OUT_0")->set_stride(like->get_stride());
-    return {};
-  }
+  if (like) return ops::set_dims_keeping(n, "OUT_0", dims, *like);
   for (int i = 0; i < arity && !like; ++i)
     if (n.inputs()[size_t(i)]->get_dim().size() == dims.size()) like = n.inputs()[size_t(i)].get();
   return like ? ops::set_dims_like(n, "OUT_0", dims, *like) : ops::set_dims(n, "OUT_0", dims);

@@ -55,7 +55,8 @@ class ExecState {
   std::vector<int64_t> variant_uids;
   std::vector<std::string> slot_labels;          // "uid 3 (\"x\")", for error messages
   std::vector<const TensorAttr*> slot_tensors;   // the tensor behind each slot
-  std::vector<void*> slots;                      // scratch for the map overloads (preallocated)
+  // Nothing here changes during execute(): each call fills its own slot array, so concurrent calls on
+  // one built graph are independent.
 
   // ---- plans
   Target target;

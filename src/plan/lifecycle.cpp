@@ -22,8 +22,9 @@
 //    _notes) deselect plans in every list, now and later.
 //  - build(modes) with a kernel cache restores the cached plan record of this graph, target and modes
 //    (plan_io.cpp) instead of planning, and records the plan it built otherwise.
-//  - execute() runs the selected plan. A graph changed after planning (validate() needed again)
-//    refuses to execute until it is planned again.
+//  - execute() runs the selected plan. A graph changed after validation (a node added, a tensor's
+//    dims, strides, type or value edited) refuses to execute, naming the tensor, until it is built
+//    again; validating it again drops its plans.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -31,6 +32,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "common/alloc_guard.h"
 #include "opendnn/engine.h"
 #include "plan/exec_state.h"
 #include "plan/plan_cache.h"
@@ -150,7 +152,7 @@ void fix_selection(ExecState& st) {
 
 // ---------------------------------------------------------------- planning
 
-Status Graph::build_operation_graph() { return validated_ ? Status{} : validate(); }
+Status Graph::build_operation_graph() { return is_validated() ? Status{} : validate(); }
 
 PlanSettings& Graph::settings() {
   if (!settings_) settings_ = std::make_shared<PlanSettings>();
@@ -182,12 +184,11 @@ Status Graph::init_plan_state() {
     st->slot_labels.push_back(label(*t));
     st->slot_tensors.push_back(t);
   }
-  st->slots.assign(st->variant_uids.size(), nullptr);
   st->planned = true;
   return {};
 }
 
-Status Graph::create_execution_plans(const std::vector<HeurMode>& modes_in) {
+Status Graph::create_execution_plans(const std::vector<HeurMode>& modes_in) try {
   std::vector<HeurMode> modes = modes_in.empty() ? std::vector<HeurMode>{HeurMode::A} : modes_in;
   OPENDNN_RETURN_IF_ERROR(init_plan_state());
   ExecState* st = exec_.get();
@@ -301,6 +302,8 @@ Status Graph::create_execution_plans(const std::vector<HeurMode>& modes_in) {
   st->planned = true;
   apply_note_filters();
   return {};
+} catch (...) {
+  return alloc_error(ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "while creating execution plans");
 }
 
 Status Graph::check_support() {
@@ -316,7 +319,7 @@ Status Graph::check_support() {
   return {ErrorCode::GRAPH_NOT_SUPPORTED, msg};
 }
 
-Status Graph::build_plans(BuildPlanPolicy policy) {
+Status Graph::build_plans(BuildPlanPolicy policy) try {
   OPENDNN_RETURN_IF_ERROR(check_support());
   ExecState& st = *exec_;
   std::string failures;
@@ -334,15 +337,19 @@ Status Graph::build_plans(BuildPlanPolicy policy) {
   fix_selection(st);
   if (!any) return {ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "no plan could be built:" + failures};
   return {};
+} catch (...) {
+  return alloc_error(ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "while building plans");
 }
 
-Status Graph::build_plan_at_index(int64_t index) {
+Status Graph::build_plan_at_index(int64_t index) try {
   ExecState* st = exec_.get();
   if (!st || !st->planned) return not_planned();
   if (index < 0 || size_t(index) >= st->plans.size()) return bad_index(index, st->plans.size());
   OPENDNN_RETURN_IF_ERROR(build_entry(*this, st->target, st->plans[size_t(index)]));
   if (st->selected < 0) st->selected = index;
   return {};
+} catch (...) {
+  return alloc_error(ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "while building a plan");
 }
 
 Status Graph::build(const std::vector<HeurMode>& modes, BuildPlanPolicy policy) {
@@ -429,13 +436,15 @@ Status Graph::get_workspace_size_plan_at_index(int64_t index, int64_t& bytes) co
   return {};
 }
 
-Status Graph::select_plan(int64_t index) {
+Status Graph::select_plan(int64_t index) try {
   ExecState* st = exec_.get();
   if (!st || !st->planned) return not_planned();
   if (index < 0 || size_t(index) >= st->plans.size()) return bad_index(index, st->plans.size());
   OPENDNN_RETURN_IF_ERROR(build_entry(*this, st->target, st->plans[size_t(index)]));
   st->selected = index;
   return {};
+} catch (...) {
+  return alloc_error(ErrorCode::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "while building the selected plan");
 }
 
 int64_t Graph::selected_plan() const { return exec_ ? exec_->selected : -1; }
@@ -477,11 +486,6 @@ Status no_plan_built() {
           "no plan is built: call build() (or create_execution_plans() then build_plans()) before execute()"};
 }
 
-Status changed_since_planning() {
-  return {ErrorCode::GRAPH_EXECUTION_FAILED,
-          "the graph changed after its plans were built: call build() again before execute()"};
-}
-
 // Explains why `uid` has no slot.
 Status extra_uid(const Graph& g, int64_t uid) {
   TensorPtr t = g.find_tensor(uid);
@@ -495,10 +499,30 @@ Status extra_uid(const Graph& g, int64_t uid) {
   return {ErrorCode::INVALID_VARIANT_PACK, "variant pack: " + label(*t) + " " + why + " and takes no pointer"};
 }
 
-// Fills st.slots from (uid, pointer) pairs; on error the slots are left cleared.
+// One call's slot array (never shared between calls, so concurrent execute() calls are independent):
+// on the stack for up to kInline slots, on the heap beyond.
+class CallSlots {
+ public:
+  explicit CallSlots(size_t n) : n_(n) {
+    if (n > kInline) heap_.resize(n);
+  }
+  void** data() { return n_ > kInline ? heap_.data() : inline_; }
+  void** begin() { return data(); }
+  void** end() { return data() + n_; }
+  size_t size() const { return n_; }
+  void*& operator[](size_t k) { return data()[k]; }
+
+ private:
+  static constexpr size_t kInline = 64;
+  size_t n_;
+  void* inline_[kInline] = {};
+  std::vector<void*> heap_;
+};
+
+// Fills `slots` from (uid, pointer) pairs; on error the slots are left cleared.
 template <class It, class UidOf>
-Status fill_slots(const Graph& g, ExecState& st, It begin, It end, UidOf uid_of) {
-  std::fill(st.slots.begin(), st.slots.end(), nullptr);
+Status fill_slots(const Graph& g, const ExecState& st, CallSlots& slots, It begin, It end, UidOf uid_of) {
+  std::fill(slots.begin(), slots.end(), nullptr);
   Status bad;
   for (It it = begin; it != end && bad.is_good(); ++it) {
     int64_t uid = 0;
@@ -509,32 +533,33 @@ Status fill_slots(const Graph& g, ExecState& st, It begin, It end, UidOf uid_of)
       bad = extra_uid(g, uid);
     } else if (!it->second) {
       bad = {ErrorCode::INVALID_VARIANT_PACK, "variant pack: null pointer for " + st.slot_labels[size_t(k)]};
-    } else if (st.slots[size_t(k)]) {
+    } else if (slots[size_t(k)]) {
       bad = {ErrorCode::INVALID_VARIANT_PACK, "variant pack: " + st.slot_labels[size_t(k)] + " is given twice"};
     } else {
-      st.slots[size_t(k)] = it->second;
+      slots[size_t(k)] = it->second;
     }
   }
   if (bad.is_good()) {
-    for (size_t k = 0; k < st.slots.size(); ++k)
-      if (!st.slots[k]) {
+    for (size_t k = 0; k < slots.size(); ++k)
+      if (!slots[k]) {
         bad = {ErrorCode::INVALID_VARIANT_PACK, "variant pack: no pointer for " + st.slot_labels[k]};
         break;
       }
   }
-  if (bad.is_bad()) std::fill(st.slots.begin(), st.slots.end(), nullptr);
+  if (bad.is_bad()) std::fill(slots.begin(), slots.end(), nullptr);
   return bad;
 }
 
-Status fill_slots(const Graph& g, ExecState& st, const std::unordered_map<int64_t, void*>& pack) {
-  return fill_slots(g, st, pack.begin(), pack.end(), [](int64_t uid, int64_t& out) {
+Status fill_slots(const Graph& g, const ExecState& st, CallSlots& slots, const std::unordered_map<int64_t, void*>& pack) {
+  return fill_slots(g, st, slots, pack.begin(), pack.end(), [](int64_t uid, int64_t& out) {
     out = uid;
     return Status{};
   });
 }
 
-Status fill_slots(const Graph& g, ExecState& st, const std::unordered_map<TensorPtr, void*>& pack) {
-  return fill_slots(g, st, pack.begin(), pack.end(), [](const TensorPtr& t, int64_t& out) -> Status {
+Status fill_slots(const Graph& g, const ExecState& st, CallSlots& slots,
+                  const std::unordered_map<TensorPtr, void*>& pack) {
+  return fill_slots(g, st, slots, pack.begin(), pack.end(), [](const TensorPtr& t, int64_t& out) -> Status {
     if (!t) return {ErrorCode::INVALID_VARIANT_PACK, "variant pack: a null tensor is given a pointer"};
     if (!t->has_uid())
       return {ErrorCode::INVALID_VARIANT_PACK,
@@ -567,63 +592,75 @@ Status run_entry(const ExecState& st, size_t index, void* const* slots, void* wo
   return e.plan->execute(slots, workspace, stream);
 }
 
+// The map overloads of execute(): resolve the pack into this call's own slot array, then run the
+// selected plan.
+template <class Pack>
+Status execute_pack(const Graph& g, const ExecState* st, const Pack& pack, void* workspace, void* stream) try {
+  if (!st || st->selected < 0) return no_plan_built();
+  OPENDNN_RETURN_IF_ERROR(g.check_unchanged());
+  CallSlots slots(st->variant_uids.size());
+  OPENDNN_RETURN_IF_ERROR(fill_slots(g, *st, slots, pack));
+  return run_entry(*st, size_t(st->selected), slots.data(), workspace, stream);
+} catch (...) {
+  return alloc_error(ErrorCode::GRAPH_EXECUTION_FAILED, "while executing the graph");
+}
+
 }  // namespace
 
-Status Graph::execute(void* const* slot_pointers, void* workspace, void* stream) {
+Status Graph::execute(void* const* slot_pointers, void* workspace, void* stream) try {
   const ExecState* st = exec_.get();
   if (!st || st->selected < 0) return no_plan_built();
-  if (!validated_) return changed_since_planning();
+  OPENDNN_RETURN_IF_ERROR(check_unchanged());
   return run_entry(*st, size_t(st->selected), slot_pointers, workspace, stream);
+} catch (...) {
+  return alloc_error(ErrorCode::GRAPH_EXECUTION_FAILED, "while executing the graph");
 }
 
 Status Graph::execute(const std::unordered_map<int64_t, void*>& pack, void* workspace, void* stream) {
-  ExecState* st = exec_.get();
-  if (!st || st->selected < 0) return no_plan_built();
-  if (!validated_) return changed_since_planning();
-  OPENDNN_RETURN_IF_ERROR(fill_slots(*this, *st, pack));
-  return run_entry(*st, size_t(st->selected), st->slots.data(), workspace, stream);
+  return execute_pack(*this, exec_.get(), pack, workspace, stream);
 }
 
 Status Graph::execute(const std::unordered_map<TensorPtr, void*>& pack, void* workspace, void* stream) {
-  ExecState* st = exec_.get();
-  if (!st || st->selected < 0) return no_plan_built();
-  if (!validated_) return changed_since_planning();
-  OPENDNN_RETURN_IF_ERROR(fill_slots(*this, *st, pack));
-  return run_entry(*st, size_t(st->selected), st->slots.data(), workspace, stream);
+  return execute_pack(*this, exec_.get(), pack, workspace, stream);
 }
 
 Status Graph::execute_plan_at_index(const std::unordered_map<int64_t, void*>& pack, void* workspace, int64_t index,
-                                    void* stream) {
+                                    void* stream) try {
   ExecState* st = exec_.get();
   if (!st || !st->planned) return not_planned();
   if (index < 0 || size_t(index) >= st->plans.size()) return bad_index(index, st->plans.size());
-  if (!validated_) return changed_since_planning();
-  OPENDNN_RETURN_IF_ERROR(fill_slots(*this, *st, pack));
-  return run_entry(*st, size_t(index), st->slots.data(), workspace, stream);
+  OPENDNN_RETURN_IF_ERROR(check_unchanged());
+  CallSlots slots(st->variant_uids.size());
+  OPENDNN_RETURN_IF_ERROR(fill_slots(*this, *st, slots, pack));
+  return run_entry(*st, size_t(index), slots.data(), workspace, stream);
+} catch (...) {
+  return alloc_error(ErrorCode::GRAPH_EXECUTION_FAILED, "while executing the graph");
 }
 
 Status Graph::populate_cuda_graph(const std::unordered_map<int64_t, void*>& pack, void* workspace, void* cuda_graph,
                                   bool update) {
   ExecState* st = exec_.get();
   if (!st || st->selected < 0) return no_plan_built();
-  if (!validated_) return changed_since_planning();
+  OPENDNN_RETURN_IF_ERROR(check_unchanged());
   if (!cuda_graph) return {ErrorCode::INVALID_VALUE, "populate_cuda_graph: the CUDA graph is null"};
-  OPENDNN_RETURN_IF_ERROR(fill_slots(*this, *st, pack));
+  CallSlots slots(st->variant_uids.size());
+  OPENDNN_RETURN_IF_ERROR(fill_slots(*this, *st, slots, pack));
   PlanEntry& e = st->plans[size_t(st->selected)];
   if (!e.plan) return no_plan_built();
   if (!workspace && e.plan->workspace_size() > 0)
     return {ErrorCode::INVALID_VALUE, "workspace is null but plan " + plan_label(e) + " needs " +
                                           std::to_string(e.plan->workspace_size()) + " bytes"};
-  Status s = e.plan->populate_cuda_graph(st->slots.data(), workspace, cuda_graph, update);
+  Status s = e.plan->populate_cuda_graph(slots.data(), workspace, cuda_graph, update);
   if (s.is_bad()) return {s.code(), plan_label(e) + ": " + s.message()};
   return {};
 }
 
-Status Graph::autotune(const std::unordered_map<int64_t, void*>& pack, void* workspace, void* stream) {
+Status Graph::autotune(const std::unordered_map<int64_t, void*>& pack, void* workspace, void* stream) try {
   ExecState* st = exec_.get();
   if (!st || !st->planned) return not_planned();
-  if (!validated_) return changed_since_planning();
-  OPENDNN_RETURN_IF_ERROR(fill_slots(*this, *st, pack));
+  OPENDNN_RETURN_IF_ERROR(check_unchanged());
+  CallSlots slots(st->variant_uids.size());
+  OPENDNN_RETURN_IF_ERROR(fill_slots(*this, *st, slots, pack));
 
   std::vector<size_t> timed;
   std::string failures;
@@ -634,7 +671,7 @@ Status Graph::autotune(const std::unordered_map<int64_t, void*>& pack, void* wor
     if (!timer) timer = std::make_unique<HostTimer>();
     // One warm-up run, then the median of up to 5 runs (one when a run takes over 50 ms).
     timer->start(stream);
-    Status s = run_entry(*st, i, st->slots.data(), workspace, stream);
+    Status s = run_entry(*st, i, slots.data(), workspace, stream);
     double first = timer->stop_us(stream);
     if (s.is_bad()) {
       failures += "\n  " + plan_label(e) + ": " + s.message();
@@ -645,7 +682,7 @@ Status Graph::autotune(const std::unordered_map<int64_t, void*>& pack, void* wor
     std::vector<double> times;
     for (int r = 0; r < reps && s.is_good(); ++r) {
       timer->start(stream);
-      s = run_entry(*st, i, st->slots.data(), workspace, stream);
+      s = run_entry(*st, i, slots.data(), workspace, stream);
       times.push_back(timer->stop_us(stream));
     }
     if (s.is_bad()) {
@@ -682,6 +719,8 @@ Status Graph::autotune(const std::unordered_map<int64_t, void*>& pack, void* wor
                                plan_cache::device_string(st->target), entries);
   if (w.is_bad()) std::fprintf(stderr, "opendnn: warning: plan cache not written: %s\n", w.message().c_str());
   return {};
+} catch (...) {
+  return alloc_error(ErrorCode::GRAPH_EXECUTION_FAILED, "while autotuning");
 }
 
 }  // namespace opendnn

@@ -10,6 +10,9 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <limits>
+#include <string>
+#include <unordered_map>
 #include <random>
 #include <vector>
 
@@ -274,4 +277,54 @@ TEST(CudaPointwise, DiskCacheHitOnSecondBuild) {
   EXPECT_EQ(pw::nvrtc_compile_count(), c1);
   ::unsetenv("OPENDNN_CACHE_DIR");
   std::filesystem::remove_all(dir);
+}
+
+// Every activation, forward and backward, at the edges (+-inf, NaN, +-0, huge, and where float
+// compute overflows an intermediate): the generated kernel takes the same limits as the reference
+// (no inf * 0 = NaN) and follows the same NaN rules. dY = 1.5 for the backward modes.
+TEST(CudaPointwise, ActivationEdgeValuesMatchTheReference) {
+  if (!have_gpu()) GTEST_SKIP() << "needs an sm_90+ GPU and NVRTC";
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> x = {-inf, -3e38f, -1e20f, -1e13f, -40.f, -7.f, -1.f, -0.f, 0.f, 1.f, 7.f, 40.f,
+                                1e13f, 1e20f, 3e38f, inf, nan};
+  const int64_t n = int64_t(x.size());
+  const char* modes[] = {"RELU_FWD", "RELU_BWD", "TANH_FWD", "TANH_BWD", "SIGMOID_FWD", "SIGMOID_BWD",
+                         "ELU_FWD", "ELU_BWD", "GELU_FWD", "GELU_BWD", "GELU_APPROX_TANH_FWD",
+                         "GELU_APPROX_TANH_BWD", "SOFTPLUS_FWD", "SOFTPLUS_BWD", "SWISH_FWD", "SWISH_BWD"};
+  for (const char* mode : modes) {
+    SCOPED_TRACE(mode);
+    const bool bwd = std::string(mode).find("_BWD") != std::string::npos;
+    Graph g[2];
+    TensorPtr a[2], dy[2], y[2];
+    for (int e = 0; e < 2; ++e) {
+      g[e].set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+      a[e] = tensor(g[e], "x", {n}, DataType::FLOAT);
+      NodeAttrs attrs;
+      attrs.set("mode", mode);
+      if (bwd) {
+        dy[e] = tensor(g[e], "dy", {n}, DataType::FLOAT);
+        attrs.input("IN_1", a[e]);
+      }
+      y[e] = g[e].pointwise(bwd ? dy[e] : a[e], attrs);
+      y[e]->set_output(true).set_name("y").set_data_type(DataType::FLOAT);
+      ASSERT_TRUE(plan_for(g[e], e == 0).is_good());
+    }
+    std::vector<float> ones(x.size(), 1.5f), want(x.size()), got(x.size());
+    std::vector<unsigned char> ws(size_t(std::max<int64_t>(g[1].get_workspace_size(), 1)));
+    std::unordered_map<TensorPtr, void*> pr{{a[1], (void*)x.data()}, {y[1], want.data()}};
+    if (bwd) pr[dy[1]] = ones.data();
+    ASSERT_TRUE(g[1].execute(pr, ws.data()).is_good());
+    DevBuf dx(x.size() * 4), ddy(x.size() * 4), dyo(x.size() * 4);
+    ASSERT_EQ(cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(ddy.p, ones.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    std::unordered_map<TensorPtr, void*> pc{{a[0], dx.p}, {y[0], dyo.p}};
+    if (bwd) pc[dy[0]] = ddy.p;
+    ASSERT_TRUE(g[0].execute(pc, nullptr).is_good());
+    ASSERT_EQ(cudaMemcpy(got.data(), dyo.p, x.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const bool same = (std::isnan(got[i]) && std::isnan(want[i])) || got[i] == want[i] ||
+                        std::fabs(double(got[i]) - want[i]) <= 1e-6 + 4e-6 * std::fabs(double(want[i]));
+      EXPECT_TRUE(same) << "x = " << x[i] << ": cuda " << got[i] << ", reference " << want[i];
+    }
+  }
 }

@@ -115,16 +115,6 @@ def rmsnorm(g, T):
     return {"Y": y, "inv_variance": inv}
 
 
-def batchnorm_inference(g, T):
-    return {"Y": g.batchnorm_inference(T["X"], T["mean"], T["inv_variance"], T["S"], T["B"])}
-
-
-def reduction_sum(g, T):
-    y = g.reduction(T["X"], cudnn.reduction_mode.ADD)
-    y.set_dim(T["Ydims"])
-    return {"Y": y}
-
-
 def sdpa_fwd(g, T):
     o, stats = g.sdpa(T["Q"], T["K"], T["V"], generate_stats=True, attn_scale=0.125, use_causal_mask=True)
     return {"O": o, "Stats": stats}
@@ -168,11 +158,6 @@ def case_inputs(name):
         return layernorm, {"X": rnd(4, 32, 128) * 3 + 1, "S": rnd(1, 1, 128), "B": rnd(1, 1, 128)}
     if name == "rmsnorm":
         return rmsnorm, {"X": rnd(4, 32, 128) * 3 + 1, "S": rnd(1, 1, 128)}
-    if name == "batchnorm_inference":
-        return batchnorm_inference, {"X": rnd(2, 16, 6, 10), "mean": rnd(1, 16, 1, 1), "inv_variance": torch.rand(1, 16, 1, 1) + 0.5,
-                                     "S": rnd(1, 16, 1, 1), "B": rnd(1, 16, 1, 1)}
-    if name == "reduction_sum":
-        return reduction_sum, {"X": rnd(2, 16, 6, 10)}
     if name == "sdpa":
         return sdpa_fwd, {"Q": rnd(2, 4, 128, 64), "K": rnd(2, 4, 160, 64), "V": rnd(2, 4, 160, 64)}
     if name == "cmp_mask":
@@ -193,8 +178,6 @@ CASES = [
     ("matmul", packed, torch.bfloat16), ("matmul", transposed_last2, torch.bfloat16), ("matmul", padded_rows, torch.float16),
     ("layernorm", packed, torch.bfloat16), ("layernorm", padded_rows, torch.bfloat16),
     ("rmsnorm", packed, torch.bfloat16), ("rmsnorm", padded_rows, torch.bfloat16),
-    ("batchnorm_inference", packed, torch.float16), ("batchnorm_inference", channels_last, torch.float16),
-    ("reduction_sum", packed, torch.float32), ("reduction_sum", channels_last, torch.float32),
     ("sdpa", packed, torch.bfloat16), ("sdpa", bshd_view, torch.bfloat16),
     ("cmp_mask", packed, torch.float16), ("cmp_mask", channels_last, torch.float16),
     ("slice_matmul", packed, torch.bfloat16),
@@ -236,8 +219,6 @@ def _extra(name):
         return {"DXdims": [2, 16, 10, 12]}
     if name == "conv_wgrad":
         return {"DWdims": [32, 16, 3, 3]}
-    if name == "reduction_sum":
-        return {"Ydims": [2, 16, 1, 1]}
     return {}
 
 

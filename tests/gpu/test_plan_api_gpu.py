@@ -195,6 +195,8 @@ def test_populate_and_update_cuda_graph(engine):
     rt = _cudart()
     g = _matmul_graph(m=128, n=256, k=128)
     g.validate()
+    if engine == "cudnn":  # only cuDNN engines with this note record into a CUDA graph
+        g.select_behavior_notes([cudnn.behavior_note.SUPPORTS_CUDA_GRAPH_NATIVE_API])
     g.create_execution_plans([cudnn.heur_mode.A])
     g.deselect_engines([e for e in _engines() if e != engine])
     try:

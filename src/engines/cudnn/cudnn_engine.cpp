@@ -317,6 +317,9 @@ class CudnnPlan final : public Plan {
     DescPtr vp;
     OPENDNN_RETURN_IF_ERROR(fresh_pack(slots, workspace, vp));
     cudnnStatus_t s = fn(handle, e_->plan->get(), vp->get(), static_cast<cudaGraph_t>(cuda_graph));
+    if (s == CUDNN_STATUS_NOT_SUPPORTED_CUDA_GRAPH_NATIVE_API)
+      return {ErrorCode::GRAPH_NOT_SUPPORTED, "not supported: this cuDNN engine cannot record into a CUDA graph (its plan "
+                                              "lacks the SUPPORTS_CUDA_GRAPH_NATIVE_API behavior note)"};
     if (s != CUDNN_STATUS_SUCCESS)
       return {ErrorCode::GRAPH_EXECUTION_FAILED, std::string("cudnn: cudnnBackend") + (update ? "Update" : "Populate") +
                                                      "CudaGraph: " + a.status_string(s)};
@@ -548,6 +551,11 @@ class CudnnEngine final : public Engine {
     return true;
   }
 
+  // A target's sm_version of 0 (or less) means "the device as it is" (a Target made without properties).
+  static bool same_device(const Target& here, const Target& target) {
+    return target.sm_version <= 0 || here.sm_version == target.sm_version;
+  }
+
   Proposal propose_plans(const Graph& g, const Target& target) override {
     Proposal p;
     const auto& a = api();
@@ -560,7 +568,7 @@ class CudnnEngine final : public Engine {
       return p;
     }
     int device = current_device(target);
-    if (Target here; !probe_device_ordinal(device, here) || here.sm_version != target.sm_version) {
+    if (Target here; !probe_device_ordinal(device, here) || !same_device(here, target)) {
       p.declines.push_back("cudnn: plans only on the device itself, and no visible device " + std::to_string(device) +
                            " is sm_" + std::to_string(target.sm_version) +
                            " (deviceless planning for the cudnn engine is not supported)");
@@ -849,7 +857,7 @@ class CudnnEngine final : public Engine {
     if (!a.ok()) return {ErrorCode::GRAPH_NOT_SUPPORTED, a.decline_reason()};
     Target here;
     pr.device = current_device(target);
-    if (!probe_device_ordinal(pr.device, here) || here.sm_version != target.sm_version)
+    if (!probe_device_ordinal(pr.device, here) || !same_device(here, target))
       return {ErrorCode::GRAPH_NOT_SUPPORTED,
               "cudnn: plans only on the device itself, and no visible device " + std::to_string(pr.device) +
                   " is sm_" + std::to_string(target.sm_version) +

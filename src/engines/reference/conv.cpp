@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/alloc_guard.h"
 #include "engines/reference/gemm.h"
 #include "engines/reference/kern_util.h"
 
@@ -72,7 +73,7 @@ Conv geometry_of(const Node& n) {
 // Every spatial position of `ext`, row-major, as nsp coordinates each.
 Dims positions(const Dims& ext) {
   int64_t total = ku::volume(ext);
-  Dims out(static_cast<size_t>(total) * ext.size());
+  Dims out = alloc_buffer<int64_t>(static_cast<size_t>(total) * ext.size(), "the convolution's table of spatial positions");
   int64_t idx[ku::kMaxRank] = {};
   for (int64_t p = 0; p < total; ++p) {
     ku::unravel(p, ext.data(), ext.size(), idx);
@@ -115,7 +116,7 @@ double implicit_at(const void* ctx, int64_t b, int64_t r, int64_t c) {
 Dims spatial_offsets(const View& v, const Dims& ext) {
   Dims pos = positions(ext);
   int64_t total = ku::volume(ext);
-  Dims out(static_cast<size_t>(total));
+  Dims out = alloc_buffer<int64_t>(static_cast<size_t>(total), "the convolution's table of spatial offsets");
   for (int64_t p = 0; p < total; ++p) {
     int64_t o = 0;
     for (size_t d = 0; d < ext.size(); ++d) o += pos[size_t(p) * ext.size() + d] * v.strides[2 + d];

@@ -83,6 +83,10 @@ class ReferenceEngine final : public Engine {
     c.local_index = 0;
     c.estimated_us = estimate_us(graph);
     c.workspace_bytes = layout_workspace(graph).bytes;
+    if (c.workspace_bytes < 0) {
+      p.declines.push_back("the workspace for this graph's intermediate tensors overflows int64 bytes");
+      return p;
+    }
     c.deterministic = true;
     p.plans.push_back(std::move(c));
     return p;

@@ -1,19 +1,29 @@
 // SPDX-License-Identifier: Apache-2.0
-// The reference plan: everything is resolved at build time; execute() patches View::data pointers
-// from the slot array, the workspace and the plan's constants, then runs each node's kernel.
+// The reference plan: everything is resolved at build time; execute() binds View::data pointers from
+// the slot array, the workspace and the plan's constants into a per-call copy of the steps' Args, then
+// runs each node's kernel. Nothing shared changes during execute(), so calls may run concurrently.
 #include "engines/reference/plan.h"
 #include "engines/reference/ragged_check.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <unordered_set>
+
+#include "common/checked_math.h"
 
 namespace opendnn::ref {
 
 namespace {
 
 constexpr int64_t kAlign = 64;
-int64_t align_up(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+// cur + bytes rounded up to kAlign; false on int64 overflow.
+bool advance(int64_t& cur, int64_t bytes) {
+  int64_t end = 0;
+  if (bytes < 0 || !cm::add(cur, bytes, end) || !cm::add(end, kAlign - 1, end)) return false;
+  cur = end / kAlign * kAlign;
+  return true;
+}
 
 std::unordered_set<const TensorAttr*> consumed_tensors(const Graph& g) {
   std::unordered_set<const TensorAttr*> used;
@@ -53,9 +63,9 @@ struct Step {
 };
 
 // Every ragged offset a step will read addresses its tensor's storage (see ragged_check.h).
-Status check_ragged_offsets(const Step& s) {
+Status check_ragged_offsets(const Step& s, const Args& args) {
   for (const RaggedUse& r : s.ragged) {
-    const View& v = s.args.in[r.view];
+    const View& v = args.in[r.view];
     if (!v.present()) continue;  // the kernel reports missing data
     int64_t count = std::min(v.volume(), r.of->get_dim().empty() ? int64_t(0) : r.of->get_dim()[0]);
     std::string why = batch_offsets_error(r.of->get_dim(), r.of->get_stride(), r.of->get_name().c_str(), v.data, v.dtype, count);
@@ -66,13 +76,31 @@ Status check_ragged_offsets(const Step& s) {
   return {};
 }
 
+// The Args of every step with one call's data pointers. Steps themselves never change after build, so
+// concurrent execute() calls each bind their own copy (see ReferencePlan::Lease).
+struct Binding {
+  std::vector<Args> args;  // one per step
+  std::atomic<bool> busy{true};
+};
+
 class ReferencePlan final : public Plan {
  public:
   std::vector<Step> steps;
   std::vector<std::array<uint64_t, 2>> constants;  // one 16-byte cell per pass-by-value constant
   WorkspaceLayout layout;
 
+  ~ReferencePlan() override {
+    for (auto& cell : pool_) delete cell.load(std::memory_order_acquire);
+  }
+
   int64_t workspace_size() const override { return layout.bytes; }
+
+  // Fills the first binding at build time, so a plan executed by one thread at a time never allocates.
+  void prime() {
+    auto b = fresh_binding();
+    b->busy.store(false, std::memory_order_relaxed);
+    pool_[0].store(b.release(), std::memory_order_release);
+  }
 
   Status execute(void* const* slots, void* workspace, void*) override {
     std::byte* base = nullptr;
@@ -80,12 +108,15 @@ class ReferencePlan final : public Plan {
       auto p = reinterpret_cast<uintptr_t>(workspace);
       base = reinterpret_cast<std::byte*>((p + uintptr_t(kAlign - 1)) & ~uintptr_t(kAlign - 1));
     }
-    for (Step& s : steps) {
-      for (size_t i = 0; i < s.in.size(); ++i) s.args.in[i].data = resolve(s.in[i], slots, base);
-      for (size_t i = 0; i < s.out.size(); ++i) s.args.out[i].data = resolve(s.out[i], slots, base);
-      s.args.scratch = s.scratch ? base + layout.scratch_offset : nullptr;
-      Status st = s.ragged.empty() ? Status{} : check_ragged_offsets(s);
-      if (st.is_good()) st = s.kernel->run(*s.node, s.args);
+    Lease lease(*this);
+    for (size_t k = 0; k < steps.size(); ++k) {
+      const Step& s = steps[k];
+      Args& a = lease.binding->args[k];
+      for (size_t i = 0; i < s.in.size(); ++i) a.in[i].data = resolve(s.in[i], slots, base);
+      for (size_t i = 0; i < s.out.size(); ++i) a.out[i].data = resolve(s.out[i], slots, base);
+      a.scratch = s.scratch ? base + layout.scratch_offset : nullptr;
+      Status st = s.ragged.empty() ? Status{} : check_ragged_offsets(s, a);
+      if (st.is_good()) st = s.kernel->run(*s.node, a);
       if (st.is_bad()) {
         if (st.message().find(s.node->name()) != std::string::npos) return st;
         return s.node->fail(st.code() == ErrorCode::OK ? ErrorCode::GRAPH_EXECUTION_FAILED : st.code(), st.message());
@@ -95,12 +126,55 @@ class ReferencePlan final : public Plan {
   }
 
  private:
-  void* resolve(const Source& src, void* const* slots, std::byte* base) {
+  // Bindings kept for reuse. A call takes a free one with one compare-exchange; the first cell is
+  // filled at build (prime), the first call to need another cell fills it, and a call that finds
+  // every cell busy binds a copy of its own.
+  static constexpr size_t kPool = 16;
+  std::array<std::atomic<Binding*>, kPool> pool_{};
+
+  std::unique_ptr<Binding> fresh_binding() const {
+    auto b = std::make_unique<Binding>();
+    b->args.reserve(steps.size());
+    for (const Step& s : steps) b->args.push_back(s.args);
+    return b;
+  }
+
+  struct Lease {
+    explicit Lease(ReferencePlan& p) {
+      for (auto& cell : p.pool_) {
+        Binding* b = cell.load(std::memory_order_acquire);
+        if (!b) {
+          auto fresh = p.fresh_binding();  // busy from the start
+          if (cell.compare_exchange_strong(b, fresh.get(), std::memory_order_acq_rel)) {
+            binding = fresh.release();
+            return;
+          }
+        }
+        bool expected = false;
+        if (b->busy.compare_exchange_strong(expected, true, std::memory_order_acquire)) {
+          binding = b;
+          return;
+        }
+      }
+      own = p.fresh_binding();
+      binding = own.get();
+    }
+    ~Lease() {
+      if (!own) binding->busy.store(false, std::memory_order_release);
+    }
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    Binding* binding = nullptr;
+    std::unique_ptr<Binding> own;
+  };
+
+  void* resolve(const Source& src, void* const* slots, std::byte* base) const {
     switch (src.kind) {
       case Source::NONE: return nullptr;
       case Source::SLOT: return slots[src.index];
       case Source::WORKSPACE: return base + src.index;
-      case Source::CONSTANT: return constants[size_t(src.index)].data();
+      // Kernels only read their inputs: the constant cells are never written.
+      case Source::CONSTANT: return const_cast<uint64_t*>(constants[size_t(src.index)].data());
     }
     return nullptr;
   }
@@ -112,19 +186,21 @@ WorkspaceLayout layout_workspace(const Graph& g) {
   WorkspaceLayout l;
   auto used = consumed_tensors(g);
   int64_t cur = 0;
+  bool fits = true;
   for (const auto& n : g.nodes())
     for (const auto& t : n->outputs()) {
       if (!t || !t->get_is_virtual() || is_constant(*t) || !used.count(t.get()) || l.offsets.count(t.get())) continue;
       l.offsets.emplace(t.get(), cur);
-      cur = align_up(cur + std::max<int64_t>(t->storage_bytes(), 1));
+      fits = fits && advance(cur, std::max<int64_t>(t->storage_bytes(), 1));
     }
   for (const auto& n : g.nodes()) {
     const Kernel* k = kernel_for(n->kind());
     if (k && k->scratch_bytes) l.scratch_bytes = std::max(l.scratch_bytes, k->scratch_bytes(*n));
   }
   l.scratch_offset = cur;
-  cur = align_up(cur + l.scratch_bytes);
-  l.bytes = cur > 0 ? cur + kAlign : 0;  // slack to align the caller's pointer
+  fits = fits && advance(cur, l.scratch_bytes);
+  if (cur > 0) fits = fits && cm::add(cur, kAlign, cur);  // slack to align the caller's pointer
+  l.bytes = fits ? cur : -1;
   return l;
 }
 
@@ -133,6 +209,8 @@ Status build_reference_plan(const Graph& g, std::unique_ptr<Plan>& out) {
   if (!declines.empty()) return {ErrorCode::GRAPH_NOT_SUPPORTED, declines.front()};
   auto plan = std::make_unique<ReferencePlan>();
   plan->layout = layout_workspace(g);
+  if (plan->layout.bytes < 0)
+    return {ErrorCode::GRAPH_NOT_SUPPORTED, "the reference engine's workspace for this graph overflows int64 bytes"};
 
   // Constants first, so their cells never move.
   std::unordered_map<const TensorAttr*, int64_t> const_index;
@@ -224,6 +302,7 @@ Status build_reference_plan(const Graph& g, std::unique_ptr<Plan>& out) {
     }
     plan->steps.push_back(std::move(s));
   }
+  plan->prime();
   out = std::move(plan);
   return {};
 }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The reference engine's plan: per node, a kernel and its prebuilt Args; execute() only patches
-// data pointers and runs the kernels in topological order.
+// The reference engine's plan: per node, a kernel and its prebuilt Args; execute() binds the
+// data pointers into a per-call copy of them and runs the kernels in topological order.
 #pragma once
 
 #include <array>

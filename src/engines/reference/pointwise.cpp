@@ -13,6 +13,15 @@
 //   ELU (alpha, default 1): x > 0 ? x : alpha*(e^x - 1).   SOFTPLUS (beta, default 1): log(1+e^(bx))/b.
 //   SWISH (beta, default 1): x * sigmoid(b x).   GELU: x Phi(x).   GELU_APPROX_TANH: the tanh form.
 //   GEN_INDEX: OUT_0 = the index along attribute `axis` of OUT_0's dims (IN_0 only gives the shape).
+//
+// Edge values (IEEE arithmetic everywhere else):
+//   At +-inf an activation and its derivative take their limits where the formula would give inf * 0:
+//   gelu, gelu_approx_tanh and swish give -0.0 at -inf (the sign of the limit from below, and what large
+//   finite negatives give) and +inf at +inf; their derivatives give 0 and 1. relu (slope 0) gives its
+//   lower clip at -inf. NaN in X gives NaN out of every forward mode and every formula-based backward;
+//   the selection-based backwards follow torch: RELU_BWD passes dY through at NaN (dY * slope with a
+//   nonzero slope, as leaky_relu), ELU_BWD passes dY through. A zero derivative gives 0 even for an
+//   infinite or NaN dY (relu below its clip, as torch's threshold backward).
 #include <cmath>
 #include <limits>
 
@@ -28,12 +37,15 @@ struct Params {
 };
 
 double sigmoid(double x) { return x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x)); }
+// x * g where g -> 0 faster than x grows (g is 0 exactly at the limit): 0 with x's sign, not inf * 0.
+double times_vanishing(double x, double g) { return g == 0.0 && !std::isnan(x) ? std::copysign(0.0, x) : x * g; }
 double softplus1(double x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); }
 
 constexpr double kSqrt2OverPi = 0.79788456080286535587989211986876;
 constexpr double kInvSqrt2 = 0.70710678118654752440084436210485;
 constexpr double kInvSqrt2Pi = 0.39894228040143267793994605993438;
 constexpr double kGeluC = 0.044715;
+constexpr double kInf = std::numeric_limits<double>::infinity();
 
 inline double apply(PointwiseMode m, const Params& p, double a, double b, double c) {
   using M = PointwiseMode;
@@ -61,8 +73,13 @@ inline double apply(PointwiseMode m, const Params& p, double a, double b, double
     case M::TAN: return std::tan(a);
     case M::CEIL: return std::ceil(a);
     case M::FLOOR: return std::floor(a);
-    case M::RELU_FWD: return a <= p.lower ? p.lower + p.slope * (a - p.lower) : std::min(a, p.upper);
-    case M::RELU_BWD: return a * (b <= p.lower ? p.slope : (b < p.upper ? 1.0 : 0.0));
+    case M::RELU_FWD:
+      if (std::isnan(a)) return a;
+      if (a <= p.lower) return p.slope == 0.0 || a == p.lower ? p.lower : p.lower + p.slope * (a - p.lower);
+      return std::min(a, p.upper);
+    case M::RELU_BWD:
+      if (b <= p.lower || (std::isnan(b) && p.slope != 0.0)) return p.slope == 0.0 ? 0.0 : a * p.slope;
+      return b >= p.upper && p.upper < kInf ? 0.0 : a;  // no upper clip: slope 1 up to +inf
     case M::TANH_FWD: return std::tanh(a);
     case M::TANH_BWD: {
       double t = std::tanh(b);
@@ -74,21 +91,27 @@ inline double apply(PointwiseMode m, const Params& p, double a, double b, double
       return a * s * (1.0 - s);
     }
     case M::ELU_FWD: return a > 0 ? a : p.elu_alpha * std::expm1(a);
-    case M::ELU_BWD: return a * (b > 0 ? 1.0 : p.elu_alpha * std::exp(b));
-    case M::GELU_FWD: return 0.5 * a * (1.0 + std::erf(a * kInvSqrt2));
-    case M::GELU_BWD: return a * (0.5 * (1.0 + std::erf(b * kInvSqrt2)) + b * kInvSqrt2Pi * std::exp(-0.5 * b * b));
-    case M::GELU_APPROX_TANH_FWD: return 0.5 * a * (1.0 + std::tanh(kSqrt2OverPi * (a + kGeluC * a * a * a)));
+    case M::ELU_BWD: return a * (b <= 0 ? p.elu_alpha * std::exp(b) : 1.0);
+    case M::GELU_FWD: return 0.5 * times_vanishing(a, 1.0 + std::erf(a * kInvSqrt2));
+    case M::GELU_BWD:
+      return a * (0.5 * (1.0 + std::erf(b * kInvSqrt2)) + times_vanishing(b, kInvSqrt2Pi * std::exp(-0.5 * b * b)));
+    case M::GELU_APPROX_TANH_FWD:
+      return 0.5 * times_vanishing(a, 1.0 + std::tanh(kSqrt2OverPi * (a + kGeluC * a * a * a)));
     case M::GELU_APPROX_TANH_BWD: {
       double t = std::tanh(kSqrt2OverPi * (b + kGeluC * b * b * b));
-      double d = 0.5 * (1.0 + t) + 0.5 * b * (1.0 - t * t) * kSqrt2OverPi * (1.0 + 3.0 * kGeluC * b * b);
+      double sech2 = 1.0 - t * t;  // 0 exactly once |b| is large: the second term's limit is 0
+      double d = 0.5 * (1.0 + t) + (sech2 == 0.0 && !std::isnan(b)
+                                        ? 0.0
+                                        : 0.5 * b * sech2 * kSqrt2OverPi * (1.0 + 3.0 * kGeluC * b * b));
       return a * d;
     }
     case M::SOFTPLUS_FWD: return softplus1(p.softplus_beta * a) / p.softplus_beta;
     case M::SOFTPLUS_BWD: return a * sigmoid(p.softplus_beta * b);
-    case M::SWISH_FWD: return a * sigmoid(p.swish_beta * a);
+    case M::SWISH_FWD: return times_vanishing(a, sigmoid(p.swish_beta * a));
     case M::SWISH_BWD: {
       double s = sigmoid(p.swish_beta * b);
-      return a * (s + p.swish_beta * b * s * (1.0 - s));
+      double ss = s * (1.0 - s);  // 0 exactly at the limits: beta * b * ss -> 0
+      return a * (s + (p.swish_beta == 0.0 || (ss == 0.0 && !std::isnan(b)) ? 0.0 : p.swish_beta * b * ss));
     }
     case M::CMP_EQ: return a == b ? 1.0 : 0.0;
     case M::CMP_NEQ: return a != b ? 1.0 : 0.0;

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -414,7 +415,11 @@ class GemmPlan : public Plan {
     a.alpha = f_.alpha.read(slots);
     for (int i = 0; i < 3; ++i)
       if (f_.sscale[i] >= 0) a.scale[i] = static_cast<const float*>(slots[f_.sscale[i]]);
-    if (const char* e = gemm::launch(a, workspace, sm_, stream, cache_))
+    // The plan's cache of launch parameters serves one call at a time: a call that finds it taken (a
+    // concurrent execute of the same plan) builds its parameters in a cache of its own on the stack.
+    std::unique_lock<std::mutex> lock(cache_mutex_, std::try_to_lock);
+    gemm::LaunchCache own;
+    if (const char* e = gemm::launch(a, workspace, sm_, stream, lock.owns_lock() ? cache_ : own))
       return {ErrorCode::CUDA_API_FAILED, std::string("cuda gemm: ") + e};
     return {};
   }
@@ -425,6 +430,7 @@ class GemmPlan : public Plan {
   int sm_;
   int64_t ws_;
   gemm::LaunchCache cache_;
+  std::mutex cache_mutex_;
 };
 
 int sm_count_of(const Target& t) { return t.sm_count > 0 ? t.sm_count : 132; }

@@ -85,18 +85,41 @@ DEV C pw_softplus1(C x) { return x > (C)0 ? x + PW_F(log1p)(PW_F(exp)(-x)) : PW_
 #define PW_INV_SQRT2 ((C)0.70710678118654752440084436210485)
 #define PW_INV_SQRT2PI ((C)0.39894228040143267793994605993438)
 #define PW_GELU_C ((C)0.044715)
-DEV C pw_gelu(C x) { return (C)0.5 * x * ((C)1 + PW_F(erf)(x * PW_INV_SQRT2)); }
+// x * g where g -> 0 faster than x grows (g is 0 exactly at the limit): 0 with x's sign, not inf * 0.
+DEV C pw_times_vanishing(C x, C g) { return (g == (C)0 && x == x) ? PW_F(copysign)((C)0, x) : x * g; }
+DEV C pw_gelu(C x) { return (C)0.5 * pw_times_vanishing(x, (C)1 + PW_F(erf)(x * PW_INV_SQRT2)); }
 DEV C pw_gelu_bwd(C dy, C x) {
-  return dy * ((C)0.5 * ((C)1 + PW_F(erf)(x * PW_INV_SQRT2)) + x * PW_INV_SQRT2PI * PW_F(exp)((C)-0.5 * x * x));
+  return dy * ((C)0.5 * ((C)1 + PW_F(erf)(x * PW_INV_SQRT2)) +
+               pw_times_vanishing(x, PW_INV_SQRT2PI * PW_F(exp)((C)-0.5 * x * x)));
 }
-DEV C pw_gelu_tanh(C x) { return (C)0.5 * x * ((C)1 + PW_F(tanh)(PW_SQRT2_OVER_PI * (x + PW_GELU_C * x * x * x))); }
+DEV C pw_gelu_tanh(C x) {
+  return (C)0.5 * pw_times_vanishing(x, (C)1 + PW_F(tanh)(PW_SQRT2_OVER_PI * (x + PW_GELU_C * x * x * x)));
+}
 DEV C pw_gelu_tanh_bwd(C dy, C x) {
   C t = PW_F(tanh)(PW_SQRT2_OVER_PI * (x + PW_GELU_C * x * x * x));
-  return dy * ((C)0.5 * ((C)1 + t) + (C)0.5 * x * ((C)1 - t * t) * PW_SQRT2_OVER_PI * ((C)1 + (C)3 * PW_GELU_C * x * x));
+  C sech2 = (C)1 - t * t;  // 0 exactly once |x| is large: the second term's limit is 0
+  C second = (sech2 == (C)0 && x == x) ? (C)0
+                                       : (C)0.5 * x * sech2 * PW_SQRT2_OVER_PI * ((C)1 + (C)3 * PW_GELU_C * x * x);
+  return dy * ((C)0.5 * ((C)1 + t) + second);
 }
 DEV C pw_tanh_bwd(C dy, C x) { C t = PW_F(tanh)(x); return dy * ((C)1 - t * t); }
 DEV C pw_sigmoid_bwd(C dy, C x) { C s = pw_sigmoid(x); return dy * s * ((C)1 - s); }
-DEV C pw_swish_bwd(C dy, C x, C beta) { C s = pw_sigmoid(beta * x); return dy * (s + beta * x * s * ((C)1 - s)); }
+DEV C pw_swish(C x, C beta) { return pw_times_vanishing(x, pw_sigmoid(beta * x)); }
+DEV C pw_swish_bwd(C dy, C x, C beta) {
+  C s = pw_sigmoid(beta * x);
+  C ss = s * ((C)1 - s);  // 0 exactly at the limits: beta * x * ss -> 0
+  return dy * (s + ((beta == (C)0 || (ss == (C)0 && x == x)) ? (C)0 : beta * x * ss));
+}
+// relu with lower clip lo, upper clip hi and slope below lo; its backward (torch's selection rules at NaN).
+DEV C pw_relu(C x, C lo, C hi, C slope) {
+  if (x != x) return x;
+  if (x <= lo) return (slope == (C)0 || x == lo) ? lo : lo + slope * (x - lo);
+  return hi < x ? hi : x;
+}
+DEV C pw_relu_bwd(C dy, C x, C lo, C hi, C slope) {
+  if (x <= lo || (x != x && slope != (C)0)) return slope == (C)0 ? (C)0 : dy * slope;
+  return (x >= hi && hi < pw_inf()) ? (C)0 : dy;  // no upper clip: slope 1 up to +inf
+}
 struct Args { void* p[32]; double s[16]; int vec_ok; };
 template <class T, int N> struct alignas(N * sizeof(T) >= 16 ? 16 : N * sizeof(T)) Pack { T v[N]; };
 )";
@@ -146,10 +169,8 @@ std::string mode_expr(const Node& n, const std::string& a, const std::string& b,
       const std::string lo = lit(attr_or(n, "relu_lower_clip", 0.0));
       const std::string hi = lit(attr_or(n, "relu_upper_clip", INFINITY));
       const std::string slope = lit(attr_or(n, "relu_lower_clip_slope", 0.0));
-      if (n.pointwise_mode() == M::RELU_FWD)
-        return "(" + a + " <= " + lo + " ? " + lo + " + " + slope + " * (" + a + " - " + lo + ") : (" + hi + " < " + a +
-               " ? " + hi + " : " + a + "))";
-      return "(" + a + " * (" + b + " <= " + lo + " ? " + slope + " : (" + b + " < " + hi + " ? (C)1 : (C)0)))";
+      if (n.pointwise_mode() == M::RELU_FWD) return "pw_relu(" + a + ", " + lo + ", " + hi + ", " + slope + ")";
+      return "pw_relu_bwd(" + a + ", " + b + ", " + lo + ", " + hi + ", " + slope + ")";
     }
     case M::TANH_FWD: return f("tanh", a);
     case M::TANH_BWD: return "pw_tanh_bwd(" + a + ", " + b + ")";
@@ -157,7 +178,7 @@ std::string mode_expr(const Node& n, const std::string& a, const std::string& b,
     case M::SIGMOID_BWD: return "pw_sigmoid_bwd(" + a + ", " + b + ")";
     case M::ELU_FWD: return "(" + a + " > (C)0 ? " + a + " : " + lit(attr_or(n, "elu_alpha", 1.0)) + " * " + f("expm1", a) + ")";
     case M::ELU_BWD:
-      return "(" + a + " * (" + b + " > (C)0 ? (C)1 : " + lit(attr_or(n, "elu_alpha", 1.0)) + " * " + f("exp", b) + "))";
+      return "(" + a + " * (" + b + " <= (C)0 ? " + lit(attr_or(n, "elu_alpha", 1.0)) + " * " + f("exp", b) + " : (C)1))";
     case M::GELU_FWD: return "pw_gelu(" + a + ")";
     case M::GELU_BWD: return "pw_gelu_bwd(" + a + ", " + b + ")";
     case M::GELU_APPROX_TANH_FWD: return "pw_gelu_tanh(" + a + ")";
@@ -167,7 +188,7 @@ std::string mode_expr(const Node& n, const std::string& a, const std::string& b,
       return "(pw_softplus1(" + beta + " * " + a + ") / " + beta + ")";
     }
     case M::SOFTPLUS_BWD: return "(" + a + " * pw_sigmoid(" + lit(attr_or(n, "softplus_beta", 1.0)) + " * " + b + "))";
-    case M::SWISH_FWD: return "(" + a + " * pw_sigmoid(" + lit(attr_or(n, "swish_beta", 1.0)) + " * " + a + "))";
+    case M::SWISH_FWD: return "pw_swish(" + a + ", " + lit(attr_or(n, "swish_beta", 1.0)) + ")";
     case M::SWISH_BWD: return "pw_swish_bwd(" + a + ", " + b + ", " + lit(attr_or(n, "swish_beta", 1.0)) + ")";
     case M::CMP_EQ: return cmp("==");
     case M::CMP_NEQ: return cmp("!=");

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
 
 #include "engines/cuda/cuda_engine.h"
@@ -96,19 +97,31 @@ class SdpaFwdV2Plan : public Plan {
   Status execute(void* const* slots, void* workspace, void* stream) override {
     sdpa::Problem p;
     if (Status st = bind_checked(p_, s_, slots, "cuda sdpa v2", p); st.is_bad()) return st;
-    if (!encoded_ || p.q.ptr != q_ || p.k.ptr != k_ || p.v.ptr != v_) {
-      const int q_rows = ctas_ > 0 ? sdpa::kFwdV2PersistentQRows : 128;
-      tma_ok_ = sdpa::fwd_v2_encode(p, descs_, q_rows) == nullptr;
-      encoded_ = true, q_ = p.q.ptr, k_ = p.k.ptr, v_ = p.v.ptr;
+    // The plan keeps the TMA descriptors of its last Q, K, V pointers for one call at a time: a call that
+    // finds them taken (a concurrent execute of the same plan) encodes its own on the stack.
+    const int q_rows = ctas_ > 0 ? sdpa::kFwdV2PersistentQRows : 128;
+    std::unique_lock<std::mutex> lock(descs_mutex_, std::try_to_lock);
+    sdpa::FwdV2Descs own{};
+    const sdpa::FwdV2Descs* descs = &descs_;
+    bool tma_ok = false;
+    if (lock.owns_lock()) {
+      if (!encoded_ || p.q.ptr != q_ || p.k.ptr != k_ || p.v.ptr != v_) {
+        tma_ok_ = sdpa::fwd_v2_encode(p, descs_, q_rows) == nullptr;
+        encoded_ = true, q_ = p.q.ptr, k_ = p.k.ptr, v_ = p.v.ptr;
+      }
+      tma_ok = tma_ok_;
+    } else {
+      tma_ok = sdpa::fwd_v2_encode(p, own, q_rows) == nullptr;
+      descs = &own;
     }
     // O leaves in 16-byte stores; the kernel's softmax relies on a positive scale.
-    const bool v2 = tma_ok_ && reinterpret_cast<uintptr_t>(p.o.ptr) % 16 == 0 && p.scale > 0.0f;
+    const bool v2 = tma_ok && reinterpret_cast<uintptr_t>(p.o.ptr) % 16 == 0 && p.scale > 0.0f;
     sdpa::FwdV2Persistent pers;
     pers.counter = static_cast<int*>(workspace), pers.ctas = ctas_, pers.q_bufs = q_bufs_;
     if (v2 && ctas_ > 0 && !workspace)
       return {ErrorCode::INVALID_VALUE, "cuda sdpa v2 persistent: needs a workspace of " +
                                             std::to_string(sdpa::kFwdV2PersistentWorkspace) + " bytes"};
-    if (const char* e = v2 ? sdpa::launch_fwd_v2(p, descs_, stream, ctas_ > 0 ? &pers : nullptr) : v1_(p, stream))
+    if (const char* e = v2 ? sdpa::launch_fwd_v2(p, *descs, stream, ctas_ > 0 ? &pers : nullptr) : v1_(p, stream))
       return {ErrorCode::CUDA_API_FAILED, std::string("cuda sdpa v2: ") + e};
     return {};
   }
@@ -122,6 +135,7 @@ class SdpaFwdV2Plan : public Plan {
   sdpa::FwdV2Descs descs_{};
   bool encoded_ = false, tma_ok_ = false;
   const void *q_ = nullptr, *k_ = nullptr, *v_ = nullptr;
+  std::mutex descs_mutex_;
 };
 
 bool v2_enabled() {
