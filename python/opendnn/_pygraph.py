@@ -460,6 +460,26 @@ class pygraph(_C._Graph):
                                {"dSink_token": "dSink_token"})
         return outs[:7]
 
+    def sdpa_mxfp8(self, q, k, v, descale_q, descale_k, descale_v, **kw):
+        """MXFP8 SDPA (E8M0 block-scaled FP8 Q/K/V); returns [O, Stats, Amax_O]."""
+        gen = kw.pop("generate_stats", None)
+        if gen is None:
+            raise RuntimeError("generate_stats must be provided.")
+        if not isinstance(gen, bool):
+            raise RuntimeError("generate_stats must be a bool.")
+        kw["generate_stats"] = gen
+        outs = self._call_sdpa("sdpa_mxfp8", [q, k, v, descale_q, descale_k, descale_v], kw, {},
+                               extra_attrs=("unfuse_fma",))
+        return [outs[0], outs[1] if gen else None, outs[2]]
+
+    def sdpa_mxfp8_backward(self, q, q_T, k, k_T, v, o_f16, dO_f16, dO, dO_T, stats, descale_q, descale_q_T,
+                            descale_k, descale_k_T, descale_v, descale_dO, descale_dO_T, **kw):
+        """MXFP8 SDPA backward; returns [dQ, dK, dV, Amax_dQ, Amax_dK, Amax_dV]."""
+        outs = self._call_sdpa("sdpa_mxfp8_backward",
+                               [q, q_T, k, k_T, v, o_f16, dO_f16, dO, dO_T, stats, descale_q, descale_q_T, descale_k,
+                                descale_k_T, descale_v, descale_dO, descale_dO_T], kw, {"dSink_token": "dSink_token"})
+        return outs[:6]
+
     # Deprecated cuDNN Frontend names.
     def scaled_dot_product_flash_attention(self, q, k, v, **kw):
         return self.sdpa(q, k, v, **kw)

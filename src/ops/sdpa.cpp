@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Scaled dot-product attention: SDPA, SDPA_BACKWARD, SDPA_FP8, SDPA_FP8_BACKWARD.
+// Scaled dot-product attention: SDPA, SDPA_BACKWARD, SDPA_FP8, SDPA_FP8_BACKWARD, SDPA_MXFP8,
+// SDPA_MXFP8_BACKWARD.
 // Q [B, Hq, Sq, Dqk], K [B, Hk, Skv, Dqk], V [B, Hv, Skv, Dv] with any strides; O [B, Hq, Sq, Dv];
 // Stats [B, Hq, Sq, 1] fp32 (natural-log LSE). Variable lengths: per-batch seq_len_* [B,1,1,1] or
 // cumulative cu_seq_len_* [B+1,1,1,1], chosen per side; THD layout via ragged offsets on Q/K/V/O.
@@ -120,13 +121,32 @@ const PortSpec kFp8BwdIn[] = {
 const PortSpec kFp8BwdOut[] = {{"dQ"}, {"dK"}, {"dV"}, {"Amax_dQ"}, {"Amax_dK"}, {"Amax_dV"}, {"Amax_dP"},
                                {"dSink_token", false}};
 
+// MXFP8: FP8 data with FP8_E8M0 block scales, one per 32 elements along each product's contracted axis.
+// The backward takes each operand a second time quantised along the other axis (Q_T, K_T, dO_T) and the
+// half-precision O and dO.
+const PortSpec kMxFwdIn[] = {
+    {"Q", true, "q"}, {"K", true, "k"}, {"V", true, "v"}, {"descale_q"}, {"descale_k"}, {"descale_v"},
+    {"attn_scale", false}, {"sink_token", false},
+};
+const PortSpec kMxFwdOut[] = {{"O"}, {"Stats"}, {"Amax_O"}};
+const PortSpec kMxBwdIn[] = {
+    {"Q", true, "q"},          {"Q_T", true, "q_T"},     {"K", true, "k"},           {"K_T", true, "k_T"},
+    {"V", true, "v"},          {"O_f16", true, "o_f16"}, {"dO_f16", true, "dO_f16"}, {"dO", true, "dO"},
+    {"dO_T", true, "dO_T"},    {"Stats", true, "stats"}, {"descale_q"},              {"descale_q_T"},
+    {"descale_k"},             {"descale_k_T"},          {"descale_v"},              {"descale_dO"},
+    {"descale_dO_T"},          {"attn_scale", false},    {"seq_len_q", false},       {"seq_len_kv", false},
+    {"seed", false},           {"offset", false},        {"dropout_mask", false},    {"dropout_scale", false},
+    {"dropout_scale_inv", false}, {"sink_token", false},
+};
+const PortSpec kMxBwdOut[] = {{"dQ"}, {"dK"}, {"dV"}, {"Amax_dQ"}, {"Amax_dK"}, {"Amax_dV"}, {"dSink_token", false}};
 
 // ---------------------------------------------------------------------------------------------
 // Inference and validation rules.
 
-enum class Variant { FWD, BWD, FP8_FWD, FP8_BWD };
-bool is_fp8(Variant v) { return v == Variant::FP8_FWD || v == Variant::FP8_BWD; }
-bool is_bwd(Variant v) { return v == Variant::BWD || v == Variant::FP8_BWD; }
+enum class Variant { FWD, BWD, FP8_FWD, FP8_BWD, MX_FWD, MX_BWD };
+bool is_mx(Variant v) { return v == Variant::MX_FWD || v == Variant::MX_BWD; }
+bool is_fp8(Variant v) { return v == Variant::FP8_FWD || v == Variant::FP8_BWD || is_mx(v); }
+bool is_bwd(Variant v) { return v == Variant::BWD || v == Variant::FP8_BWD || v == Variant::MX_BWD; }
 
 // The problem size every rule is checked against.
 struct Problem {
@@ -420,8 +440,48 @@ Status check_common(const Node& n, Variant v, Problem& p) {
   OPENDNN_RETURN_IF_ERROR(check_scale_and_bounds(n, p));
   OPENDNN_RETURN_IF_ERROR(check_dropout(n, v, p));
   OPENDNN_RETURN_IF_ERROR(check_extras(n, v, p));
-  if (is_fp8(v)) OPENDNN_RETURN_IF_ERROR(check_fp8_scales(n));
+  if (is_fp8(v) && !is_mx(v)) OPENDNN_RETURN_IF_ERROR(check_fp8_scales(n));
   return {};
+}
+
+// One MXFP8 block-scale tensor: FP8_E8M0 [B, H, rows, cols] of `data` [B, H, S, D] with one scale per 32
+// elements along `k_axis` (3: along D, 2: along S). The dims cover the blocks; they may be padded (the
+// F8_128x4 reordering pads the other axis to 128 rows and the scaled one to 4).
+Status check_mx_scale(const Node& n, const char* scale, const char* data, int k_axis) {
+  OPENDNN_RETURN_IF_ERROR(ops::require_rank(n, scale, 4));
+  OPENDNN_RETURN_IF_ERROR(ops::expect_type(n, scale, {DataType::FP8_E8M0}));
+  const auto& d = n.in(data)->get_dim();
+  const auto& sd = n.in(scale)->get_dim();
+  std::vector<int64_t> need = d;
+  need[size_t(k_axis)] = ops::ceil_div(d[size_t(k_axis)], 32);
+  if (sd[0] != d[0] || sd[1] != d[1] || sd[2] < need[2] || sd[3] < need[3])
+    return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, "block scale " + std::string(scale) + " " + ops::dims_str(sd) +
+                                                         " does not cover " + data + " " + ops::dims_str(d) +
+                                                         " in blocks of 32 along dim " + num(k_axis) + " (needs " +
+                                                         ops::dims_str(need) + ")");
+  return {};
+}
+
+Status check_mx(const Node& n, Variant v) {
+  if (v == Variant::MX_FWD) {
+    OPENDNN_RETURN_IF_ERROR(check_mx_scale(n, "descale_q", "Q", 3));
+    OPENDNN_RETURN_IF_ERROR(check_mx_scale(n, "descale_k", "K", 3));
+    return check_mx_scale(n, "descale_v", "V", 2);
+  }
+  for (const char* port : {"Q_T", "K_T", "dO", "dO_T"}) {
+    OPENDNN_RETURN_IF_ERROR(ops::require_rank(n, port, 4));
+    OPENDNN_RETURN_IF_ERROR(check_io_type(n, port, true));
+  }
+  for (auto [t, like] : {std::pair{"Q_T", "Q"}, std::pair{"K_T", "K"}, std::pair{"dO_T", "dO"}})
+    OPENDNN_RETURN_IF_ERROR(ops::expect_dims(n, t, n.in(like)->get_dim(), "(the dims of " + std::string(like) + ")"));
+  // dP = dO.V^T and S = Q.K^T contract along D; dV = P^T.dO_T, dK = dS^T.Q_T, dQ = dS.K_T along S.
+  OPENDNN_RETURN_IF_ERROR(check_mx_scale(n, "descale_q", "Q", 3));
+  OPENDNN_RETURN_IF_ERROR(check_mx_scale(n, "descale_k", "K", 3));
+  OPENDNN_RETURN_IF_ERROR(check_mx_scale(n, "descale_v", "V", 3));
+  OPENDNN_RETURN_IF_ERROR(check_mx_scale(n, "descale_dO", "dO", 3));
+  OPENDNN_RETURN_IF_ERROR(check_mx_scale(n, "descale_q_T", "Q_T", 2));
+  OPENDNN_RETURN_IF_ERROR(check_mx_scale(n, "descale_k_T", "K_T", 2));
+  return check_mx_scale(n, "descale_dO_T", "dO_T", 2);
 }
 
 // A [B,Hq,Sq,1] FLOAT statistics output.
@@ -514,6 +574,49 @@ Status infer_backward(Node& n, Variant v) {
   return {};
 }
 
+Status infer_mx_forward(Node& n, const GraphContext&) {
+  Problem p;
+  OPENDNN_RETURN_IF_ERROR(check_common(n, Variant::MX_FWD, p));
+  OPENDNN_RETURN_IF_ERROR(check_mx(n, Variant::MX_FWD));
+  const TensorAttr& q = *n.in("Q");
+  OPENDNN_RETURN_IF_ERROR(ops::set_dims_like(n, "O", {p.b, p.hq, p.sq, p.dv}, q));
+  ops::default_type(n, "O", q.get_data_type());
+  OPENDNN_RETURN_IF_ERROR(check_out_io_type(n, "O", true));
+  OPENDNN_RETURN_IF_ERROR(set_row_stat(n, "Stats", p));
+  if (!n.attr_bool("generate_stats") && !n.out("Stats")->get_is_virtual())
+    return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, "output Stats is marked as a graph output but generate_stats is false");
+  return set_amax(n, "Amax_O");
+}
+
+Status infer_mx_backward(Node& n, const GraphContext&) {
+  Problem p;
+  OPENDNN_RETURN_IF_ERROR(check_common(n, Variant::MX_BWD, p));
+  for (const char* port : {"O_f16", "dO_f16", "dO"}) {
+    OPENDNN_RETURN_IF_ERROR(ops::require_rank(n, port, 4));
+    OPENDNN_RETURN_IF_ERROR(ops::expect_dims(n, port, {p.b, p.hq, p.sq, p.dv}, "[B,Hq,Sq,Dv]"));
+  }
+  for (const char* port : {"O_f16", "dO_f16"}) OPENDNN_RETURN_IF_ERROR(check_io_type(n, port, false));
+  OPENDNN_RETURN_IF_ERROR(check_mx(n, Variant::MX_BWD));
+  OPENDNN_RETURN_IF_ERROR(ops::require_rank(n, "Stats", 4));
+  OPENDNN_RETURN_IF_ERROR(ops::expect_dims(n, "Stats", {p.b, p.hq, p.sq, 1}, "[B,Hq,Sq,1]"));
+  OPENDNN_RETURN_IF_ERROR(ops::expect_type(n, "Stats", {DataType::FLOAT}));
+  const DataType grad = n.in("O_f16")->get_data_type();
+  for (auto [in, out] : {std::pair{"Q", "dQ"}, std::pair{"K", "dK"}, std::pair{"V", "dV"}}) {
+    const TensorAttr& t = *n.in(in);
+    OPENDNN_RETURN_IF_ERROR(ops::set_dims_like(n, out, t.get_dim(), t));
+    ops::default_type(n, out, grad);
+    OPENDNN_RETURN_IF_ERROR(check_out_io_type(n, out, true));
+  }
+  if (ops::input_if(n, "sink_token")) {
+    OPENDNN_RETURN_IF_ERROR(ops::set_dims(n, "dSink_token", {1, p.hq, 1, 1}));
+    ops::default_type(n, "dSink_token", DataType::FLOAT);
+  } else {
+    OPENDNN_RETURN_IF_ERROR(ops::set_absent(n, "dSink_token", 4, "input sink_token is not set"));
+  }
+  for (const char* port : {"Amax_dQ", "Amax_dK", "Amax_dV"}) OPENDNN_RETURN_IF_ERROR(set_amax(n, port));
+  return {};
+}
+
 Status infer_sdpa(Node& n, const GraphContext&) { return infer_forward(n, Variant::FWD); }
 Status infer_sdpa_backward(Node& n, const GraphContext&) { return infer_backward(n, Variant::BWD); }
 Status infer_sdpa_fp8(Node& n, const GraphContext&) { return infer_forward(n, Variant::FP8_FWD); }
@@ -525,5 +628,7 @@ const OpDef def_SDPA = {kFwdIn, kFwdOut, kFwdAttrs, infer_sdpa};
 const OpDef def_SDPA_BACKWARD = {kBwdIn, kBwdOut, kBwdAttrs, infer_sdpa_backward};
 const OpDef def_SDPA_FP8 = {kFp8FwdIn, kFp8FwdOut, kFwdAttrs, infer_sdpa_fp8};
 const OpDef def_SDPA_FP8_BACKWARD = {kFp8BwdIn, kFp8BwdOut, kBwdAttrs, infer_sdpa_fp8_backward};
+const OpDef def_SDPA_MXFP8 = {kMxFwdIn, kMxFwdOut, kFwdAttrs, infer_mx_forward};
+const OpDef def_SDPA_MXFP8_BACKWARD = {kMxBwdIn, kMxBwdOut, kBwdAttrs, infer_mx_backward};
 
 }  // namespace opendnn

@@ -755,3 +755,36 @@ TEST(SdpaFp8Reject, TypesHeadDimsScales) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(SdpaMxfp8Infer, ForwardOutputsAndScaleRules) {
+  Graph g;
+  g.set_io_data_type(DataType::FP8_E4M3).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+  auto q = input(g, "q", {2, 4, 200, 64}, DataType::FP8_E4M3);
+  auto sqk = input(g, "sqk", {2, 4, 256, 4}, DataType::FP8_E8M0);  // F8_128x4 padding: S to 256, D/32 to 4
+  sqk->set_reordering_type(TensorReordering::F8_128x4);
+  auto sv = input(g, "sv", {2, 4, 8, 128}, DataType::FP8_E8M0);  // S/32 = 7 padded to 8, D padded to 128
+  auto o = g.sdpa_mxfp8(q, q, q, sqk, sqk, sv, NodeAttrs().set_name("mx").set("generate_stats", true));
+  for (auto& t : o) t->set_output(true);
+  o[0]->set_data_type(DataType::BFLOAT16);
+  ASSERT_TRUE(g.validate().is_good()) << g.validate().to_string();
+  EXPECT_EQ(o[0]->get_dim(), (Dims{2, 4, 200, 64}));
+  EXPECT_EQ(o[1]->get_dim(), (Dims{2, 4, 200, 1}));
+  EXPECT_EQ(o[2]->get_dim(), (Dims{1, 1, 1, 1}));
+
+  Graph bad;
+  auto bq = input(bad, "q", {1, 2, 64, 64}, DataType::FP8_E4M3);
+  auto fs = input(bad, "fs", {1, 2, 64, 2}, DataType::FLOAT);
+  auto vs = input(bad, "vs", {1, 2, 1, 64}, DataType::FP8_E8M0);
+  bad.sdpa_mxfp8(bq, bq, bq, fs, fs, vs, NodeAttrs().set_name("mx"));
+  expect_fail(bad, ErrorCode::GRAPH_NOT_SUPPORTED, "sdpa_mxfp8 \"mx\"", "input descale_q has data type FLOAT");
+  Graph small;
+  auto sq2 = input(small, "q", {1, 2, 64, 64}, DataType::FP8_E4M3);
+  auto s2 = input(small, "s", {1, 2, 64, 2}, DataType::FP8_E8M0);
+  auto v2 = input(small, "vs", {1, 2, 1, 64}, DataType::FP8_E8M0);
+  small.sdpa_mxfp8(sq2, sq2, sq2, s2, s2, v2, NodeAttrs().set_name("mx"));
+  expect_fail(small, ErrorCode::SHAPE_DEDUCTION_FAILED, "sdpa_mxfp8 \"mx\"", "block scale descale_v [1,2,1,64] does not cover V");
+}
+
+}  // namespace

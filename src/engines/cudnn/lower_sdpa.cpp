@@ -637,4 +637,14 @@ bool lower_sdpa_fp8_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string&
   return c.b.ok();
 }
 
+// MXFP8 attention (block-scaled E8M0 descales) exists in cuDNN only as the unified SDPA op on Blackwell
+// (sm100+, cuDNN 9.21+); Hopper has no MXFP8 tensor-core path. Not lowered: every graph declines here, so
+// nothing unverified reaches a GPU.
+bool lower_sdpa_mxfp8_node(LowerCtx& c, const Node& n, std::string& why) {
+  why = "not supported: MXFP8 attention (" + std::string(n.spec().method) +
+        ") needs a Blackwell GPU (sm100+) and cuDNN 9.21+ (loaded cuDNN " + std::to_string(c.version) +
+        "); Hopper has no MXFP8 attention and this engine does not lower it";
+  return false;
+}
+
 }  // namespace opendnn::cudnn
