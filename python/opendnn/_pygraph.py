@@ -385,8 +385,25 @@ class pygraph(_C._Graph):
             if v is not None:
                 self._pending_binds.append((port, v))
 
+    def _attach_score_mods(self, method, mods):
+        """Builds each score modifier callback ``fn(graph, scores) -> tensor`` into a pointwise sub-graph of
+        the node just added (cuDNN Frontend's score_mod / score_mod_bprop)."""
+        owner = self._node_count() - 1
+        for name, fn in mods:
+            if fn is None:
+                continue
+            if not callable(fn):
+                raise TypeError(f"{method}: {name} must be callable as fn(graph, tensor) -> tensor")
+            first = self._node_count()
+            scores = self.tensor(dim=[], is_virtual=True, name=f"{method}::{name}::input")
+            out = fn(self, scores)
+            if not isinstance(out, _Tensor):
+                raise TypeError(f"{method}: {name} must return a graph tensor, got {type(out).__name__}")
+            self._attach_subgraph(owner, name, scores, out, first)
+
     def _call_sdpa(self, method, positional, kw, outputs_to_bind, extra_attrs=()):
         inputs, attrs = {}, {}
+        mods = [(k, kw.pop(k, None)) for k in ("score_mod", "score_mod_bprop")]
         self._pending_binds = []
         impl = kw.get("implementation")
         self._sdpa_common(method, kw, inputs, attrs, outputs_to_bind)
@@ -409,6 +426,7 @@ class pygraph(_C._Graph):
             self._bind_output(created, user)
             outs[out_names.index(port)] = user
         self._pending_binds = []
+        self._attach_score_mods(method, mods)
         return outs
 
     @staticmethod

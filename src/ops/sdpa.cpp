@@ -153,6 +153,7 @@ struct Problem {
   int64_t b = 0, hq = 0, hk = 0, hv = 0, sq = 0, skv = 0, dqk = 0, dv = 0;
   bool paged = false;
   bool padding = false;
+  bool score_mod = false;  // a score_mod sub-graph: it may mask by seq_len itself (no use_padding_mask)
 };
 
 std::string num(int64_t v) { return std::to_string(v); }
@@ -197,7 +198,7 @@ Status check_paged(const Node& n, Problem& p) {
   if (!ptk || !ptv)
     return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, std::string("paged attention needs both page_table_k and page_table_v; ") +
                                                     (ptk ? "page_table_v" : "page_table_k") + " is not set");
-  if (!p.padding)
+  if (!p.padding && !(p.score_mod && ops::input_if(n, "seq_len_kv")))
     return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "paged attention (page_table_k/v) requires use_padding_mask and seq_len_kv");
   if (!n.has("max_seq_len_kv"))
     return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, "paged attention (page_table_k/v) requires attribute max_seq_len_kv");
@@ -232,6 +233,7 @@ Status check_qkv(const Node& n, Variant v, Problem& p) {
   p.b = q[0], p.hq = q[1], p.sq = q[2], p.dqk = q[3];
   p.hk = k[1], p.hv = vv[1], p.dv = vv[3];
   p.padding = n.attr_bool("use_padding_mask");
+  p.score_mod = n.subgraph("score_mod") != nullptr;
   if (k[3] != p.dqk)
     return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, "head dim of K " + ops::dims_str(k) + " differs from Q " +
                                                          ops::dims_str(q));
@@ -278,7 +280,7 @@ Status check_seq_lens(const Node& n, const Problem& p) {
     const TensorPtr& c = ops::input_if(n, cu);
     if (a && c)
       return n.fail(ErrorCode::INVALID_VALUE, std::string(sl) + " and " + cu + " are both set; give one form per side");
-    if ((a || c) && !p.padding)
+    if ((a || c) && !p.padding && !p.score_mod)
       return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, std::string(a ? sl : cu) + " is given but use_padding_mask is not set");
     if (p.padding && !a && !c)
       return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, std::string("use_padding_mask needs ") + sl + " or " + cu);
@@ -295,7 +297,7 @@ Status check_seq_lens(const Node& n, const Problem& p) {
 Status check_ragged(const Node& n, Variant v, const Problem& p) {
   auto one = [&](const TensorPtr& t, const char* port) -> Status {
     if (!t || !t->get_ragged_offset()) return {};
-    if (!p.padding)
+    if (!p.padding && !p.score_mod)
       return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, std::string(port) + " has a ragged offset (THD layout), which requires "
                                                                       "use_padding_mask and sequence lengths");
     return check_offsets_tensor(n, *t->get_ragged_offset(), std::string("ragged offset of ") + port, p.b);
@@ -433,7 +435,52 @@ Status check_fp8_scales(const Node& n) {
   return {};
 }
 
+// score_mod / score_mod_bprop: pointwise sub-graphs over the [B,Hq,Sq,Skv] scores (see SubGraph). As in
+// cuDNN, a score modifier replaces the built-in masks (no ALiBi, bounds or padding mask with it), and a
+// backward with one needs both (the forward recomputation and its gradient).
+Status check_score_mod(const Node& n, Variant v) {
+  for (const auto& sg : n.subgraphs()) {
+    const bool ok = sg->name == "score_mod" || (sg->name == "score_mod_bprop" && is_bwd(v));
+    if (!ok || is_mx(v)) return n.fail(ErrorCode::INVALID_VALUE, "unknown sub-graph " + sg->name + " of this op");
+  }
+  const bool fwd = n.subgraph("score_mod") != nullptr, bprop = n.subgraph("score_mod_bprop") != nullptr;
+  if (is_bwd(v) && fwd != bprop)
+    return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "a backward with a score modifier needs both score_mod and score_mod_bprop");
+  if (fwd && (n.attr_bool("use_alibi_mask") || n.has("right_bound") || n.has("left_bound") || n.attr_bool("use_padding_mask")))
+    return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "score_mod replaces the built-in masks: it is not supported with "
+                                                  "use_alibi_mask, diagonal band bounds or use_padding_mask");
+  return {};
+}
+
+// Gives the sub-graphs' tensors their dims and types: the input is the [B,Hq,Sq,Skv] FLOAT scores (or
+// their gradient), each node's outputs by its own rules; the output must broadcast to the scores.
+Status infer_subgraphs(Node& n, const Problem& p, const GraphContext& ctx) {
+  const std::vector<int64_t> sdims = {p.b, p.hq, p.sq, p.skv};
+  for (const auto& sg : n.subgraphs()) {
+    TensorAttr& in = *sg->input;
+    in.set_dim(sdims).set_stride(row_major_strides(sdims)).set_is_virtual(true);
+    if (in.get_data_type() == DataType::NOT_SET) in.set_data_type(DataType::FLOAT);
+    for (const auto& sub : sg->nodes) {
+      if (sub->kind() != OpKind::POINTWISE)
+        return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "sub-graph " + sg->name + " may hold only pointwise ops");
+      Status st = sub->spec().def->infer(*sub, ctx);
+      if (st.is_bad()) return n.fail(st.code(), "sub-graph " + sg->name + ": " + st.message());
+      for (const auto& t : sub->outputs()) {
+        if (t->get_data_type() == DataType::NOT_SET)
+          t->set_data_type(ctx.intermediate_data_type != DataType::NOT_SET ? ctx.intermediate_data_type : DataType::FLOAT);
+        if (t->get_stride().empty()) t->set_stride(row_major_strides(t->get_dim()));
+      }
+    }
+    if (!ops::broadcasts_to(sg->output->get_dim(), sdims))
+      return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, "sub-graph " + sg->name + " gives " +
+                                                           ops::dims_str(sg->output->get_dim()) + ", not the scores " +
+                                                           ops::dims_str(sdims));
+  }
+  return {};
+}
+
 Status check_common(const Node& n, Variant v, Problem& p) {
+  OPENDNN_RETURN_IF_ERROR(check_score_mod(n, v));
   OPENDNN_RETURN_IF_ERROR(check_qkv(n, v, p));
   OPENDNN_RETURN_IF_ERROR(check_seq_lens(n, p));
   OPENDNN_RETURN_IF_ERROR(check_ragged(n, v, p));
@@ -514,9 +561,10 @@ Status check_out_io_type(const Node& n, std::string_view port, bool fp8) {
   return ops::expect_out_type(n, port, {DataType::HALF, DataType::BFLOAT16});
 }
 
-Status infer_forward(Node& n, Variant v) {
+Status infer_forward(Node& n, Variant v, const GraphContext& ctx) {
   Problem p;
   OPENDNN_RETURN_IF_ERROR(check_common(n, v, p));
+  OPENDNN_RETURN_IF_ERROR(infer_subgraphs(n, p, ctx));
   const TensorAttr& q = *n.in("Q");
   OPENDNN_RETURN_IF_ERROR(ops::set_dims_like(n, "O", {p.b, p.hq, p.sq, p.dv}, q));
   ops::default_type(n, "O", q.get_data_type());
@@ -533,9 +581,10 @@ Status infer_forward(Node& n, Variant v) {
   return {};
 }
 
-Status infer_backward(Node& n, Variant v) {
+Status infer_backward(Node& n, Variant v, const GraphContext& ctx) {
   Problem p;
   OPENDNN_RETURN_IF_ERROR(check_common(n, v, p));
+  OPENDNN_RETURN_IF_ERROR(infer_subgraphs(n, p, ctx));
   bool fp8 = is_fp8(v);
   for (const char* port : {"O", "dO", "Stats"}) OPENDNN_RETURN_IF_ERROR(ops::require_rank(n, port, 4));
   for (const char* port : {"O", "dO"}) {
@@ -617,10 +666,10 @@ Status infer_mx_backward(Node& n, const GraphContext&) {
   return {};
 }
 
-Status infer_sdpa(Node& n, const GraphContext&) { return infer_forward(n, Variant::FWD); }
-Status infer_sdpa_backward(Node& n, const GraphContext&) { return infer_backward(n, Variant::BWD); }
-Status infer_sdpa_fp8(Node& n, const GraphContext&) { return infer_forward(n, Variant::FP8_FWD); }
-Status infer_sdpa_fp8_backward(Node& n, const GraphContext&) { return infer_backward(n, Variant::FP8_BWD); }
+Status infer_sdpa(Node& n, const GraphContext& c) { return infer_forward(n, Variant::FWD, c); }
+Status infer_sdpa_backward(Node& n, const GraphContext& c) { return infer_backward(n, Variant::BWD, c); }
+Status infer_sdpa_fp8(Node& n, const GraphContext& c) { return infer_forward(n, Variant::FP8_FWD, c); }
+Status infer_sdpa_fp8_backward(Node& n, const GraphContext& c) { return infer_backward(n, Variant::FP8_BWD, c); }
 
 }  // namespace
 

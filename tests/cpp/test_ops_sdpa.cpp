@@ -788,3 +788,69 @@ TEST(SdpaMxfp8Infer, ForwardOutputsAndScaleRules) {
 }
 
 }  // namespace
+
+namespace {
+
+// score_mod as a sub-graph: the pointwise nodes built after the SDPA node move into it; validation gives
+// them the scores' dims; its externals follow the SDPA node's ports; JSON v2 round-trips it.
+TEST(SdpaScoreMod, AttachInferAndSerialize) {
+  Fwd f;
+  f.attrs.set("generate_stats", true);
+  f.build();
+  Node& owner = *f.g.mutable_nodes().back();
+  const size_t first = f.g.nodes().size();
+  auto scores = std::make_shared<TensorAttr>();
+  scores->set_is_virtual(true).set_name("scores");
+  auto cap = input(f.g, "cap", {1, 1, 1, 1}, DataType::FLOAT);
+  auto capped = f.g.mul(f.g.tanh(f.g.div(scores, cap)), cap);
+  ASSERT_TRUE(f.g.attach_subgraph(owner, "score_mod", scores, capped, first).is_good());
+  EXPECT_EQ(f.g.nodes().size(), first);
+  ASSERT_EQ(owner.inputs().size(), owner.num_ports() + 1);  // the cap tensor
+  EXPECT_EQ(owner.inputs().back(), cap);
+  ASSERT_TRUE(f.validate().is_good()) << f.validate().to_string();
+  EXPECT_EQ(scores->get_dim(), (Dims{2, 8, 128, 256}));
+  EXPECT_EQ(capped->get_dim(), (Dims{2, 8, 128, 256}));
+
+  Graph copy;
+  ASSERT_TRUE(copy.deserialize(f.g.serialize()).is_good());
+  const Node& n = *copy.nodes().back();
+  ASSERT_NE(n.subgraph("score_mod"), nullptr);
+  EXPECT_EQ(n.subgraph("score_mod")->nodes.size(), 3u);
+  EXPECT_EQ(n.inputs().size(), n.num_ports() + 1);
+  ASSERT_TRUE(copy.validate().is_good()) << copy.validate().to_string();
+  EXPECT_EQ(copy.key(), f.g.key());
+}
+
+TEST(SdpaScoreMod, Rules) {
+  {  // only pointwise ops
+    Fwd f;
+    f.build();
+    Node& owner = *f.g.mutable_nodes().back();
+    const size_t first = f.g.nodes().size();
+    auto scores = std::make_shared<TensorAttr>();
+    auto y = f.g.reduction(scores, NodeAttrs().set("mode", "ADD"));
+    Status s = f.g.attach_subgraph(owner, "score_mod", scores, y, first);
+    EXPECT_EQ(s.code(), ErrorCode::GRAPH_NOT_SUPPORTED) << s.to_string();
+  }
+  {  // no built-in masks with a score modifier
+    Fwd f;
+    f.attrs.set("right_bound", 0);
+    f.build();
+    Node& owner = *f.g.mutable_nodes().back();
+    const size_t first = f.g.nodes().size();
+    auto scores = std::make_shared<TensorAttr>();
+    ASSERT_TRUE(f.g.attach_subgraph(owner, "score_mod", scores, f.g.neg(scores), first).is_good());
+    expect_fail(f.g, ErrorCode::GRAPH_NOT_SUPPORTED, kNode, "score_mod replaces the built-in masks");
+  }
+  {  // a backward needs both halves
+    Bwd b;
+    b.build();
+    Node& owner = *b.g.mutable_nodes().back();
+    const size_t first = b.g.nodes().size();
+    auto scores = std::make_shared<TensorAttr>();
+    ASSERT_TRUE(b.g.attach_subgraph(owner, "score_mod", scores, b.g.neg(scores), first).is_good());
+    expect_fail(b.g, ErrorCode::GRAPH_NOT_SUPPORTED, kBwdNode, "needs both score_mod and score_mod_bprop");
+  }
+}
+
+}  // namespace

@@ -347,3 +347,131 @@ def test_sdpa_mxfp8_backward_uses_each_copy_where_its_product_contracts(rng):
         scaled = grads(**{kw: 2.0})
         for i in range(3):
             np.testing.assert_array_equal(scaled[i], base[i] * np.float16(2.0 if i == which else 1.0))
+
+
+# ---- score_mod / score_mod_bprop -------------------------------------------------------------------
+
+def _run(g, pack, outs):
+    ws = build(g)
+    res = [np.zeros(t.get_dim(), np.float16 if t.get_data_type() == HALF else np.float32) for t in outs]
+    g.execute({**pack, **dict(zip(outs, res))}, ws)
+    return res
+
+
+def _softcap_graph(q, k, v, cap_value, backward=False, do=None, out=None, stats=None):
+    """sdpa (or sdpa_backward) with a softcap score_mod tanh(s / c) * c; the backward's score_mod_bprop
+    multiplies dS' by 1 - tanh^2 (the forward sub-graph's tanh, captured by the closure)."""
+    g = half_graph()
+    Q, K, V = (g.tensor_like(x) for x in (q, k, v))
+    cap = g.tensor(dim=[1, 1, 1, 1], data_type=F, is_pass_by_value=True)
+    one = g.tensor(dim=[1, 1, 1, 1], data_type=F, is_pass_by_value=True)
+    saved = {}
+
+    def softcap(graph, s):
+        saved["t"] = graph.tanh(input=graph.div(a=s, b=cap))
+        return graph.mul(a=saved["t"], b=cap)
+
+    def softcap_bprop(graph, ds):
+        return graph.mul(a=ds, b=graph.sub(a=one, b=graph.mul(a=saved["t"], b=saved["t"])))
+
+    pack = {Q: q, K: k, V: v, cap: np.full((1, 1, 1, 1), cap_value, np.float32), one: np.ones((1, 1, 1, 1), np.float32)}
+    if not backward:
+        o, st = g.sdpa(q=Q, k=K, v=V, attn_scale=0.5, generate_stats=True, score_mod=softcap)
+        outs = [o.set_output(True), st.set_output(True)]
+    else:
+        O, dO, St = g.tensor_like(out), g.tensor_like(do), g.tensor_like(stats)
+        pack.update({O: out, dO: do, St: stats})
+        outs = g.sdpa_backward(q=Q, k=K, v=V, o=O, dO=dO, stats=St, attn_scale=0.5, score_mod=softcap,
+                               score_mod_bprop=softcap_bprop)
+        for t in outs:
+            t.set_output(True)
+    return g, pack, outs
+
+
+def _softcap_ref(q, k, v, do, cap):
+    q, k, v, do = (x.astype(np.float64) for x in (q, k, v, do))
+    raw = np.einsum("bhqd,bhkd->bhqk", q, k) * 0.5
+    t = np.tanh(raw / cap)
+    s = t * cap
+    m = s.max(-1, keepdims=True)
+    e = np.exp(s - m)
+    z = e.sum(-1, keepdims=True)
+    p = e / z
+    o = np.einsum("bhqk,bhkd->bhqd", p, v)
+    dp = np.einsum("bhqd,bhkd->bhqk", do, v)
+    ds = p * (dp - (p * dp).sum(-1, keepdims=True)) * (1 - t * t)
+    dq = 0.5 * np.einsum("bhqk,bhkd->bhqd", ds, k)
+    dk = 0.5 * np.einsum("bhqk,bhqd->bhkd", ds, q)
+    dv = np.einsum("bhqk,bhqd->bhkd", p, do)
+    return o, m + np.log(z), (dq, dk, dv)
+
+
+def test_score_mod_softcap_forward_and_backward_match_fp64(rng):
+    q, k, v, do = (rng.standard_normal((1, 2, 8, 16)).astype(np.float16) for _ in range(4))
+    o_want, st_want, grads_want = _softcap_ref(q, k, v, do, 2.0)
+    g, pack, outs = _softcap_graph(q, k, v, 2.0)
+    node = g.nodes_info()[-1]
+    assert [s["name"] for s in node["subgraphs"]] == ["score_mod"]
+    assert node["subgraphs"][0]["modes"] == ["DIV", "TANH_FWD", "MUL"]
+    out, stats = _run(g, pack, outs)
+    np.testing.assert_allclose(out, o_want, atol=2e-3, rtol=2e-3)
+    np.testing.assert_allclose(stats, st_want, atol=1e-5, rtol=1e-5)
+    # The backward from the forward's own O and Stats.
+    g, pack, outs = _softcap_graph(q, k, v, 2.0, backward=True, do=do, out=out, stats=stats)
+    assert [s["name"] for s in g.nodes_info()[-1]["subgraphs"]] == ["score_mod", "score_mod_bprop"]
+    for got, want in zip(_run(g, pack, outs), grads_want):
+        np.testing.assert_allclose(got, want, atol=3e-3, rtol=3e-3)
+
+
+def test_score_mod_relative_bias_from_gen_index(rng):
+    """A relative-position bias built from the scores' own indices: s + 0.25 * (col - row)."""
+    q, k, v = (rng.standard_normal((2, 2, 6, 16)).astype(np.float16) for _ in range(3))
+    g = half_graph()
+    Q, K, V = (g.tensor_like(x) for x in (q, k, v))
+    w = g.tensor(dim=[1, 1, 1, 1], data_type=F, is_pass_by_value=True)
+
+    def rel(graph, s):
+        row = graph.gen_index(input=s, axis=2, compute_data_type=opendnn.data_type.INT32)
+        col = graph.gen_index(input=s, axis=3, compute_data_type=opendnn.data_type.INT32)
+        row.set_data_type(opendnn.data_type.INT32)
+        col.set_data_type(opendnn.data_type.INT32)
+        return graph.add(a=s, b=graph.mul(a=graph.sub(a=col, b=row), b=w))
+
+    o, _ = g.sdpa(q=Q, k=K, v=V, attn_scale=0.25, is_inference=True, score_mod=rel)
+    (out,) = _run(g, {Q: q, K: k, V: v, w: np.full((1, 1, 1, 1), 0.25, np.float32)}, [o.set_output(True)])
+    idx = np.arange(6)
+    want, _ = sdpa_ref(q, k, v, 0.25, bias=(0.25 * (idx[None, :] - idx[:, None]))[None, None])
+    np.testing.assert_allclose(out, want, atol=2e-3, rtol=2e-3)
+
+
+def test_score_mod_rules_and_serialization(rng):
+    g = half_graph()
+    q = g.tensor(dim=[1, 2, 8, 16], data_type=HALF)
+    with pytest.raises(TypeError, match="score_mod must be callable"):
+        g.sdpa(q=q, k=q, v=q, generate_stats=False, score_mod=3)
+    g = half_graph()
+    q = g.tensor(dim=[1, 2, 8, 16], data_type=HALF)
+    g.sdpa(q=q, k=q, v=q, generate_stats=False, use_causal_mask=True, score_mod=lambda gr, s: gr.neg(input=s))
+    with pytest.raises(opendnn.cudnnGraphNotSupportedError, match="score_mod replaces the built-in masks"):
+        g.validate()
+    g = half_graph()
+    q = g.tensor(dim=[1, 2, 8, 16], data_type=HALF)
+    st = g.tensor(dim=[1, 2, 8, 1], data_type=F)
+    g.sdpa_backward(q=q, k=q, v=q, o=q, dO=q, stats=st, score_mod=lambda gr, s: gr.neg(input=s))
+    with pytest.raises(opendnn.cudnnGraphNotSupportedError, match="needs both score_mod and score_mod_bprop"):
+        g.validate()
+    # JSON v2 carries the sub-graph; the copy computes the same.
+    qa, ka, va, do = (rng.standard_normal((1, 2, 8, 16)).astype(np.float16) for _ in range(4))
+    g, pack, outs = _softcap_graph(qa, ka, va, 1.5)
+    want = _run(g, pack, outs)
+    doc = g.serialize()
+    assert '"subgraphs"' in doc and '"TANH_FWD"' in doc
+    g2 = opendnn.pygraph()
+    g2.deserialize(doc)
+    node = g2.nodes_info()[-1]
+    assert node["subgraphs"][0]["modes"] == ["DIV", "TANH_FWD", "MUL"]
+    by_uid = {t.get_uid(): t for t in g2.tensors()}
+    pack2 = {by_uid[t.get_uid()]: a for t, a in pack.items()}
+    got = _run(g2, pack2, [by_uid[t.get_uid()] for t in outs])
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)

@@ -285,6 +285,22 @@ DescPtr add_bias(LowerCtx& c, const Node& n, DescPtr s, const std::vector<int64_
   return y;
 }
 
+// score_mod / score_mod_bprop on x: the sub-graph's pointwise ops lowered in place, its input bound to x,
+// as cuDNN Frontend's composite graphs apply a score modifier (after the scale and bias). False: a
+// sub-graph op the engine cannot lower (why says which).
+bool apply_subgraph(LowerCtx& c, const Node& n, const char* name, DescPtr& x, std::string& why) {
+  const SubGraph* sg = n.subgraph(name);
+  if (!sg) return true;
+  c.tensors[sg->input.get()] = x;
+  for (const auto& sub : sg->nodes)
+    if (!lower_generic_node(c, *sub, why)) {
+      why = std::string(name) + " node \"" + sub->name() + "\": " + (why.empty() ? c.b.error() : why);
+      return false;
+    }
+  x = c.tensor(sg->output);
+  return c.b.ok();
+}
+
 double attn_flops(const Node& n) {
   const auto& q = n.in("Q")->get_dim();
   const auto& k = n.in("K")->get_dim();
@@ -303,7 +319,7 @@ void note_attention(LowerCtx& c, const Node& n, bool backward) {
   const auto& k = n.in("K")->get_dim();
   const auto& v = n.in("V")->get_dim();
   const bool causal = n.has("right_bound") && n.attr_int("right_bound") == 0;
-  const bool plain = !has_in(n, "bias") && !has_dropout_mask(n) && !has_philox(n) && !padded(n) && !paged(n) &&
+  const bool plain = n.subgraphs().empty() && !has_in(n, "bias") && !has_dropout_mask(n) && !has_philox(n) && !padded(n) && !paged(n) &&
                      !is_ragged(n) && !n.has("left_bound") && (causal || !n.has("right_bound")) && q[3] == v[3];
   c.out.plain_attention = c.out.sdpa_nodes++ == 0 && plain;  // the model describes one node
   if (!c.out.plain_attention) return;
@@ -313,6 +329,7 @@ void note_attention(LowerCtx& c, const Node& n, bool backward) {
 
 bool unified_ok(LowerCtx& c, const Node& n, std::string& why) {
   if (c.version < 91301) { why = "not supported: the unified SDPA op needs cuDNN 9.13.1+"; return false; }
+  if (!n.subgraphs().empty()) { why = "not supported: score_mod is lowered only to the composite graph"; return false; }
   if (is_ragged(n)) { why = "not supported: ragged (THD) offsets are lowered only to the composite graph"; return false; }
   if (n.has("right_bound") || n.has("left_bound"))
     { why = "not supported: the unified SDPA op of this cuDNN has no diagonal-band (causal/sliding window) attributes"; return false; }
@@ -467,6 +484,7 @@ bool lower_sdpa_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string& why
     s = s2;
   }
   s = add_bias(c, n, s, sdims);
+  if (!apply_subgraph(c, n, "score_mod", s, why)) return false;
   if (padded(n)) s = padding_mask(c, n, s, sdims);
   if (has_bands(n)) s = band_masks(c, n, s, sdims);
   // softmax with stats: max, sub, exp, sum, [log, add -> Stats], div -> P (io type, bmm2's A operand)
@@ -528,6 +546,7 @@ bool lower_sdpa_backward_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::st
     s = s2;
   }
   s = add_bias(c, n, s, sdims);
+  if (!apply_subgraph(c, n, "score_mod", s, why)) return false;
   // The padding mask comes before the Stats subtraction, the bands after (Frontend's order for 9.10+).
   if (padded(n)) s = padding_mask(c, n, s, sdims);
   DescPtr sub = c.virt(sdims);
@@ -555,6 +574,7 @@ bool lower_sdpa_backward_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::st
   c.pointwise(CUDNN_POINTWISE_SUB, dp, ssum, t);
   DescPtr ds = c.virt(sdims);
   c.pointwise(CUDNN_POINTWISE_MUL, t, p, ds);
+  if (!apply_subgraph(c, n, "score_mod_bprop", ds, why)) return false;  // dS' -> dS (before the scale)
   if (scale) {
     DescPtr ds2 = c.virt(sdims);
     c.pointwise(CUDNN_POINTWISE_MUL, ds, scale, ds2);
@@ -595,6 +615,7 @@ bool lower_sdpa_fp8_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string&
   if (impl == SdpaImpl::UNIFIED) { why = "not supported: this cuDNN has no unified FP8 SDPA op"; return false; }
   if (c.version < 90100) { why = "not supported: FP8 attention needs cuDNN 9.1+"; return false; }
   if (!common_checks(n, why, true)) return false;
+  if (!n.subgraphs().empty()) { why = "not supported: score_mod on FP8 attention is not lowered"; return false; }
   if (padded(n)) { why = "not supported: the padding mask on FP8 attention is not lowered"; return false; }
   if (!composite_ok(n, why)) return false;
   if (c.rank != 4) { why = "every tensor of an SDPA graph must have rank <= 4"; return false; }

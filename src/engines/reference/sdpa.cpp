@@ -46,6 +46,10 @@
 //   MXFP8: every FP8 operand is multiplied by its E8M0 block scale (one per 32 elements along the axis
 //     its product contracts: D for Q, K (and V, dO in the backward), S for V in the forward and for Q_T,
 //     K_T, dO_T); the backward uses Q_T for dK, K_T for dQ and dO_T for dV. No output scaling; Amax_* as FP8.
+//   score_mod: the pointwise sub-graph maps each logit s_ij (after scale, bias, ALiBi) to s'_ij, which the
+//     softmax, Stats and the backward's P use; the backward's dS' = P(dP - D) goes through
+//     score_mod_bprop (evaluated at the same element, after score_mod, whose values it may read) to dS.
+//     Sub-graph values stay in double; GEN_INDEX gives the element's index along its axis.
 //   block_mask: one byte per 128x128 tile, broadcast to [B,Hq,ceil(Sq/128),ceil(Skv/128)]; a zero tile
 //     hides its keys (on top of every other mask).
 #include <algorithm>
@@ -53,6 +57,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/philox.h"
@@ -177,6 +182,112 @@ struct Cfg {
   }
   double sink_logit(int64_t h) const { return sink->get(sink->broadcast_offset_of(std::array<int64_t, 4>{0, h, 0, 0}.data())); }
 };
+
+// The score_mod (and score_mod_bprop) sub-graphs as a program evaluated per element (b,h,i,j) in double:
+// value slots for the sub-graph inputs and node outputs, views for the graph tensors they read.
+struct ScoreProgram {
+  struct Src {
+    bool external = false;
+    int64_t index = 0;  // value slot, or the external's position in the node's inputs (its View in Args::in)
+  };
+  struct Op {
+    PointwiseMode mode = PointwiseMode::IDENTITY;
+    PointwiseParams p;
+    int arity = 1;
+    int64_t axis = 0;  // GEN_INDEX: the axis in [B,H,Sq,Skv] terms
+    Src in[3];
+    int64_t out = 0;
+  };
+  std::vector<Op> ops;
+  size_t n_fwd = 0;  // ops of score_mod; the rest are score_mod_bprop's
+  int64_t slots = 0, fwd_in = -1, fwd_out = -1, bwd_in = -1, bwd_out = -1;
+  const Args* args = nullptr;
+
+  bool empty() const { return fwd_in < 0; }
+  double fetch(const Src& s, const double* vals, const int64_t* idx) const {
+    if (!s.external) return vals[s.index];
+    const View& v = args->in[size_t(s.index)];
+    const size_t r = v.dims.size();
+    int64_t off = 0;
+    for (size_t k = 0; k < r && k < 4; ++k) off += (v.dims[k] == 1 ? 0 : idx[4 - r + k]) * v.strides[k];
+    return v.get(off);
+  }
+  void run(size_t first, size_t last, double* vals, const int64_t* idx) const {
+    for (size_t k = first; k < last; ++k) {
+      const Op& o = ops[k];
+      if (o.mode == PointwiseMode::GEN_INDEX) {
+        vals[o.out] = double(idx[o.axis]);
+        continue;
+      }
+      const double a = fetch(o.in[0], vals, idx), b = o.arity > 1 ? fetch(o.in[1], vals, idx) : 0.0;
+      const double c = o.arity > 2 ? fetch(o.in[2], vals, idx) : 0.0;
+      vals[o.out] = pointwise_value(o.mode, o.p, a, b, c);
+    }
+  }
+  // The modified score of element idx (fills the forward slots that score_mod_bprop may read).
+  double fwd(double s, double* vals, const int64_t* idx) const {
+    vals[fwd_in] = s;
+    run(0, n_fwd, vals, idx);
+    return vals[fwd_out];
+  }
+  // The gradient of the original score from that of the modified one (after fwd of the same element).
+  double bwd(double g, double* vals, const int64_t* idx) const {
+    vals[bwd_in] = g;
+    run(n_fwd, ops.size(), vals, idx);
+    return vals[bwd_out];
+  }
+};
+
+Status compile_subgraph(const Node& n, const SubGraph& sg, ScoreProgram& prog,
+                        std::unordered_map<const TensorAttr*, int64_t>& slot) {
+  const int64_t in_slot = prog.slots++;
+  slot[sg.input.get()] = in_slot;
+  (sg.name == "score_mod" ? prog.fwd_in : prog.bwd_in) = in_slot;
+  for (const auto& sub : sg.nodes) {
+    ScoreProgram::Op o;
+    o.mode = sub->pointwise_mode();
+    o.p = pointwise_params(*sub);
+    o.arity = pointwise_arity(o.mode);
+    const auto& od = sub->outputs()[0]->get_dim();
+    o.axis = int64_t(4 - od.size()) + o.p.axis;
+    if (o.axis < 0 || o.axis > 3) return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "reference: a GEN_INDEX axis of the score_mod is out of range");
+    for (int k = 0; k < o.arity && o.mode != PointwiseMode::GEN_INDEX; ++k) {
+      const TensorPtr& t = sub->inputs()[size_t(k)];
+      if (!t) return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, "reference: a score_mod node lacks an input");
+      if (auto it = slot.find(t.get()); it != slot.end()) {
+        o.in[k] = {false, it->second};
+        continue;
+      }
+      const auto& ins = n.inputs();
+      size_t pos = n.num_ports();
+      while (pos < ins.size() && ins[pos] != t) ++pos;
+      if (pos == ins.size()) return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "reference: a score_mod input is unknown");
+      if (!prog.args->in[pos].present()) return n.fail(ErrorCode::INVALID_VARIANT_PACK, "reference: a score_mod input has no data");
+      o.in[k] = {true, int64_t(pos)};
+    }
+    o.out = prog.slots++;
+    slot[sub->outputs()[0].get()] = o.out;
+    prog.ops.push_back(o);
+  }
+  auto it = slot.find(sg.output.get());
+  if (it == slot.end()) return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "reference: the output of " + sg.name + " is not made inside it");
+  (sg.name == "score_mod" ? prog.fwd_out : prog.bwd_out) = it->second;
+  return {};
+}
+
+// The program of n's score_mod (then score_mod_bprop); empty when n has none.
+Status compile_score_mod(const Node& n, const Args& a, ScoreProgram& prog) {
+  prog.args = &a;
+  std::unordered_map<const TensorAttr*, int64_t> slot;
+  if (const SubGraph* f = n.subgraph("score_mod")) {
+    OPENDNN_RETURN_IF_ERROR(compile_subgraph(n, *f, prog, slot));
+    prog.n_fwd = prog.ops.size();
+  }
+  if (const SubGraph* b = n.subgraph("score_mod_bprop")) OPENDNN_RETURN_IF_ERROR(compile_subgraph(n, *b, prog, slot));
+  if (n.subgraph("score_mod_bprop") && prog.fwd_in < 0)
+    return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "reference: score_mod_bprop needs score_mod");
+  return {};
+}
 
 std::vector<double> alibi_slopes(int64_t H) {
   std::vector<double> s(static_cast<size_t>(H));
@@ -323,6 +434,8 @@ Status sdpa_forward(const Node& n, const Args& a, bool fp8, bool block_scaled = 
   const View* mx = out_view(n, a, "Max");
   const View* se = out_view(n, a, "Sum_exp");
   const View* dump = out_view(n, a, "RNG_dump");
+  ScoreProgram mod;
+  OPENDNN_RETURN_IF_ERROR(compile_score_mod(n, a, mod));
   double amax_s = 0, amax_o = 0;
 
   const bool par = ku::parallel_worth(ku::work_of({c.B, c.Hq, c.Sq, c.Skv, c.D + c.Dv}));
@@ -330,7 +443,7 @@ Status sdpa_forward(const Node& n, const Args& a, bool fp8, bool block_scaled = 
   for (int64_t b = 0; b < c.B; ++b)
     for (int64_t h = 0; h < c.Hq; ++h) {
       const int64_t sq = c.len_q(b), skv = c.len_kv(b), hv = h / (c.Hq / c.Hv);
-      std::vector<double> s(size_t(c.Skv)), acc(size_t(c.Dv));
+      std::vector<double> s(size_t(c.Skv)), acc(size_t(c.Dv)), vals(size_t(mod.slots));
       std::vector<char> vis(size_t(c.Skv));
       for (int64_t i = 0; i < c.Sq; ++i) {
         if (i >= sq) {
@@ -348,6 +461,10 @@ Status sdpa_forward(const Node& n, const Args& a, bool fp8, bool block_scaled = 
           vis[size_t(j)] = c.visible(b, h, i, j, sq, skv);
           if (vis[size_t(j)]) {
             s[size_t(j)] = c.logit(b, h, i, j, sq, skv);
+            if (!mod.empty()) {
+              const int64_t idx[4] = {b, h, i, j};
+              s[size_t(j)] = mod.fwd(s[size_t(j)], vals.data(), idx);
+            }
             m = std::max(m, s[size_t(j)]);
           }
         }
@@ -452,6 +569,10 @@ Status sdpa_backward(const Node& n, const Args& a, bool fp8, bool mx = false) {
   double* sinkc = vc + c.B * c.Hq * c.Skv * c.Dv;      // [B,Hq]
   double* dsb = sinkc + c.B * c.Hq;                    // [B,Hq,Sq,Skv] when dBias is wanted
   double amax_dp = 0, amax_dq = 0, amax_dk = 0, amax_dv = 0;
+  ScoreProgram mod;
+  OPENDNN_RETURN_IF_ERROR(compile_score_mod(n, a, mod));
+  if (!mod.empty() && mod.bwd_in < 0)
+    return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "reference: a backward with score_mod needs score_mod_bprop");
 
   const bool par = ku::parallel_worth(ku::work_of({c.B, c.Hq, c.Sq, c.Skv, c.D + c.Dv}));
 #pragma omp parallel for collapse(2) schedule(static) reduction(max : amax_dp, amax_dq) if (par)
@@ -465,7 +586,8 @@ Status sdpa_backward(const Node& n, const Args& a, bool fp8, bool mx = false) {
       std::fill(vch, vch + c.Skv * c.Dv, 0.0);
       if (dsh) std::fill(dsh, dsh + c.Sq * c.Skv, 0.0);
       double sink_acc = 0;
-      std::vector<double> P(size_t(c.Skv)), dP(size_t(c.Skv)), Z(size_t(c.Skv)), dqi(size_t(c.D));
+      std::vector<double> P(size_t(c.Skv)), dP(size_t(c.Skv)), Z(size_t(c.Skv)), dqi(size_t(c.D)), S(size_t(c.Skv));
+      std::vector<double> vals(size_t(mod.slots));
       std::vector<char> vis(size_t(c.Skv));
       for (int64_t i = 0; i < c.Sq; ++i) {
         if (i >= sq) {
@@ -482,7 +604,13 @@ Status sdpa_backward(const Node& n, const Args& a, bool fp8, bool mx = false) {
           vis[size_t(j)] = !empty_row && c.visible(b, h, i, j, sq, skv);
           P[size_t(j)] = dP[size_t(j)] = 0;
           if (!vis[size_t(j)]) continue;
-          P[size_t(j)] = std::exp(c.logit(b, h, i, j, sq, skv) - lse);
+          S[size_t(j)] = c.logit(b, h, i, j, sq, skv);
+          double sm = S[size_t(j)];
+          if (!mod.empty()) {
+            const int64_t idx[4] = {b, h, i, j};
+            sm = mod.fwd(sm, vals.data(), idx);
+          }
+          P[size_t(j)] = sm == -kInf ? 0.0 : std::exp(sm - lse);
           Z[size_t(j)] = c.z(b, h, i, j);
           double t = 0;
           for (int64_t d = 0; d < c.Dv; ++d) t += dO.get(b, h, i, d) * c.v.get(b, hv, j, d);
@@ -494,7 +622,12 @@ Status sdpa_backward(const Node& n, const Args& a, bool fp8, bool mx = false) {
         std::fill(dqi.begin(), dqi.end(), 0.0);
         for (int64_t j = 0; j < c.Skv; ++j) {
           if (!vis[size_t(j)]) continue;
-          const double ds = P[size_t(j)] * (dP[size_t(j)] - Di);
+          double ds = P[size_t(j)] * (dP[size_t(j)] - Di);
+          if (!mod.empty()) {  // through the modifier: dS = score_mod_bprop(dS') at this element
+            const int64_t idx[4] = {b, h, i, j};
+            (void)mod.fwd(S[size_t(j)], vals.data(), idx);
+            ds = mod.bwd(ds, vals.data(), idx);
+          }
           if (dsh) dsh[i * c.Skv + j] = ds;
           for (int64_t d = 0; d < c.D; ++d) {
             dqi[size_t(d)] += c.scale * ds * c.kT.get(b, hk, j, d);
