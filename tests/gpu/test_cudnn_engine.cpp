@@ -1535,9 +1535,9 @@ TEST(CudnnEngine, SdpaDropoutAndUnifiedBackwardDecline) {
 TEST(CudnnEngine, DeclinesUnloweredOpsByName) {
   SKIP_WITHOUT_CUDNN();
   Graph g;
-  auto q = input(g, "Q", {1, 2, 64, 320}, DataType::BFLOAT16);
-  auto o = g.sdpa(q, q, q, NodeAttrs().set("generate_stats", false).set("use_alibi_mask", true));
-  as_output(o[0], {1, 2, 64, 320}, DataType::BFLOAT16);
+  auto q = input(g, "Q", {1, 2, 64, 64}, DataType::BFLOAT16);
+  auto o = g.sdpa(q, q, q, NodeAttrs().set("generate_stats", false).input("sink_token", input(g, "sink", {1, 2, 1, 1}, DataType::FLOAT)));
+  as_output(o[0], {1, 2, 64, 64}, DataType::BFLOAT16);
   o[1]->set_dim({1, 2, 64, 1}).set_stride({128, 64, 1, 1}).set_data_type(DataType::FLOAT);
   prepare(g);
   Proposal p = make_cudnn_engine()->propose_plans(g, cuda_target());
@@ -1749,18 +1749,20 @@ struct AttnCase {
   int64_t dqk = 64, dv = 64;
   bool softcap = false;  // score_mod tanh(s / 4) * 4 (and its score_mod_bprop in the backward)
   bool masked_row = false;  // a -inf bias on query row 3 of head 1: every key hidden
+  bool alibi = false;       // ALiBi with the causal mask (6 heads: the non-power-of-two slope interleave)
 };
 
 // Builds the forward (or backward) bf16 graph of `a` in g, [1,2,128,D]; returns the node's outputs.
 std::vector<TensorPtr> build_attn(Graph& g, const AttnCase& a, bool bwd) {
   g.set_io_data_type(DataType::BFLOAT16).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
-  const int64_t B = 1, H = 2, S = 128;
+  const int64_t B = 1, H = a.alibi ? 6 : 2, S = 128;
   auto Q = input(g, "Q", {B, H, S, a.dqk}, DataType::BFLOAT16);
   auto K = input(g, "K", {B, H, S, a.dqk}, DataType::BFLOAT16);
   auto V = input(g, "V", {B, H, S, a.dv}, DataType::BFLOAT16);
   NodeAttrs at;
   at.set("attn_scale_value", 0.125).set("implementation", "COMPOSITE");
   if (a.masked_row) at.input("bias", input(g, "bias", {1, H, S, S}, DataType::BFLOAT16));
+  if (a.alibi) at.set("use_alibi_mask", true).set("right_bound", int64_t(0));
   std::vector<TensorPtr> outs;
   if (!bwd) {
     at.set("generate_stats", true);
@@ -1855,6 +1857,13 @@ TEST(CudnnEngine, SdpaWiderValueForwardBackward) {
   SKIP_WITHOUT_CUDNN();
   attn_case({64, 128}, false);
   attn_case({64, 128}, true);
+}
+TEST(CudnnEngine, SdpaAlibiForwardBackward) {
+  SKIP_WITHOUT_CUDNN();
+  AttnCase a;
+  a.alibi = true;
+  attn_case(a, false);
+  attn_case(a, true);
 }
 TEST(CudnnEngine, SdpaScoreModSoftcapForwardBackward) {
   SKIP_WITHOUT_CUDNN();

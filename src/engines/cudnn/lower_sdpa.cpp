@@ -7,7 +7,8 @@
 // left (sliding window) bounds and bias composite only (9.19's unified op has no band or bias
 // attributes); paged K/V and block_mask unified only (9.15+/9.14+); dropout composite only, with a user
 // mask (dropout_mask * dropout_scale) or generated (seed/offset: cuDNN's RNG op, Bernoulli keep 1 - p,
-// times 1/(1 - p); see philox_ok). ALiBi, sink tokens and cu_seq_len decline. sdpa_fp8 forward:
+// times 1/(1 - p); see philox_ok). ALiBi (slopes computed in the graph, add_alibi) and score_mod sub-graphs
+// composite only. Sink tokens and cu_seq_len decline. sdpa_fp8 forward:
 // composite, causal mask (lower_sdpa_fp8_node).
 //
 // The composite graphs follow the operation patterns cuDNN's fused flash-attention engines match (the
@@ -120,7 +121,9 @@ bool common_checks(const Node& n, std::string& why, bool fp8 = false) {
     }
   if (fp8 && (has_in(n, "seed") || has_in(n, "dropout_mask")))
     { why = "not supported: dropout on FP8 attention is not lowered"; return false; }
-  if (n.attr_bool("use_alibi_mask")) { why = "not supported: use_alibi_mask is not lowered by the cudnn engine"; return false; }
+  if (n.attr_bool("use_alibi_mask") && (fp8 || n.attr_str("diagonal_alignment") != "TOP_LEFT" || !n.has("right_bound") ||
+                                        n.attr_int("right_bound") != 0))
+    { why = "not supported: use_alibi_mask is lowered only for fp16/bf16 top-left causal attention"; return false; }
   if ((has_in(n, "seq_len_q") || has_in(n, "seq_len_kv")) && !padded(n)) {
     why = "seq_len_q/seq_len_kv need use_padding_mask and both tensors";
     return false;
@@ -278,6 +281,38 @@ std::pair<DescPtr, DescPtr> exp_and_sum(LowerCtx& c, const DescPtr& s, const std
   return {e, z};
 }
 
+// ALiBi on x (right_bound 0, top-left: validation allows no other alignment with it): x + slope_h *
+// (col - row). The slopes are computed in the graph from the head index rather than held in memory:
+// with n = 2^floor(log2 H), slope_h = 2^e, e = -8h/n - 8/n for h < n and -8h/n + 8 - 4/n for the rest
+// (the ALiBi paper's interleave, as the reference engine and cuDNN Frontend define it).
+DescPtr add_alibi(LowerCtx& c, const Node& n, DescPtr x, const std::vector<int64_t>& sdims) {
+  if (!n.attr_bool("use_alibi_mask")) return x;
+  const int64_t H = sdims[1];
+  int64_t np2 = 1;
+  while (np2 * 2 <= H) np2 *= 2;
+  auto index = [&](int64_t axis) {
+    DescPtr i = c.virt(sdims, DataType::INT32);
+    c.pointwise(CUDNN_POINTWISE_GEN_INDEX, x, nullptr, i, nullptr, DataType::FLOAT, axis);
+    return i;
+  };
+  auto op = [&](cudnnPointwiseMode_t mode, const DescPtr& a, const DescPtr& b, const DescPtr& t = nullptr,
+                DataType out = DataType::FLOAT) {
+    DescPtr y = c.virt(sdims, out);
+    c.pointwise(mode, a, b, y, t, out == DataType::BOOLEAN ? DataType::BOOLEAN : DataType::FLOAT);
+    return y;
+  };
+  DescPtr h = index(1);
+  const double inv = 1.0 / double(np2);
+  DescPtr e = op(CUDNN_POINTWISE_ADD, op(CUDNN_POINTWISE_MUL, h, c.scalar_f32(float(-8.0 * inv))), c.scalar_f32(float(-8.0 * inv)));
+  if (np2 < H) {  // heads n.. : e + 8 + 4/n
+    DescPtr rest = op(CUDNN_POINTWISE_CMP_GE, h, c.scalar_f32(float(np2)), nullptr, DataType::BOOLEAN);
+    e = op(CUDNN_POINTWISE_BINARY_SELECT, op(CUDNN_POINTWISE_ADD, e, c.scalar_f32(float(8.0 + 4.0 * inv))), e, rest);
+  }
+  DescPtr slope = op(CUDNN_POINTWISE_EXP, op(CUDNN_POINTWISE_MUL, e, c.scalar_f32(float(std::log(2.0)))), nullptr);
+  DescPtr dist = op(CUDNN_POINTWISE_SUB, index(3), index(2));
+  return op(CUDNN_POINTWISE_ADD, x, op(CUDNN_POINTWISE_MUL, dist, slope));
+}
+
 DescPtr add_bias(LowerCtx& c, const Node& n, DescPtr s, const std::vector<int64_t>& sdims) {
   if (!has_in(n, "bias")) return s;
   DescPtr y = c.virt(sdims);
@@ -334,6 +369,7 @@ bool unified_ok(LowerCtx& c, const Node& n, std::string& why) {
   if (n.has("right_bound") || n.has("left_bound"))
     { why = "not supported: the unified SDPA op of this cuDNN has no diagonal-band (causal/sliding window) attributes"; return false; }
   if (has_in(n, "bias")) { why = "not supported: bias on the unified SDPA op needs cuDNN 9.21+"; return false; }
+  if (n.attr_bool("use_alibi_mask")) { why = "not supported: ALiBi is lowered only to the composite graph"; return false; }
   if ((padded(n) || paged(n)) && c.version < 91500)
     { why = "not supported: seq_len/paged K-V on the unified SDPA op need cuDNN 9.15+"; return false; }
   if (has_in(n, "block_mask") && c.version < 91400) { why = "not supported: block_mask needs cuDNN 9.14+"; return false; }
@@ -484,6 +520,7 @@ bool lower_sdpa_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string& why
     s = s2;
   }
   s = add_bias(c, n, s, sdims);
+  s = add_alibi(c, n, s, sdims);
   if (!apply_subgraph(c, n, "score_mod", s, why)) return false;
   if (padded(n)) s = padding_mask(c, n, s, sdims);
   if (has_bands(n)) s = band_masks(c, n, s, sdims);
@@ -546,6 +583,7 @@ bool lower_sdpa_backward_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::st
     s = s2;
   }
   s = add_bias(c, n, s, sdims);
+  s = add_alibi(c, n, s, sdims);
   if (!apply_subgraph(c, n, "score_mod", s, why)) return false;
   // The padding mask comes before the Stats subtraction, the bands after (Frontend's order for 9.10+).
   if (padded(n)) s = padding_mask(c, n, s, sdims);
