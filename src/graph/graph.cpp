@@ -305,7 +305,15 @@ Status Graph::validate() {
   // by their owner (its inference gives their dims).
   std::unordered_set<const TensorAttr*> inner;
   for (const auto& n : nodes_)
-    for (const auto& t : n->subgraph_tensors()) inner.insert(t.get());
+    for (const auto& t : n->subgraph_tensors())
+      if (!inner.insert(t.get()).second)
+        return n->fail(ErrorCode::INVALID_VALUE, "tensor " + tensor_label(*t) + " is written twice inside its sub-graphs");
+  for (const auto& n : nodes_)
+    for (const auto* ports : {&n->inputs(), &n->outputs()})
+      for (const auto& t : *ports)
+        if (t && inner.count(t.get()))
+          return n->fail(ErrorCode::INVALID_VALUE, "tensor " + tensor_label(*t) + " belongs to a sub-graph; only its own "
+                                                                                  "pointwise nodes may use it");
   for (const auto& t : tensors()) {
     t->mark_produced(producer.count(t.get()) > 0 || inner.count(t.get()) > 0);
     if (t->is_produced()) continue;

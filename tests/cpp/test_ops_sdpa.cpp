@@ -832,6 +832,14 @@ TEST(SdpaScoreMod, Rules) {
     Status s = f.g.attach_subgraph(owner, "score_mod", scores, y, first);
     EXPECT_EQ(s.code(), ErrorCode::GRAPH_NOT_SUPPORTED) << s.to_string();
   }
+  {  // a sub-graph's input is its own tensor, not a port of a node
+    Fwd f;
+    f.build();
+    Node& owner = *f.g.mutable_nodes().back();
+    const size_t first = f.g.nodes().size();
+    ASSERT_TRUE(f.g.attach_subgraph(owner, "score_mod", f.q, f.g.neg(f.q), first).is_good());
+    expect_fail(f.g, ErrorCode::INVALID_VALUE, kNode, "belongs to a sub-graph");
+  }
   {  // no built-in masks with a score modifier
     Fwd f;
     f.attrs.set("right_bound", 0);
