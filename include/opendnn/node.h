@@ -105,6 +105,8 @@ const OpSpec* op_spec_by_method(std::string_view method);
 int pointwise_arity(PointwiseMode m);
 std::string_view to_string(PointwiseMode m);
 std::string_view pointwise_method(PointwiseMode m);
+// The catalogue's generic rules of one node (required ports set, attribute types and enum members).
+Status check_node_rules(const Node& n);
 std::optional<PointwiseMode> pointwise_mode_from_string(std::string_view s);
 
 // What a builder call carries besides its positional inputs: the node name, the compute type,

@@ -248,6 +248,8 @@ Status check_tensor_shape(const TensorAttr& t, const char* role) {
 
 }  // namespace
 
+Status check_node_rules(const Node& n) { return check_node_generic(n); }
+
 Status Graph::validate() {
   validated_ = false;
   // Who produces each tensor; a tensor written twice is an error.

@@ -463,7 +463,10 @@ Status infer_subgraphs(Node& n, const Problem& p, const GraphContext& ctx) {
     for (const auto& sub : sg->nodes) {
       if (sub->kind() != OpKind::POINTWISE)
         return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "sub-graph " + sg->name + " may hold only pointwise ops");
-      Status st = sub->spec().def->infer(*sub, ctx);
+      Status st = check_node_rules(*sub);
+      for (const auto& t : sub->outputs())
+        if (st.is_good() && !t) st = sub->fail(ErrorCode::ATTRIBUTE_NOT_SET, "an output tensor is null");
+      if (st.is_good()) st = sub->spec().def->infer(*sub, ctx);
       if (st.is_bad()) return n.fail(st.code(), "sub-graph " + sg->name + ": " + st.message());
       for (const auto& t : sub->outputs()) {
         if (t->get_data_type() == DataType::NOT_SET)

@@ -832,6 +832,17 @@ TEST(SdpaScoreMod, Rules) {
     Status s = f.g.attach_subgraph(owner, "score_mod", scores, y, first);
     EXPECT_EQ(s.code(), ErrorCode::GRAPH_NOT_SUPPORTED) << s.to_string();
   }
+  {  // the sub-graph's nodes obey the catalogue's generic rules
+    Fwd f;
+    f.build();
+    Node& owner = *f.g.mutable_nodes().back();
+    const size_t first = f.g.nodes().size();
+    auto scores = std::make_shared<TensorAttr>();
+    auto y = f.g.add_node(OpKind::POINTWISE, {scores},
+                          NodeAttrs().set("mode", std::string("GEN_INDEX")).set("axis", std::string("two")))[0];
+    ASSERT_TRUE(f.g.attach_subgraph(owner, "score_mod", scores, y, first).is_good());
+    expect_fail(f.g, ErrorCode::INVALID_VALUE, kNode, "attribute axis must be of type int");
+  }
   {  // a sub-graph's input is its own tensor, not a port of a node
     Fwd f;
     f.build();
