@@ -1750,6 +1750,7 @@ struct AttnCase {
   bool softcap = false;  // score_mod tanh(s / 4) * 4 (and its score_mod_bprop in the backward)
   bool masked_row = false;  // a -inf bias on query row 3 of head 1: every key hidden
   bool alibi = false;       // ALiBi with the causal mask (6 heads: the non-power-of-two slope interleave)
+  bool row_stats = false;   // Max and Sum_exp (score_max / score_sum_exp) as graph outputs too
 };
 
 // Builds the forward (or backward) bf16 graph of `a` in g, [1,2,128,D]; returns the node's outputs.
@@ -1770,6 +1771,10 @@ std::vector<TensorPtr> build_attn(Graph& g, const AttnCase& a, bool bwd) {
     as_output(o[0], {B, H, S, a.dv}, DataType::BFLOAT16);
     as_output(o[1], {B, H, S, 1}, DataType::FLOAT);
     outs = {o[0], o[1]};
+    if (a.row_stats) {
+      as_output(o[2], {B, H, S, 1}, DataType::FLOAT);
+      as_output(o[3], {B, H, S, 1}, DataType::FLOAT);
+    }
   } else {
     auto O = input(g, "O", {B, H, S, a.dv}, DataType::BFLOAT16);
     auto dO = input(g, "dO", {B, H, S, a.dv}, DataType::BFLOAT16);
@@ -1864,6 +1869,12 @@ TEST(CudnnEngine, SdpaAlibiForwardBackward) {
   a.alibi = true;
   attn_case(a, false);
   attn_case(a, true);
+}
+TEST(CudnnEngine, SdpaMaxAndSumExpOutputs) {
+  SKIP_WITHOUT_CUDNN();
+  AttnCase a;
+  a.row_stats = true;
+  attn_case(a, false);
 }
 TEST(CudnnEngine, SdpaScoreModSoftcapForwardBackward) {
   SKIP_WITHOUT_CUDNN();

@@ -263,15 +263,17 @@ DescPtr scale_tensor(LowerCtx& c, const Node& n) {
 // S + bias (the bias broadcasts over [B,Hq,Sq,Skv]).
 // The unnormalised softmax of the logits s: e = exp(s - rowmax), z = rowsum(e), and, when Stats is
 // given, Stats = rowmax + log(z) (the log-sum-exp); the caller divides e by z into its own P.
+// Max and Sum_exp (score_max / score_sum_exp), when given, are the row max and the row sum themselves.
 std::pair<DescPtr, DescPtr> exp_and_sum(LowerCtx& c, const DescPtr& s, const std::vector<int64_t>& sdims,
-                                        const std::vector<int64_t>& rdims, const TensorPtr& stats) {
-  DescPtr mx = c.virt(rdims);
+                                        const std::vector<int64_t>& rdims, const TensorPtr& stats,
+                                        const TensorPtr& max_out = nullptr, const TensorPtr& sum_out = nullptr) {
+  DescPtr mx = max_out ? c.tensor(max_out) : c.virt(rdims);
   c.reduction(CUDNN_REDUCE_TENSOR_MAX, s, mx);
   DescPtr sub = c.virt(sdims);
   c.pointwise(CUDNN_POINTWISE_SUB, s, mx, sub);
   DescPtr e = c.virt(sdims);
   c.pointwise(CUDNN_POINTWISE_EXP, sub, nullptr, e);
-  DescPtr z = c.virt(rdims);
+  DescPtr z = sum_out ? c.tensor(sum_out) : c.virt(rdims);
   c.reduction(CUDNN_REDUCE_TENSOR_ADD, e, z);
   if (stats) {
     DescPtr lz = c.virt(rdims);
@@ -472,8 +474,11 @@ bool lower_sdpa_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string& why
   bool stats = n.attr_bool("generate_stats");
   const TensorPtr& O = n.out("O");
   const TensorPtr& St = n.out("Stats");
-  for (const char* p : {"Max", "Sum_exp"})
-    if (n.out(p) && !n.out(p)->get_is_virtual()) { why = std::string("output ") + p + " is not lowered yet"; return false; }
+  auto graph_output = [&](const char* p) -> TensorPtr {
+    const TensorPtr& t = n.out(p);
+    return t && !t->get_is_virtual() && t->volume() > 0 ? t : nullptr;
+  };
+  const TensorPtr max_out = graph_output("Max"), sum_out = graph_output("Sum_exp");
   const TensorPtr& dump = n.out("RNG_dump");
   const bool dumped = dump && !dump->get_is_virtual();
   if (stats && St->get_is_virtual()) { why = "generate_stats is set but Stats is virtual"; return false; }
@@ -482,6 +487,7 @@ bool lower_sdpa_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string& why
   DescPtr scale = scale_tensor(c, n);
   if (impl == SdpaImpl::UNIFIED) {
     if (!unified_ok(c, n, why)) return false;
+    if (max_out || sum_out) { why = "not supported: Max/Sum_exp outputs are lowered only to the composite graph"; return false; }
     auto& b = c.b;
     DescPtr op = b.make(CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR);
     b.set_desc(op, CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC, c.tensor(n.in("Q")));
@@ -525,7 +531,7 @@ bool lower_sdpa_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string& why
   if (padded(n)) s = padding_mask(c, n, s, sdims);
   if (has_bands(n)) s = band_masks(c, n, s, sdims);
   // softmax with stats: max, sub, exp, sum, [log, add -> Stats], div -> P (io type, bmm2's A operand)
-  auto [e, z] = exp_and_sum(c, s, sdims, rdims, stats ? St : nullptr);
+  auto [e, z] = exp_and_sum(c, s, sdims, rdims, stats ? St : nullptr, max_out, sum_out);
   const Dropout drop = dropout_of(c, n, sdims, dumped ? dump : nullptr);
   DescPtr p = c.virt(sdims, drop.mask ? DataType::FLOAT : io);
   c.pointwise(CUDNN_POINTWISE_DIV, e, z, p);
