@@ -1114,6 +1114,7 @@ struct SdpaOpts {
   bool paged = false;    // K/V in 32-row pages (forward, unified)
   bool dropout = false;  // user mask (dropout_mask, 0/1) times dropout_scale = 4/3
   bool philox = false;   // generated dropout, p = 0.25 (seed/offset INT64 in device memory); RNG_dump out
+  bool dbias = false;    // with bias, backward: dBias [1,H,S,S] as a graph output
   const char* impl = "COMPOSITE";
 };
 
@@ -1196,6 +1197,7 @@ void build_sdpa(SdpaGraph& s, const SdpaOpts& o, bool bwd) {
       as_output(s.outs[i], i == 0 ? qd : kvd, DataType::BFLOAT16, bshd);
       pack(s.outs[i], names[i], i != 0);
     }
+    if (o.dbias) as_output(s.outs[3], {1, kH, kS, kS}, DataType::BFLOAT16);
   } else {
     as_output(s.outs[0], qd, DataType::BFLOAT16, bshd);
     pack(s.outs[0], "O", false);
@@ -1333,6 +1335,12 @@ TEST(CudnnEngine, SdpaBiasBackward) {
   SKIP_WITHOUT_CUDNN();
   SdpaOpts o;
   o.bias = true;
+  sdpa_opts_case(o, true);
+}
+TEST(CudnnEngine, SdpaBiasBackwardWithDBias) {
+  SKIP_WITHOUT_CUDNN();
+  SdpaOpts o;
+  o.bias = o.dbias = true;
   sdpa_opts_case(o, true);
 }
 TEST(CudnnEngine, SdpaDropoutMaskForward) {

@@ -543,8 +543,17 @@ bool lower_sdpa_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string& why
 bool lower_sdpa_backward_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string& why) {
   if (!common_checks(n, why)) return false;
   if (c.rank != 4) { why = "every tensor of an SDPA graph must have rank <= 4"; return false; }
-  for (const char* p : {"dBias", "dSink_token", "RNG_dump"})
+  for (const char* p : {"dSink_token", "RNG_dump"})
     if (n.out(p) && !n.out(p)->get_is_virtual()) { why = std::string("output ") + p + " is not lowered yet"; return false; }
+  const TensorPtr& dbias = n.out("dBias");
+  const bool want_dbias = dbias && !dbias->get_is_virtual() && dbias->volume() > 0;
+  if (want_dbias) {  // dBias = dS summed over the batch ([1,Hq,Sq,Skv]) or dS itself ([B,Hq,Sq,Skv])
+    const auto& bd = dbias->get_dim();
+    const auto& q4 = n.in("Q")->get_dim();
+    const int64_t skv = n.in("K")->get_dim()[2];
+    if (bd.size() != 4 || bd[1] != q4[1] || bd[2] != q4[2] || bd[3] != skv || (bd[0] != 1 && bd[0] != q4[0]))
+      { why = "not supported: dBias is lowered for bias dims [1 or B, Hq, Sq, Skv] only"; return false; }
+  }
   c.out.flops += 2.5 * attn_flops(n);
   note_attention(c, n, true);
   const TensorPtr& Q = n.in("Q");
@@ -619,6 +628,10 @@ bool lower_sdpa_backward_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::st
   DescPtr ds = c.virt(sdims);
   c.pointwise(CUDNN_POINTWISE_MUL, t, p, ds);
   if (!apply_subgraph(c, n, "score_mod_bprop", ds, why)) return false;  // dS' -> dS (before the scale)
+  if (want_dbias) {  // the bias is added after the scale: its gradient is dS before the scale
+    if (dbias->get_dim()[0] == B) c.pointwise(CUDNN_POINTWISE_IDENTITY, ds, nullptr, c.tensor(dbias));
+    else c.reduction(CUDNN_REDUCE_TENSOR_ADD, ds, c.tensor(dbias));
+  }
   if (scale) {
     DescPtr ds2 = c.virt(sdims);
     c.pointwise(CUDNN_POINTWISE_MUL, ds, scale, ds2);
