@@ -7,9 +7,10 @@
 // left (sliding window) bounds and bias composite only (9.19's unified op has no band or bias
 // attributes); paged K/V and block_mask unified only (9.15+/9.14+); dropout composite only, with a user
 // mask (dropout_mask * dropout_scale) or generated (seed/offset: cuDNN's RNG op, Bernoulli keep 1 - p,
-// times 1/(1 - p); see philox_ok). ALiBi (slopes computed in the graph, add_alibi) and score_mod sub-graphs
-// composite only. Sink tokens and cu_seq_len decline. sdpa_fp8 forward:
-// composite, causal mask (lower_sdpa_fp8_node).
+// times 1/(1 - p); see philox_ok). ALiBi (slopes computed in the graph, add_alibi), score_mod sub-graphs,
+// the Max/Sum_exp outputs and dBias composite only. Head dims beyond 256 and d_v != d_qk go to cuDNN as
+// they are (its heuristics take or decline them). Sink tokens and cu_seq_len decline. sdpa_fp8 forward:
+// composite, causal mask (lower_sdpa_fp8_node). MXFP8 declines (lower_sdpa_mxfp8_node).
 //
 // The composite graphs follow the operation patterns cuDNN's fused flash-attention engines match (the
 // developer guide's "fused flash attention fprop/bprop" patterns, as cuDNN Frontend emits them for
