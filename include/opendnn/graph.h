@@ -128,6 +128,10 @@ class Graph {
 
   // The generic builder underneath: positional inputs fill the first ports in order.
   std::vector<TensorPtr> add_node(OpKind kind, std::vector<TensorPtr> positional, NodeAttrs attrs);
+  // Moves the nodes added since `first_node` (a count of nodes()) into a sub-graph `name` of `owner`
+  // (e.g. SDPA's "score_mod"), reading `input` and giving `output`. The moved nodes must all be
+  // POINTWISE; `owner` must be a node of this graph added before them.
+  Status attach_subgraph(const Node& owner, std::string name, TensorPtr input, TensorPtr output, size_t first_node);
 
   // ---- structure
   const std::vector<std::unique_ptr<Node>>& nodes() const { return nodes_; }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -104,6 +105,8 @@ const OpSpec* op_spec_by_method(std::string_view method);
 int pointwise_arity(PointwiseMode m);
 std::string_view to_string(PointwiseMode m);
 std::string_view pointwise_method(PointwiseMode m);
+// The catalogue's generic rules of one node (required ports set, attribute types and enum members).
+Status check_node_rules(const Node& n);
 std::optional<PointwiseMode> pointwise_mode_from_string(std::string_view s);
 
 // What a builder call carries besides its positional inputs: the node name, the compute type,
@@ -125,6 +128,21 @@ class NodeAttrs {
   DataType compute_ = DataType::NOT_SET;
   std::vector<std::pair<std::string, AttrValue>> attrs_;
   std::vector<std::pair<std::string, TensorPtr>> inputs_;
+};
+
+class Node;
+
+// A sub-graph a node evaluates inside itself, element by element: SDPA's score_mod (the scores in, the
+// modified scores out) and score_mod_bprop (the gradient of the modified scores in, of the scores out).
+// Its nodes are POINTWISE, in topological order. Besides `input` they may read graph tensors (inputs,
+// pass-by-value constants, or tensors of an earlier sub-graph of the same owner); the graph tensors among
+// them are the owner's "externals", kept after the owner's ports in Node::inputs() so that everything
+// that walks node inputs (variant slots, plans, topological order) sees them.
+struct SubGraph {
+  std::string name;
+  TensorPtr input;
+  TensorPtr output;
+  std::vector<std::unique_ptr<Node>> nodes;
 };
 
 class Node {
@@ -166,6 +184,15 @@ class Node {
   // A problem found while the node was built (unknown attribute...), reported by validate().
   std::string build_error;
 
+  // Sub-graphs (see SubGraph), of non-variadic ops only. add_subgraph takes ownership and recomputes the
+  // externals, which follow the num_ports() port inputs in inputs().
+  const std::vector<std::shared_ptr<SubGraph>>& subgraphs() const { return subgraphs_; }
+  const SubGraph* subgraph(std::string_view name) const;
+  void add_subgraph(std::shared_ptr<SubGraph> sg);
+  size_t num_ports() const;
+  // Every tensor inside the sub-graphs (their inputs and node outputs), for uids and serialization.
+  std::vector<TensorPtr> subgraph_tensors() const;
+
  private:
   OpKind kind_;
   std::string name_;
@@ -173,6 +200,7 @@ class Node {
   std::vector<TensorPtr> inputs_;
   std::vector<TensorPtr> outputs_;
   std::vector<AttrValue> attrs_;
+  std::vector<std::shared_ptr<SubGraph>> subgraphs_;
 };
 
 }  // namespace opendnn

@@ -534,8 +534,25 @@ class pygraph(_C._Graph):
             if v is not None:
                 self._pending_binds.append((port, v))
 
+    def _attach_score_mods(self, method, mods):
+        """Builds each score modifier callback ``fn(graph, scores) -> tensor`` into a pointwise sub-graph of
+        the node just added (cuDNN Frontend's score_mod / score_mod_bprop)."""
+        owner = self._node_count() - 1
+        for name, fn in mods:
+            if fn is None:
+                continue
+            if not callable(fn):
+                raise TypeError(f"{method}: {name} must be callable as fn(graph, tensor) -> tensor")
+            first = self._node_count()
+            scores = self.tensor(dim=[], is_virtual=True, name=f"{method}::{name}::input")
+            out = fn(self, scores)
+            if not isinstance(out, _Tensor):
+                raise TypeError(f"{method}: {name} must return a graph tensor, got {type(out).__name__}")
+            self._attach_subgraph(owner, name, scores, out, first)
+
     def _call_sdpa(self, method, positional, kw, outputs_to_bind, extra_attrs=()):
         inputs, attrs = {}, {}
+        mods = [(k, kw.pop(k, None)) for k in ("score_mod", "score_mod_bprop")]
         self._pending_binds = []
         impl = kw.get("implementation")
         self._sdpa_common(method, kw, inputs, attrs, outputs_to_bind)
@@ -558,6 +575,7 @@ class pygraph(_C._Graph):
             self._bind_output(created, user)
             outs[out_names.index(port)] = user
         self._pending_binds = []
+        self._attach_score_mods(method, mods)
         return outs
 
     @staticmethod
@@ -608,6 +626,26 @@ class pygraph(_C._Graph):
                                 descale_s, descale_dP, scale_s, scale_dQ, scale_dK, scale_dV, scale_dP], kw,
                                {"dSink_token": "dSink_token"})
         return outs[:7]
+
+    def sdpa_mxfp8(self, q, k, v, descale_q, descale_k, descale_v, **kw):
+        """MXFP8 SDPA (E8M0 block-scaled FP8 Q/K/V); returns [O, Stats, Amax_O]."""
+        gen = kw.pop("generate_stats", None)
+        if gen is None:
+            raise RuntimeError("generate_stats must be provided.")
+        if not isinstance(gen, bool):
+            raise RuntimeError("generate_stats must be a bool.")
+        kw["generate_stats"] = gen
+        outs = self._call_sdpa("sdpa_mxfp8", [q, k, v, descale_q, descale_k, descale_v], kw, {},
+                               extra_attrs=("unfuse_fma",))
+        return [outs[0], outs[1] if gen else None, outs[2]]
+
+    def sdpa_mxfp8_backward(self, q, q_T, k, k_T, v, o_f16, dO_f16, dO, dO_T, stats, descale_q, descale_q_T,
+                            descale_k, descale_k_T, descale_v, descale_dO, descale_dO_T, **kw):
+        """MXFP8 SDPA backward; returns [dQ, dK, dV, Amax_dQ, Amax_dK, Amax_dV]."""
+        outs = self._call_sdpa("sdpa_mxfp8_backward",
+                               [q, q_T, k, k_T, v, o_f16, dO_f16, dO, dO_T, stats, descale_q, descale_q_T, descale_k,
+                                descale_k_T, descale_v, descale_dO, descale_dO_T], kw, {"dSink_token": "dSink_token"})
+        return outs[:6]
 
     # Deprecated cuDNN Frontend names.
     def scaled_dot_product_flash_attention(self, q, k, v, **kw):

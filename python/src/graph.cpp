@@ -178,10 +178,22 @@ nb::list nodes_info(const Graph& g) {
     d["tag"] = s.tag;
     d["kind"] = int(s.kind);
     d["compute_data_type"] = n->compute_data_type();
-    for (size_t i = 0; i < n->inputs().size(); ++i) {
+    for (size_t i = 0; i < n->num_ports(); ++i) {
       std::string port = s.variadic() ? std::to_string(i) : s.def->inputs[i].name;
       ins[port.c_str()] = n->inputs()[i] ? nb::cast(n->inputs()[i]) : nb::none();
     }
+    nb::list subs;
+    for (const auto& sg : n->subgraphs()) {
+      nb::dict sd;
+      sd["name"] = sg->name;
+      sd["input"] = nb::cast(sg->input);
+      sd["output"] = nb::cast(sg->output);
+      nb::list modes;
+      for (const auto& sub : sg->nodes) modes.append(std::string(to_string(sub->pointwise_mode())));
+      sd["modes"] = modes;
+      subs.append(sd);
+    }
+    d["subgraphs"] = subs;
     for (size_t i = 0; i < n->outputs().size(); ++i)
       outs[s.def->outputs[i].name] = n->outputs()[i] ? nb::cast(n->outputs()[i]) : nb::none();
     for (size_t i = 0; i < n->attrs().size(); ++i)
@@ -435,6 +447,11 @@ void bind_graph(nb::module_& m) {
            nb::arg("name"), nb::arg("compute_data_type").none())
       .def("_bind_output", &bind_output)
       .def("nodes_info", &nodes_info)
+      .def("_node_count", [](const Graph& g) { return g.nodes().size(); })
+      .def("_attach_subgraph", [](Graph& g, size_t owner, std::string name, TensorPtr input, TensorPtr output, size_t first) {
+        if (owner >= g.nodes().size()) throw nb::index_error("no node at that index");
+        check(g.attach_subgraph(*g.nodes()[owner], std::move(name), std::move(input), std::move(output), first));
+      })
       .def("tensors", &Graph::tensors)
       .def("find_tensor", &Graph::find_tensor)
       .def("variant_uids", &Graph::variant_uids)

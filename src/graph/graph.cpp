@@ -137,8 +137,34 @@ std::vector<TensorPtr> Graph::tensors() const {
   for (const auto& n : nodes_) {
     for (const auto& t : n->inputs()) add(t);
     for (const auto& t : n->outputs()) add(t);
+    for (const auto& t : n->subgraph_tensors()) add(t);
   }
   return all;
+}
+
+Status Graph::attach_subgraph(const Node& owner, std::string name, TensorPtr input, TensorPtr output, size_t first_node) {
+  size_t at = nodes_.size();
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    if (nodes_[i].get() == &owner) at = i;
+  if (at == nodes_.size()) return {ErrorCode::INVALID_VALUE, "attach_subgraph: the owner is not a node of this graph"};
+  if (first_node <= at || first_node > nodes_.size())
+    return owner.fail(ErrorCode::INVALID_VALUE, "sub-graph " + name + ": its nodes must be added after the owner");
+  if (!input || !output) return owner.fail(ErrorCode::ATTRIBUTE_NOT_SET, "sub-graph " + name + " needs an input and an output");
+  if (owner.spec().variadic() || owner.subgraph(name))
+    return owner.fail(ErrorCode::INVALID_VALUE, "cannot take a sub-graph named " + name);
+  for (size_t i = first_node; i < nodes_.size(); ++i)
+    if (nodes_[i]->kind() != OpKind::POINTWISE)
+      return owner.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "sub-graph " + name + " may hold only pointwise ops, not " +
+                                                            nodes_[i]->spec().method + " \"" + nodes_[i]->name() + "\"");
+  auto sg = std::make_shared<SubGraph>();
+  sg->name = std::move(name);
+  sg->input = std::move(input);
+  sg->output = std::move(output);
+  for (size_t i = first_node; i < nodes_.size(); ++i) sg->nodes.push_back(std::move(nodes_[i]));
+  nodes_.resize(first_node);
+  nodes_[at]->add_subgraph(std::move(sg));
+  validated_ = false;
+  return {};
 }
 
 TensorPtr Graph::find_tensor(int64_t uid) const {
@@ -348,6 +374,8 @@ Status Graph::check_unchanged() const {
           "(validate() and create_execution_plans())"};
 }
 
+Status check_node_rules(const Node& n) { return check_node_generic(n); }
+
 Status Graph::validate() {
   std::vector<EditWatch::Inferred> inferred;
   if (is_validated()) {
@@ -433,9 +461,21 @@ Status Graph::validate_rules() {
     nodes_ = std::move(sorted);
   }
 
-  // Graph inputs: complete, not virtual; default their type and strides.
+  // Graph inputs: complete, not virtual; default their type and strides. Sub-graph tensors are made
+  // by their owner (its inference gives their dims).
+  std::unordered_set<const TensorAttr*> inner;
+  for (const auto& n : nodes_)
+    for (const auto& t : n->subgraph_tensors())
+      if (!inner.insert(t.get()).second)
+        return n->fail(ErrorCode::INVALID_VALUE, "tensor " + tensor_label(*t) + " is written twice inside its sub-graphs");
+  for (const auto& n : nodes_)
+    for (const auto* ports : {&n->inputs(), &n->outputs()})
+      for (const auto& t : *ports)
+        if (t && inner.count(t.get()))
+          return n->fail(ErrorCode::INVALID_VALUE, "tensor " + tensor_label(*t) + " belongs to a sub-graph; only its own "
+                                                                                  "pointwise nodes may use it");
   for (const auto& t : tensors()) {
-    t->mark_produced(producer.count(t.get()) > 0);
+    t->mark_produced(producer.count(t.get()) > 0 || inner.count(t.get()) > 0);
     if (t->is_produced()) continue;
     if (t->get_is_virtual())
       return {ErrorCode::INVALID_VALUE, "tensor " + tensor_label(*t) + " is virtual but no node produces it"};

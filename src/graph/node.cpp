@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <unordered_set>
 
 #include "opendnn/node.h"
 
@@ -24,6 +25,42 @@ Node::Node(OpKind kind, std::string name) : kind_(kind), name_(std::move(name)) 
   outputs_.resize(s.def->outputs.size());
   attrs_.reserve(s.def->attrs.size());
   for (const auto& a : s.def->attrs) attrs_.push_back(a.default_value);
+}
+
+size_t Node::num_ports() const { return spec().variadic() ? inputs_.size() : spec().def->inputs.size(); }
+
+const SubGraph* Node::subgraph(std::string_view name) const {
+  for (const auto& sg : subgraphs_)
+    if (sg->name == name) return sg.get();
+  return nullptr;
+}
+
+std::vector<TensorPtr> Node::subgraph_tensors() const {
+  std::vector<TensorPtr> all;
+  for (const auto& sg : subgraphs_) {
+    if (sg->input) all.push_back(sg->input);
+    for (const auto& n : sg->nodes)
+      for (const auto& t : n->outputs())
+        if (t) all.push_back(t);
+  }
+  return all;
+}
+
+void Node::add_subgraph(std::shared_ptr<SubGraph> sg) {
+  inputs_.resize(num_ports());
+  subgraphs_.push_back(std::move(sg));
+  // Externals: what the sub-graph nodes read that no sub-graph makes, in first-read order, once each.
+  std::unordered_set<const TensorAttr*> inner, seen;
+  for (const auto& g : subgraphs_) {
+    if (g->input) inner.insert(g->input.get());
+    for (const auto& n : g->nodes)
+      for (const auto& t : n->outputs())
+        if (t) inner.insert(t.get());
+  }
+  for (const auto& g : subgraphs_)
+    for (const auto& n : g->nodes)
+      for (const auto& t : n->inputs())
+        if (t && !inner.count(t.get()) && seen.insert(t.get()).second) inputs_.push_back(t);
 }
 
 const TensorPtr& Node::in(std::string_view port) const {

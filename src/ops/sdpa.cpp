@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Scaled dot-product attention: SDPA, SDPA_BACKWARD, SDPA_FP8, SDPA_FP8_BACKWARD.
+// Scaled dot-product attention: SDPA, SDPA_BACKWARD, SDPA_FP8, SDPA_FP8_BACKWARD, SDPA_MXFP8,
+// SDPA_MXFP8_BACKWARD.
 // Q [B, Hq, Sq, Dqk], K [B, Hk, Skv, Dqk], V [B, Hv, Skv, Dv] with any strides; O [B, Hq, Sq, Dv];
 // Stats [B, Hq, Sq, 1] fp32 (natural-log LSE). Variable lengths: per-batch seq_len_* [B,1,1,1] or
 // cumulative cu_seq_len_* [B+1,1,1,1], chosen per side; THD layout via ragged offsets on Q/K/V/O.
@@ -120,19 +121,39 @@ const PortSpec kFp8BwdIn[] = {
 const PortSpec kFp8BwdOut[] = {{"dQ"}, {"dK"}, {"dV"}, {"Amax_dQ"}, {"Amax_dK"}, {"Amax_dV"}, {"Amax_dP"},
                                {"dSink_token", false}};
 
+// MXFP8: FP8 data with FP8_E8M0 block scales, one per 32 elements along each product's contracted axis.
+// The backward takes each operand a second time quantised along the other axis (Q_T, K_T, dO_T) and the
+// half-precision O and dO.
+const PortSpec kMxFwdIn[] = {
+    {"Q", true, "q"}, {"K", true, "k"}, {"V", true, "v"}, {"descale_q"}, {"descale_k"}, {"descale_v"},
+    {"attn_scale", false}, {"sink_token", false},
+};
+const PortSpec kMxFwdOut[] = {{"O"}, {"Stats"}, {"Amax_O"}};
+const PortSpec kMxBwdIn[] = {
+    {"Q", true, "q"},          {"Q_T", true, "q_T"},     {"K", true, "k"},           {"K_T", true, "k_T"},
+    {"V", true, "v"},          {"O_f16", true, "o_f16"}, {"dO_f16", true, "dO_f16"}, {"dO", true, "dO"},
+    {"dO_T", true, "dO_T"},    {"Stats", true, "stats"}, {"descale_q"},              {"descale_q_T"},
+    {"descale_k"},             {"descale_k_T"},          {"descale_v"},              {"descale_dO"},
+    {"descale_dO_T"},          {"attn_scale", false},    {"seq_len_q", false},       {"seq_len_kv", false},
+    {"seed", false},           {"offset", false},        {"dropout_mask", false},    {"dropout_scale", false},
+    {"dropout_scale_inv", false}, {"sink_token", false},
+};
+const PortSpec kMxBwdOut[] = {{"dQ"}, {"dK"}, {"dV"}, {"Amax_dQ"}, {"Amax_dK"}, {"Amax_dV"}, {"dSink_token", false}};
 
 // ---------------------------------------------------------------------------------------------
 // Inference and validation rules.
 
-enum class Variant { FWD, BWD, FP8_FWD, FP8_BWD };
-bool is_fp8(Variant v) { return v == Variant::FP8_FWD || v == Variant::FP8_BWD; }
-bool is_bwd(Variant v) { return v == Variant::BWD || v == Variant::FP8_BWD; }
+enum class Variant { FWD, BWD, FP8_FWD, FP8_BWD, MX_FWD, MX_BWD };
+bool is_mx(Variant v) { return v == Variant::MX_FWD || v == Variant::MX_BWD; }
+bool is_fp8(Variant v) { return v == Variant::FP8_FWD || v == Variant::FP8_BWD || is_mx(v); }
+bool is_bwd(Variant v) { return v == Variant::BWD || v == Variant::FP8_BWD || v == Variant::MX_BWD; }
 
 // The problem size every rule is checked against.
 struct Problem {
   int64_t b = 0, hq = 0, hk = 0, hv = 0, sq = 0, skv = 0, dqk = 0, dv = 0;
   bool paged = false;
   bool padding = false;
+  bool score_mod = false;  // a score_mod sub-graph: it may mask by seq_len itself (no use_padding_mask)
 };
 
 std::string num(int64_t v) { return std::to_string(v); }
@@ -177,7 +198,7 @@ Status check_paged(const Node& n, Problem& p) {
   if (!ptk || !ptv)
     return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, std::string("paged attention needs both page_table_k and page_table_v; ") +
                                                     (ptk ? "page_table_v" : "page_table_k") + " is not set");
-  if (!p.padding)
+  if (!p.padding && !(p.score_mod && ops::input_if(n, "seq_len_kv")))
     return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "paged attention (page_table_k/v) requires use_padding_mask and seq_len_kv");
   if (!n.has("max_seq_len_kv"))
     return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, "paged attention (page_table_k/v) requires attribute max_seq_len_kv");
@@ -212,6 +233,7 @@ Status check_qkv(const Node& n, Variant v, Problem& p) {
   p.b = q[0], p.hq = q[1], p.sq = q[2], p.dqk = q[3];
   p.hk = k[1], p.hv = vv[1], p.dv = vv[3];
   p.padding = n.attr_bool("use_padding_mask");
+  p.score_mod = n.subgraph("score_mod") != nullptr;
   if (k[3] != p.dqk)
     return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, "head dim of K " + ops::dims_str(k) + " differs from Q " +
                                                          ops::dims_str(q));
@@ -258,7 +280,7 @@ Status check_seq_lens(const Node& n, const Problem& p) {
     const TensorPtr& c = ops::input_if(n, cu);
     if (a && c)
       return n.fail(ErrorCode::INVALID_VALUE, std::string(sl) + " and " + cu + " are both set; give one form per side");
-    if ((a || c) && !p.padding)
+    if ((a || c) && !p.padding && !p.score_mod)
       return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, std::string(a ? sl : cu) + " is given but use_padding_mask is not set");
     if (p.padding && !a && !c)
       return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, std::string("use_padding_mask needs ") + sl + " or " + cu);
@@ -275,7 +297,7 @@ Status check_seq_lens(const Node& n, const Problem& p) {
 Status check_ragged(const Node& n, Variant v, const Problem& p) {
   auto one = [&](const TensorPtr& t, const char* port) -> Status {
     if (!t || !t->get_ragged_offset()) return {};
-    if (!p.padding)
+    if (!p.padding && !p.score_mod)
       return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, std::string(port) + " has a ragged offset (THD layout), which requires "
                                                                       "use_padding_mask and sequence lengths");
     return check_offsets_tensor(n, *t->get_ragged_offset(), std::string("ragged offset of ") + port, p.b);
@@ -413,15 +435,103 @@ Status check_fp8_scales(const Node& n) {
   return {};
 }
 
+// score_mod / score_mod_bprop: pointwise sub-graphs over the [B,Hq,Sq,Skv] scores (see SubGraph). As in
+// cuDNN, a score modifier replaces the built-in masks (no ALiBi, bounds or padding mask with it), and a
+// backward with one needs both (the forward recomputation and its gradient).
+Status check_score_mod(const Node& n, Variant v) {
+  for (const auto& sg : n.subgraphs()) {
+    const bool ok = sg->name == "score_mod" || (sg->name == "score_mod_bprop" && is_bwd(v));
+    if (!ok || is_mx(v)) return n.fail(ErrorCode::INVALID_VALUE, "unknown sub-graph " + sg->name + " of this op");
+  }
+  const bool fwd = n.subgraph("score_mod") != nullptr, bprop = n.subgraph("score_mod_bprop") != nullptr;
+  if (is_bwd(v) && fwd != bprop)
+    return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "a backward with a score modifier needs both score_mod and score_mod_bprop");
+  if (fwd && (n.attr_bool("use_alibi_mask") || n.has("right_bound") || n.has("left_bound") || n.attr_bool("use_padding_mask")))
+    return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "score_mod replaces the built-in masks: it is not supported with "
+                                                  "use_alibi_mask, diagonal band bounds or use_padding_mask");
+  return {};
+}
+
+// Gives the sub-graphs' tensors their dims and types: the input is the [B,Hq,Sq,Skv] FLOAT scores (or
+// their gradient), each node's outputs by its own rules; the output must broadcast to the scores.
+Status infer_subgraphs(Node& n, const Problem& p, const GraphContext& ctx) {
+  const std::vector<int64_t> sdims = {p.b, p.hq, p.sq, p.skv};
+  for (const auto& sg : n.subgraphs()) {
+    TensorAttr& in = *sg->input;
+    in.set_dim(sdims).set_stride(row_major_strides(sdims)).set_is_virtual(true);
+    if (in.get_data_type() == DataType::NOT_SET) in.set_data_type(DataType::FLOAT);
+    for (const auto& sub : sg->nodes) {
+      if (sub->kind() != OpKind::POINTWISE)
+        return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "sub-graph " + sg->name + " may hold only pointwise ops");
+      Status st = check_node_rules(*sub);
+      for (const auto& t : sub->outputs())
+        if (st.is_good() && !t) st = sub->fail(ErrorCode::ATTRIBUTE_NOT_SET, "an output tensor is null");
+      if (st.is_good()) st = sub->spec().def->infer(*sub, ctx);
+      if (st.is_bad()) return n.fail(st.code(), "sub-graph " + sg->name + ": " + st.message());
+      for (const auto& t : sub->outputs()) {
+        if (t->get_data_type() == DataType::NOT_SET)
+          t->set_data_type(ctx.intermediate_data_type != DataType::NOT_SET ? ctx.intermediate_data_type : DataType::FLOAT);
+        if (t->get_stride().empty()) t->set_stride(row_major_strides(t->get_dim()));
+      }
+    }
+    if (!ops::broadcasts_to(sg->output->get_dim(), sdims))
+      return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, "sub-graph " + sg->name + " gives " +
+                                                           ops::dims_str(sg->output->get_dim()) + ", not the scores " +
+                                                           ops::dims_str(sdims));
+  }
+  return {};
+}
+
 Status check_common(const Node& n, Variant v, Problem& p) {
+  OPENDNN_RETURN_IF_ERROR(check_score_mod(n, v));
   OPENDNN_RETURN_IF_ERROR(check_qkv(n, v, p));
   OPENDNN_RETURN_IF_ERROR(check_seq_lens(n, p));
   OPENDNN_RETURN_IF_ERROR(check_ragged(n, v, p));
   OPENDNN_RETURN_IF_ERROR(check_scale_and_bounds(n, p));
   OPENDNN_RETURN_IF_ERROR(check_dropout(n, v, p));
   OPENDNN_RETURN_IF_ERROR(check_extras(n, v, p));
-  if (is_fp8(v)) OPENDNN_RETURN_IF_ERROR(check_fp8_scales(n));
+  if (is_fp8(v) && !is_mx(v)) OPENDNN_RETURN_IF_ERROR(check_fp8_scales(n));
   return {};
+}
+
+// One MXFP8 block-scale tensor: FP8_E8M0 [B, H, rows, cols] of `data` [B, H, S, D] with one scale per 32
+// elements along `k_axis` (3: along D, 2: along S). The dims cover the blocks; they may be padded (the
+// F8_128x4 reordering pads the other axis to 128 rows and the scaled one to 4).
+Status check_mx_scale(const Node& n, const char* scale, const char* data, int k_axis) {
+  OPENDNN_RETURN_IF_ERROR(ops::require_rank(n, scale, 4));
+  OPENDNN_RETURN_IF_ERROR(ops::expect_type(n, scale, {DataType::FP8_E8M0}));
+  const auto& d = n.in(data)->get_dim();
+  const auto& sd = n.in(scale)->get_dim();
+  std::vector<int64_t> need = d;
+  need[size_t(k_axis)] = ops::ceil_div(d[size_t(k_axis)], 32);
+  if (sd[0] != d[0] || sd[1] != d[1] || sd[2] < need[2] || sd[3] < need[3])
+    return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, "block scale " + std::string(scale) + " " + ops::dims_str(sd) +
+                                                         " does not cover " + data + " " + ops::dims_str(d) +
+                                                         " in blocks of 32 along dim " + num(k_axis) + " (needs " +
+                                                         ops::dims_str(need) + ")");
+  return {};
+}
+
+Status check_mx(const Node& n, Variant v) {
+  if (v == Variant::MX_FWD) {
+    OPENDNN_RETURN_IF_ERROR(check_mx_scale(n, "descale_q", "Q", 3));
+    OPENDNN_RETURN_IF_ERROR(check_mx_scale(n, "descale_k", "K", 3));
+    return check_mx_scale(n, "descale_v", "V", 2);
+  }
+  for (const char* port : {"Q_T", "K_T", "dO", "dO_T"}) {
+    OPENDNN_RETURN_IF_ERROR(ops::require_rank(n, port, 4));
+    OPENDNN_RETURN_IF_ERROR(check_io_type(n, port, true));
+  }
+  for (auto [t, like] : {std::pair{"Q_T", "Q"}, std::pair{"K_T", "K"}, std::pair{"dO_T", "dO"}})
+    OPENDNN_RETURN_IF_ERROR(ops::expect_dims(n, t, n.in(like)->get_dim(), "(the dims of " + std::string(like) + ")"));
+  // dP = dO.V^T and S = Q.K^T contract along D; dV = P^T.dO_T, dK = dS^T.Q_T, dQ = dS.K_T along S.
+  OPENDNN_RETURN_IF_ERROR(check_mx_scale(n, "descale_q", "Q", 3));
+  OPENDNN_RETURN_IF_ERROR(check_mx_scale(n, "descale_k", "K", 3));
+  OPENDNN_RETURN_IF_ERROR(check_mx_scale(n, "descale_v", "V", 3));
+  OPENDNN_RETURN_IF_ERROR(check_mx_scale(n, "descale_dO", "dO", 3));
+  OPENDNN_RETURN_IF_ERROR(check_mx_scale(n, "descale_q_T", "Q_T", 2));
+  OPENDNN_RETURN_IF_ERROR(check_mx_scale(n, "descale_k_T", "K_T", 2));
+  return check_mx_scale(n, "descale_dO_T", "dO_T", 2);
 }
 
 // A [B,Hq,Sq,1] FLOAT statistics output.
@@ -454,9 +564,10 @@ Status check_out_io_type(const Node& n, std::string_view port, bool fp8) {
   return ops::expect_out_type(n, port, {DataType::HALF, DataType::BFLOAT16});
 }
 
-Status infer_forward(Node& n, Variant v) {
+Status infer_forward(Node& n, Variant v, const GraphContext& ctx) {
   Problem p;
   OPENDNN_RETURN_IF_ERROR(check_common(n, v, p));
+  OPENDNN_RETURN_IF_ERROR(infer_subgraphs(n, p, ctx));
   const TensorAttr& q = *n.in("Q");
   OPENDNN_RETURN_IF_ERROR(ops::set_dims_like(n, "O", {p.b, p.hq, p.sq, p.dv}, q));
   ops::default_type(n, "O", q.get_data_type());
@@ -473,9 +584,10 @@ Status infer_forward(Node& n, Variant v) {
   return {};
 }
 
-Status infer_backward(Node& n, Variant v) {
+Status infer_backward(Node& n, Variant v, const GraphContext& ctx) {
   Problem p;
   OPENDNN_RETURN_IF_ERROR(check_common(n, v, p));
+  OPENDNN_RETURN_IF_ERROR(infer_subgraphs(n, p, ctx));
   bool fp8 = is_fp8(v);
   for (const char* port : {"O", "dO", "Stats"}) OPENDNN_RETURN_IF_ERROR(ops::require_rank(n, port, 4));
   for (const char* port : {"O", "dO"}) {
@@ -514,10 +626,53 @@ Status infer_backward(Node& n, Variant v) {
   return {};
 }
 
-Status infer_sdpa(Node& n, const GraphContext&) { return infer_forward(n, Variant::FWD); }
-Status infer_sdpa_backward(Node& n, const GraphContext&) { return infer_backward(n, Variant::BWD); }
-Status infer_sdpa_fp8(Node& n, const GraphContext&) { return infer_forward(n, Variant::FP8_FWD); }
-Status infer_sdpa_fp8_backward(Node& n, const GraphContext&) { return infer_backward(n, Variant::FP8_BWD); }
+Status infer_mx_forward(Node& n, const GraphContext&) {
+  Problem p;
+  OPENDNN_RETURN_IF_ERROR(check_common(n, Variant::MX_FWD, p));
+  OPENDNN_RETURN_IF_ERROR(check_mx(n, Variant::MX_FWD));
+  const TensorAttr& q = *n.in("Q");
+  OPENDNN_RETURN_IF_ERROR(ops::set_dims_like(n, "O", {p.b, p.hq, p.sq, p.dv}, q));
+  ops::default_type(n, "O", q.get_data_type());
+  OPENDNN_RETURN_IF_ERROR(check_out_io_type(n, "O", true));
+  OPENDNN_RETURN_IF_ERROR(set_row_stat(n, "Stats", p));
+  if (!n.attr_bool("generate_stats") && !n.out("Stats")->get_is_virtual())
+    return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, "output Stats is marked as a graph output but generate_stats is false");
+  return set_amax(n, "Amax_O");
+}
+
+Status infer_mx_backward(Node& n, const GraphContext&) {
+  Problem p;
+  OPENDNN_RETURN_IF_ERROR(check_common(n, Variant::MX_BWD, p));
+  for (const char* port : {"O_f16", "dO_f16", "dO"}) {
+    OPENDNN_RETURN_IF_ERROR(ops::require_rank(n, port, 4));
+    OPENDNN_RETURN_IF_ERROR(ops::expect_dims(n, port, {p.b, p.hq, p.sq, p.dv}, "[B,Hq,Sq,Dv]"));
+  }
+  for (const char* port : {"O_f16", "dO_f16"}) OPENDNN_RETURN_IF_ERROR(check_io_type(n, port, false));
+  OPENDNN_RETURN_IF_ERROR(check_mx(n, Variant::MX_BWD));
+  OPENDNN_RETURN_IF_ERROR(ops::require_rank(n, "Stats", 4));
+  OPENDNN_RETURN_IF_ERROR(ops::expect_dims(n, "Stats", {p.b, p.hq, p.sq, 1}, "[B,Hq,Sq,1]"));
+  OPENDNN_RETURN_IF_ERROR(ops::expect_type(n, "Stats", {DataType::FLOAT}));
+  const DataType grad = n.in("O_f16")->get_data_type();
+  for (auto [in, out] : {std::pair{"Q", "dQ"}, std::pair{"K", "dK"}, std::pair{"V", "dV"}}) {
+    const TensorAttr& t = *n.in(in);
+    OPENDNN_RETURN_IF_ERROR(ops::set_dims_like(n, out, t.get_dim(), t));
+    ops::default_type(n, out, grad);
+    OPENDNN_RETURN_IF_ERROR(check_out_io_type(n, out, true));
+  }
+  if (ops::input_if(n, "sink_token")) {
+    OPENDNN_RETURN_IF_ERROR(ops::set_dims(n, "dSink_token", {1, p.hq, 1, 1}));
+    ops::default_type(n, "dSink_token", DataType::FLOAT);
+  } else {
+    OPENDNN_RETURN_IF_ERROR(ops::set_absent(n, "dSink_token", 4, "input sink_token is not set"));
+  }
+  for (const char* port : {"Amax_dQ", "Amax_dK", "Amax_dV"}) OPENDNN_RETURN_IF_ERROR(set_amax(n, port));
+  return {};
+}
+
+Status infer_sdpa(Node& n, const GraphContext& c) { return infer_forward(n, Variant::FWD, c); }
+Status infer_sdpa_backward(Node& n, const GraphContext& c) { return infer_backward(n, Variant::BWD, c); }
+Status infer_sdpa_fp8(Node& n, const GraphContext& c) { return infer_forward(n, Variant::FP8_FWD, c); }
+Status infer_sdpa_fp8_backward(Node& n, const GraphContext& c) { return infer_backward(n, Variant::FP8_BWD, c); }
 
 }  // namespace
 
@@ -525,5 +680,7 @@ const OpDef def_SDPA = {kFwdIn, kFwdOut, kFwdAttrs, infer_sdpa};
 const OpDef def_SDPA_BACKWARD = {kBwdIn, kBwdOut, kBwdAttrs, infer_sdpa_backward};
 const OpDef def_SDPA_FP8 = {kFp8FwdIn, kFp8FwdOut, kFwdAttrs, infer_sdpa_fp8};
 const OpDef def_SDPA_FP8_BACKWARD = {kFp8BwdIn, kFp8BwdOut, kBwdAttrs, infer_sdpa_fp8_backward};
+const OpDef def_SDPA_MXFP8 = {kMxFwdIn, kMxFwdOut, kFwdAttrs, infer_mx_forward};
+const OpDef def_SDPA_MXFP8_BACKWARD = {kMxBwdIn, kMxBwdOut, kBwdAttrs, infer_mx_backward};
 
 }  // namespace opendnn

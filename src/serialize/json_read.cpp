@@ -284,9 +284,12 @@ struct TensorTable {
   }
 };
 
+Status read_subgraphs(const Json& j, const std::string& path, const TensorTable& table, Node& owner);
+
 Status read_node(const Json& j, const std::string& path, size_t index, const TensorTable& table,
-                 std::unique_ptr<Node>& out) {
-  OPENDNN_RETURN_IF_ERROR(check_object(j, path, {"tag", "name", "compute_data_type", "attributes", "inputs", "outputs"}));
+                 std::unique_ptr<Node>& out, bool in_subgraph = false) {
+  OPENDNN_RETURN_IF_ERROR(
+      check_object(j, path, {"tag", "name", "compute_data_type", "attributes", "inputs", "outputs", "subgraphs"}));
   auto tag_j = field(j, "tag");
   if (!tag_j) return fail(kFormat, join(path, "tag"), "missing");
   std::string tag;
@@ -372,7 +375,41 @@ Status read_node(const Json& j, const std::string& path, size_t index, const Ten
   }
   for (const auto& t : node->outputs())
     if (t) t->mark_produced(true);
+  if (auto subs = field(j, "subgraphs")) {
+    if (in_subgraph) return fail(kFormat, join(path, "subgraphs"), "a sub-graph node cannot hold sub-graphs");
+    OPENDNN_RETURN_IF_ERROR(read_subgraphs(*subs, join(path, "subgraphs"), table, *node));
+  }
+  if (in_subgraph && node->kind() != OpKind::POINTWISE)
+    return fail(kFormat, join(path, "tag"), "a sub-graph holds only POINTWISE nodes, not " + key_text(tag));
   out = std::move(node);
+  return {};
+}
+
+// [{"name", "input", "output", "nodes": [...]}, ...]: the sub-graphs of `owner` (see SubGraph).
+Status read_subgraphs(const Json& j, const std::string& path, const TensorTable& table, Node& owner) {
+  if (!j.is_array()) return wrong_type(path, "an array", j);
+  if (owner.spec().variadic()) return fail(kFormat, path, std::string(owner.spec().tag) + " takes no sub-graphs");
+  for (size_t i = 0; i < j.size(); ++i) {
+    const std::string sp = at(path, i);
+    OPENDNN_RETURN_IF_ERROR(check_object(j[i], sp, {"name", "input", "output", "nodes"}));
+    auto sg = std::make_shared<SubGraph>();
+    const Json* name = field(j[i], "name");
+    const Json* input = field(j[i], "input");
+    const Json* output = field(j[i], "output");
+    const Json* nodes = field(j[i], "nodes");
+    if (!name || !input || !output || !nodes) return fail(kFormat, sp, "needs name, input, output and nodes");
+    OPENDNN_RETURN_IF_ERROR(read_string(*name, join(sp, "name"), sg->name));
+    if (owner.subgraph(sg->name)) return fail(kFormat, join(sp, "name"), "a second sub-graph named " + key_text(sg->name));
+    OPENDNN_RETURN_IF_ERROR(table.lookup(*input, join(sp, "input"), sg->input));
+    OPENDNN_RETURN_IF_ERROR(table.lookup(*output, join(sp, "output"), sg->output));
+    if (!nodes->is_array()) return wrong_type(join(sp, "nodes"), "an array", *nodes);
+    for (size_t k = 0; k < nodes->size(); ++k) {
+      std::unique_ptr<Node> sub;
+      OPENDNN_RETURN_IF_ERROR(read_node((*nodes)[k], at(join(sp, "nodes"), k), k, table, sub, true));
+      sg->nodes.push_back(std::move(sub));
+    }
+    owner.add_subgraph(std::move(sg));
+  }
   return {};
 }
 

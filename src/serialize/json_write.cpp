@@ -105,6 +105,25 @@ Status node_json(const Node& n, bool structure, const std::unordered_map<const T
   for (size_t i = 0; i < spec.def->outputs.size() && i < n.outputs().size(); ++i)
     outs[spec.def->outputs[i].name] = ref(n.outputs()[i]);
   out["outputs"] = std::move(outs);
+  if (!n.subgraphs().empty()) {
+    // Sub-graphs (SDPA's score_mod...): their nodes in order; the owner's externals are implied.
+    OJson subs = OJson::array();
+    for (const auto& sg : n.subgraphs()) {
+      OJson j = OJson::object();
+      j["name"] = sg->name;
+      j["input"] = ref(sg->input);
+      j["output"] = ref(sg->output);
+      OJson nodes = OJson::array();
+      for (const auto& sub : sg->nodes) {
+        OJson sj;
+        OPENDNN_RETURN_IF_ERROR(node_json(*sub, structure, uid, sj));
+        nodes.push_back(std::move(sj));
+      }
+      j["nodes"] = std::move(nodes);
+      subs.push_back(std::move(j));
+    }
+    out["subgraphs"] = std::move(subs);
+  }
   return {};
 }
 
@@ -126,6 +145,7 @@ Status write_graph(const Graph& g, bool structure, OJson& doc) {
     for (const auto& n : g.nodes()) {
       for (const auto& t : n->inputs()) add(t);
       for (const auto& t : n->outputs()) add(t);
+      for (const auto& t : n->subgraph_tensors()) add(t);
     }
   } else {
     // The uids Graph::assign_uids() would give, computed without touching the graph.

@@ -755,3 +755,121 @@ TEST(SdpaFp8Reject, TypesHeadDimsScales) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(SdpaMxfp8Infer, ForwardOutputsAndScaleRules) {
+  Graph g;
+  g.set_io_data_type(DataType::FP8_E4M3).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+  auto q = input(g, "q", {2, 4, 200, 64}, DataType::FP8_E4M3);
+  auto sqk = input(g, "sqk", {2, 4, 256, 4}, DataType::FP8_E8M0);  // F8_128x4 padding: S to 256, D/32 to 4
+  sqk->set_reordering_type(TensorReordering::F8_128x4);
+  auto sv = input(g, "sv", {2, 4, 8, 128}, DataType::FP8_E8M0);  // S/32 = 7 padded to 8, D padded to 128
+  auto o = g.sdpa_mxfp8(q, q, q, sqk, sqk, sv, NodeAttrs().set_name("mx").set("generate_stats", true));
+  for (auto& t : o) t->set_output(true);
+  o[0]->set_data_type(DataType::BFLOAT16);
+  ASSERT_TRUE(g.validate().is_good()) << g.validate().to_string();
+  EXPECT_EQ(o[0]->get_dim(), (Dims{2, 4, 200, 64}));
+  EXPECT_EQ(o[1]->get_dim(), (Dims{2, 4, 200, 1}));
+  EXPECT_EQ(o[2]->get_dim(), (Dims{1, 1, 1, 1}));
+
+  Graph bad;
+  auto bq = input(bad, "q", {1, 2, 64, 64}, DataType::FP8_E4M3);
+  auto fs = input(bad, "fs", {1, 2, 64, 2}, DataType::FLOAT);
+  auto vs = input(bad, "vs", {1, 2, 1, 64}, DataType::FP8_E8M0);
+  bad.sdpa_mxfp8(bq, bq, bq, fs, fs, vs, NodeAttrs().set_name("mx"));
+  expect_fail(bad, ErrorCode::GRAPH_NOT_SUPPORTED, "sdpa_mxfp8 \"mx\"", "input descale_q has data type FLOAT");
+  Graph small;
+  auto sq2 = input(small, "q", {1, 2, 64, 64}, DataType::FP8_E4M3);
+  auto s2 = input(small, "s", {1, 2, 64, 2}, DataType::FP8_E8M0);
+  auto v2 = input(small, "vs", {1, 2, 1, 64}, DataType::FP8_E8M0);
+  small.sdpa_mxfp8(sq2, sq2, sq2, s2, s2, v2, NodeAttrs().set_name("mx"));
+  expect_fail(small, ErrorCode::SHAPE_DEDUCTION_FAILED, "sdpa_mxfp8 \"mx\"", "block scale descale_v [1,2,1,64] does not cover V");
+}
+
+}  // namespace
+
+namespace {
+
+// score_mod as a sub-graph: the pointwise nodes built after the SDPA node move into it; validation gives
+// them the scores' dims; its externals follow the SDPA node's ports; JSON v2 round-trips it.
+TEST(SdpaScoreMod, AttachInferAndSerialize) {
+  Fwd f;
+  f.attrs.set("generate_stats", true);
+  f.build();
+  Node& owner = *f.g.mutable_nodes().back();
+  const size_t first = f.g.nodes().size();
+  auto scores = std::make_shared<TensorAttr>();
+  scores->set_is_virtual(true).set_name("scores");
+  auto cap = input(f.g, "cap", {1, 1, 1, 1}, DataType::FLOAT);
+  auto capped = f.g.mul(f.g.tanh(f.g.div(scores, cap)), cap);
+  ASSERT_TRUE(f.g.attach_subgraph(owner, "score_mod", scores, capped, first).is_good());
+  EXPECT_EQ(f.g.nodes().size(), first);
+  ASSERT_EQ(owner.inputs().size(), owner.num_ports() + 1);  // the cap tensor
+  EXPECT_EQ(owner.inputs().back(), cap);
+  ASSERT_TRUE(f.validate().is_good()) << f.validate().to_string();
+  EXPECT_EQ(scores->get_dim(), (Dims{2, 8, 128, 256}));
+  EXPECT_EQ(capped->get_dim(), (Dims{2, 8, 128, 256}));
+
+  Graph copy;
+  ASSERT_TRUE(copy.deserialize(f.g.serialize()).is_good());
+  const Node& n = *copy.nodes().back();
+  ASSERT_NE(n.subgraph("score_mod"), nullptr);
+  EXPECT_EQ(n.subgraph("score_mod")->nodes.size(), 3u);
+  EXPECT_EQ(n.inputs().size(), n.num_ports() + 1);
+  ASSERT_TRUE(copy.validate().is_good()) << copy.validate().to_string();
+  EXPECT_EQ(copy.key(), f.g.key());
+}
+
+TEST(SdpaScoreMod, Rules) {
+  {  // only pointwise ops
+    Fwd f;
+    f.build();
+    Node& owner = *f.g.mutable_nodes().back();
+    const size_t first = f.g.nodes().size();
+    auto scores = std::make_shared<TensorAttr>();
+    auto y = f.g.reduction(scores, NodeAttrs().set("mode", "ADD"));
+    Status s = f.g.attach_subgraph(owner, "score_mod", scores, y, first);
+    EXPECT_EQ(s.code(), ErrorCode::GRAPH_NOT_SUPPORTED) << s.to_string();
+  }
+  {  // the sub-graph's nodes obey the catalogue's generic rules
+    Fwd f;
+    f.build();
+    Node& owner = *f.g.mutable_nodes().back();
+    const size_t first = f.g.nodes().size();
+    auto scores = std::make_shared<TensorAttr>();
+    auto y = f.g.add_node(OpKind::POINTWISE, {scores},
+                          NodeAttrs().set("mode", std::string("GEN_INDEX")).set("axis", std::string("two")))[0];
+    ASSERT_TRUE(f.g.attach_subgraph(owner, "score_mod", scores, y, first).is_good());
+    expect_fail(f.g, ErrorCode::INVALID_VALUE, kNode, "attribute axis must be of type int");
+  }
+  {  // a sub-graph's input is its own tensor, not a port of a node
+    Fwd f;
+    f.build();
+    Node& owner = *f.g.mutable_nodes().back();
+    const size_t first = f.g.nodes().size();
+    ASSERT_TRUE(f.g.attach_subgraph(owner, "score_mod", f.q, f.g.neg(f.q), first).is_good());
+    expect_fail(f.g, ErrorCode::INVALID_VALUE, kNode, "belongs to a sub-graph");
+  }
+  {  // no built-in masks with a score modifier
+    Fwd f;
+    f.attrs.set("right_bound", 0);
+    f.build();
+    Node& owner = *f.g.mutable_nodes().back();
+    const size_t first = f.g.nodes().size();
+    auto scores = std::make_shared<TensorAttr>();
+    ASSERT_TRUE(f.g.attach_subgraph(owner, "score_mod", scores, f.g.neg(scores), first).is_good());
+    expect_fail(f.g, ErrorCode::GRAPH_NOT_SUPPORTED, kNode, "score_mod replaces the built-in masks");
+  }
+  {  // a backward needs both halves
+    Bwd b;
+    b.build();
+    Node& owner = *b.g.mutable_nodes().back();
+    const size_t first = b.g.nodes().size();
+    auto scores = std::make_shared<TensorAttr>();
+    ASSERT_TRUE(b.g.attach_subgraph(owner, "score_mod", scores, b.g.neg(scores), first).is_good());
+    expect_fail(b.g, ErrorCode::GRAPH_NOT_SUPPORTED, kBwdNode, "needs both score_mod and score_mod_bprop");
+  }
+}
+
+}  // namespace

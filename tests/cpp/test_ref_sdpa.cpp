@@ -711,3 +711,79 @@ TEST(RefSdpa, GraphHalfMatchesDoubleKernel) {
   expect_close(r.get(O), want.o, 2e-3, "O (half)");
   expect_close(r.get(Stats), want.stats, 1e-6, "Stats (float)");
 }
+
+namespace {
+
+// A score_mod that adds w * (col - row) from the scores' own indices (and, in the backward, the identity
+// score_mod_bprop) equals an explicit relative-position bias: forward and backward against the double
+// kernel with that bias.
+TEST(RefSdpa, ScoreModRelativeBiasEqualsExplicitBias) {
+  const int64_t B = 1, H = 2, S = 5, D = 8;
+  const double w = 0.25;  // exact in half
+  Prob p;
+  p.B = B, p.Hq = p.Hk = p.Hv = H, p.Sq = p.Skv = S, p.D = p.Dv = D, p.scale = 0.4;
+  p.fill(70);
+  auto to_half = [](Vec& v) {
+    for (double& x : v) {
+      uint16_t b = 0;
+      store_element(DataType::HALF, &b, 0, x);
+      x = load_element(DataType::HALF, &b, 0);
+    }
+  };
+  for (Vec* v : {&p.q, &p.k, &p.v, &p.dO}) to_half(*v);
+  p.bias_dims = {1, 1, S, S};
+  for (int64_t i = 0; i < S; ++i)
+    for (int64_t j = 0; j < S; ++j) p.bias.push_back(w * double(j - i));
+  Fwd want = run_fwd(p, p.q, p.k, p.v);
+  Bwd want_g = run_bwd(p, want.stats);
+
+  auto relative = [&](Graph& g, Node& owner, const TensorPtr& weight, bool bwd) {
+    size_t first = g.nodes().size();
+    auto s = std::make_shared<TensorAttr>();
+    s->set_is_virtual(true);
+    auto row = g.gen_index(s, NodeAttrs().set("axis", int64_t(2)));
+    auto col = g.gen_index(s, NodeAttrs().set("axis", int64_t(3)));
+    ASSERT_TRUE(g.attach_subgraph(owner, "score_mod", s, g.add(s, g.mul(g.sub(col, row), weight)), first).is_good());
+    if (!bwd) return;
+    first = g.nodes().size();
+    auto ds = std::make_shared<TensorAttr>();
+    ds->set_is_virtual(true);
+    ASSERT_TRUE(g.attach_subgraph(owner, "score_mod_bprop", ds, g.identity(ds), first).is_good());
+  };
+  auto tensor = [](Graph& g, const char* name, Dims d) {
+    return g.tensor(TensorAttr().set_name(name).set_dim(d).set_stride(row_major_strides(d)).set_data_type(DataType::HALF));
+  };
+  {
+    Graph g;
+    g.set_io_data_type(DataType::HALF).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+    auto Q = tensor(g, "Q", {B, H, S, D}), K = tensor(g, "K", {B, H, S, D}), V = tensor(g, "V", {B, H, S, D});
+    auto W = tensor(g, "w", {1, 1, 1, 1});
+    auto o = g.sdpa(Q, K, V, NodeAttrs().set("generate_stats", true).set("attn_scale_value", p.scale));
+    relative(g, *g.mutable_nodes().front(), W, false);
+    o[0]->set_output(true);
+    o[1]->set_output(true);
+    test::RefRunner r(g);
+    r.set(Q, p.q), r.set(K, p.k), r.set(V, p.v), r.set(W, {w});
+    Status st = r.run_all();
+    ASSERT_TRUE(st.is_good()) << st.to_string();
+    expect_close(r.get(o[0]), want.o, 2e-3, "score_mod O");
+    expect_close(r.get(o[1]), want.stats, 1e-6, "score_mod Stats");
+  }
+  Graph g;
+  g.set_io_data_type(DataType::HALF).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+  auto Q = tensor(g, "Q", {B, H, S, D}), K = tensor(g, "K", {B, H, S, D}), V = tensor(g, "V", {B, H, S, D});
+  auto O = tensor(g, "O", {B, H, S, D}), dO = tensor(g, "dO", {B, H, S, D}), W = tensor(g, "w", {1, 1, 1, 1});
+  auto St = g.tensor(TensorAttr().set_name("St").set_dim({B, H, S, 1}).set_stride({H * S, S, 1, 1}).set_data_type(DataType::FLOAT));
+  auto d = g.sdpa_backward(Q, K, V, O, dO, St, NodeAttrs().set("attn_scale_value", p.scale));
+  relative(g, *g.mutable_nodes().front(), W, true);
+  for (int i = 0; i < 3; ++i) d[size_t(i)]->set_output(true);
+  test::RefRunner r(g);
+  r.set(Q, p.q), r.set(K, p.k), r.set(V, p.v), r.set(O, want.o), r.set(dO, p.dO), r.set(St, want.stats), r.set(W, {w});
+  Status st = r.run_all();
+  ASSERT_TRUE(st.is_good()) << st.to_string();
+  expect_close(r.get(d[0]), want_g.dq, 2e-3, "score_mod dQ");
+  expect_close(r.get(d[1]), want_g.dk, 2e-3, "score_mod dK");
+  expect_close(r.get(d[2]), want_g.dv, 2e-3, "score_mod dV");
+}
+
+}  // namespace

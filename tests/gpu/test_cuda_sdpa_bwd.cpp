@@ -468,6 +468,17 @@ void run_schedules(const Case& c, std::initializer_list<Schedule> schedules, boo
 }
 
 // Not one test: v4 checks reproducibility here, v2 does not.
+// Fully masked query rows (Stats = -inf): a batch with no keys at all (seq_len_kv 0) in a padded
+// BHSD layout, and rows above a bottom-right diagonal; their gradients must be 0 and every value finite.
+TEST(CudaSdpaBwd, FullyMaskedRowsZeroKvLength) {
+  Case c = shape(2, 2, 2, 128, 128, 64, 64);
+  c.causal = c.bottom_right = true;
+  c.len_q = {128, 90};
+  c.len_kv = {0, 40};
+  run_case(c);
+  run_case(v2(c));
+}
+
 TEST(CudaSdpaBwd, V2D64Gqa) { run_case(v2(shape(2, 4, 2, 128, 128, 64, 64))); }
 TEST(CudaSdpaBwd, V4D64Gqa) { run_case(v4(shape(2, 4, 2, 128, 128, 64, 64)), true); }
 TEST(CudaSdpaBwd, WgmmaD128MultiTileMqaOdd) { run_schedules(shape(1, 4, 1, 333, 301, 128, 128), {kV2, kV4}); }

@@ -1112,6 +1112,7 @@ struct SdpaOpts {
   bool paged = false;    // K/V in 32-row pages (forward, unified)
   bool dropout = false;  // user mask (dropout_mask, 0/1) times dropout_scale = 4/3
   bool philox = false;   // generated dropout, p = 0.25 (seed/offset INT64 in device memory); RNG_dump out
+  bool dbias = false;    // with bias, backward: dBias [1,H,S,S] as a graph output
   const char* impl = "COMPOSITE";
 };
 
@@ -1194,6 +1195,7 @@ void build_sdpa(SdpaGraph& s, const SdpaOpts& o, bool bwd) {
       as_output(s.outs[i], i == 0 ? qd : kvd, DataType::BFLOAT16, bshd);
       pack(s.outs[i], names[i], i != 0);
     }
+    if (o.dbias) as_output(s.outs[3], {1, kH, kS, kS}, DataType::BFLOAT16);
   } else {
     as_output(s.outs[0], qd, DataType::BFLOAT16, bshd);
     pack(s.outs[0], "O", false);
@@ -1331,6 +1333,12 @@ TEST(CudnnEngine, SdpaBiasBackward) {
   SKIP_WITHOUT_CUDNN();
   SdpaOpts o;
   o.bias = true;
+  sdpa_opts_case(o, true);
+}
+TEST(CudnnEngine, SdpaBiasBackwardWithDBias) {
+  SKIP_WITHOUT_CUDNN();
+  SdpaOpts o;
+  o.bias = o.dbias = true;
   sdpa_opts_case(o, true);
 }
 TEST(CudnnEngine, SdpaDropoutMaskForward) {
@@ -1533,9 +1541,9 @@ TEST(CudnnEngine, SdpaDropoutAndUnifiedBackwardDecline) {
 TEST(CudnnEngine, DeclinesUnloweredOpsByName) {
   SKIP_WITHOUT_CUDNN();
   Graph g;
-  auto q = input(g, "Q", {1, 2, 64, 320}, DataType::BFLOAT16);
-  auto o = g.sdpa(q, q, q, NodeAttrs().set("generate_stats", false).set("use_alibi_mask", true));
-  as_output(o[0], {1, 2, 64, 320}, DataType::BFLOAT16);
+  auto q = input(g, "Q", {1, 2, 64, 64}, DataType::BFLOAT16);
+  auto o = g.sdpa(q, q, q, NodeAttrs().set("generate_stats", false).input("sink_token", input(g, "sink", {1, 2, 1, 1}, DataType::FLOAT)));
+  as_output(o[0], {1, 2, 64, 64}, DataType::BFLOAT16);
   o[1]->set_dim({1, 2, 64, 1}).set_stride({128, 64, 1, 1}).set_data_type(DataType::FLOAT);
   prepare(g);
   Proposal p = make_cudnn_engine()->propose_plans(g, cuda_target());
@@ -1737,6 +1745,153 @@ TEST(CudnnEngineKnobSearch, SearchedMatmulPlansMatchReference) {
   }
   EXPECT_EQ(ran, n_searched);
   for (void* p : ptrs) cudaFree(p);
+}
+
+
+// ---- head dims cuDNN serves on Hopper beyond 256 and d_v != d_qk, score_mod sub-graphs, fully masked
+// rows: each against the reference engine on the same inputs (a decline is reported, not failed).
+
+struct AttnCase {
+  int64_t dqk = 64, dv = 64;
+  bool softcap = false;  // score_mod tanh(s / 4) * 4 (and its score_mod_bprop in the backward)
+  bool masked_row = false;  // a -inf bias on query row 3 of head 1: every key hidden
+  bool alibi = false;       // ALiBi with the causal mask (6 heads: the non-power-of-two slope interleave)
+  bool row_stats = false;   // Max and Sum_exp (score_max / score_sum_exp) as graph outputs too
+};
+
+// Builds the forward (or backward) bf16 graph of `a` in g, [1,2,128,D]; returns the node's outputs.
+std::vector<TensorPtr> build_attn(Graph& g, const AttnCase& a, bool bwd) {
+  g.set_io_data_type(DataType::BFLOAT16).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+  const int64_t B = 1, H = a.alibi ? 6 : 2, S = 128;
+  auto Q = input(g, "Q", {B, H, S, a.dqk}, DataType::BFLOAT16);
+  auto K = input(g, "K", {B, H, S, a.dqk}, DataType::BFLOAT16);
+  auto V = input(g, "V", {B, H, S, a.dv}, DataType::BFLOAT16);
+  NodeAttrs at;
+  at.set("attn_scale_value", 0.125).set("implementation", "COMPOSITE");
+  if (a.masked_row) at.input("bias", input(g, "bias", {1, H, S, S}, DataType::BFLOAT16));
+  if (a.alibi) at.set("use_alibi_mask", true).set("right_bound", int64_t(0));
+  std::vector<TensorPtr> outs;
+  if (!bwd) {
+    at.set("generate_stats", true);
+    auto o = g.sdpa(Q, K, V, at);
+    as_output(o[0], {B, H, S, a.dv}, DataType::BFLOAT16);
+    as_output(o[1], {B, H, S, 1}, DataType::FLOAT);
+    outs = {o[0], o[1]};
+    if (a.row_stats) {
+      as_output(o[2], {B, H, S, 1}, DataType::FLOAT);
+      as_output(o[3], {B, H, S, 1}, DataType::FLOAT);
+    }
+  } else {
+    auto O = input(g, "O", {B, H, S, a.dv}, DataType::BFLOAT16);
+    auto dO = input(g, "dO", {B, H, S, a.dv}, DataType::BFLOAT16);
+    auto St = input(g, "Stats", {B, H, S, 1}, DataType::FLOAT);
+    auto o = g.sdpa_backward(Q, K, V, O, dO, St, at);
+    as_output(o[0], {B, H, S, a.dqk}, DataType::BFLOAT16);
+    as_output(o[1], {B, H, S, a.dqk}, DataType::BFLOAT16);
+    as_output(o[2], {B, H, S, a.dv}, DataType::BFLOAT16);
+    outs = {o[0], o[1], o[2]};
+  }
+  if (a.softcap) {
+    Node& owner = *g.mutable_nodes().back();
+    auto cap = g.tensor(Scalar::of_float(4.0f));
+    cap->set_dim({1, 1, 1, 1}).set_stride({1, 1, 1, 1});
+    auto one = g.tensor(Scalar::of_float(1.0f));
+    one->set_dim({1, 1, 1, 1}).set_stride({1, 1, 1, 1});
+    size_t first = g.nodes().size();
+    auto s = std::make_shared<TensorAttr>();
+    s->set_is_virtual(true);
+    auto t = g.tanh(g.div(s, cap));
+    EXPECT_TRUE(g.attach_subgraph(owner, "score_mod", s, g.mul(t, cap), first).is_good());
+    if (bwd) {
+      first = g.nodes().size();
+      auto ds = std::make_shared<TensorAttr>();
+      ds->set_is_virtual(true);
+      EXPECT_TRUE(g.attach_subgraph(owner, "score_mod_bprop", ds, g.mul(ds, g.sub(one, g.mul(t, t))), first).is_good());
+    }
+  }
+  prepare(g);
+  return outs;
+}
+
+// Forward, then (when `bwd`) the backward from the reference forward's O and Stats, each cudnn plan
+// against the reference engine.
+void attn_case(const AttnCase& a, bool bwd) {
+  Graph f;
+  std::vector<TensorPtr> fo = build_attn(f, a, false);
+  Data fd;
+  fill_random(f, fd, 900);
+  for (const auto& t : f.tensors())
+    if (t->get_name() == "bias" && a.masked_row) {
+      Host& b = fd[t.get()];
+      for (int64_t j = 0; j < 128; ++j) b[size_t((1 * 128 + 3) * 128 + j)] = -INFINITY;
+    }
+  if (!bwd) {
+    SKIP_IF_DECLINED(f);
+    RunResult r;
+    ASSERT_TRUE(run_graph(f, fd, r));
+    if (a.masked_row) {  // O of the hidden row is 0 on both; report cuDNN's Stats for it
+      const Host& st = r.out[fo[1].get()];
+      std::printf("  cuDNN Stats of the fully masked row: %g\n", st[size_t(1 * 128 + 3)]);
+      for (int64_t d = 0; d < a.dv; ++d) EXPECT_EQ(r.out[fo[0].get()][size_t((1 * 128 + 3) * a.dv + d)], 0.0);
+    }
+    expect_matches_reference(f, fd, r, 2e-2, 2e-2, [&](const TensorAttr& t, size_t i) {
+      return !(a.masked_row && &t == fo[1].get() && i == size_t(1 * 128 + 3));
+    });
+    return;
+  }
+  ASSERT_TRUE(f.create_execution_plans({HeurMode::A, HeurMode::FALLBACK}).is_good());
+  std::map<const TensorAttr*, Host> ref;
+  ASSERT_TRUE(run_reference(f, fd, ref));
+  Graph b;
+  std::vector<TensorPtr> bo = build_attn(b, a, true);
+  Data bd;
+  for (const auto& t : b.tensors()) {
+    for (const auto& [ft, v] : fd)
+      if (ft->get_name() == t->get_name() && !t->get_name().empty()) bd[t.get()] = v;
+    if (t->get_name() == "O") bd[t.get()] = ref[fo[0].get()];
+    if (t->get_name() == "Stats") bd[t.get()] = ref[fo[1].get()];
+  }
+  fill_random(b, bd, 950);
+  SKIP_IF_DECLINED(b);
+  RunResult r;
+  ASSERT_TRUE(run_graph(b, bd, r));
+  for (const auto& t : bo)
+    for (double x : r.out[t.get()]) ASSERT_TRUE(std::isfinite(x)) << t->get_name();
+  expect_matches_reference(b, bd, r, 3e-2, 3e-2);
+}
+
+TEST(CudnnEngine, SdpaHeadDim320Forward) {
+  SKIP_WITHOUT_CUDNN();
+  attn_case({320, 320}, false);
+}
+TEST(CudnnEngine, SdpaWiderValueForwardBackward) {
+  SKIP_WITHOUT_CUDNN();
+  attn_case({64, 128}, false);
+  attn_case({64, 128}, true);
+}
+TEST(CudnnEngine, SdpaAlibiForwardBackward) {
+  SKIP_WITHOUT_CUDNN();
+  AttnCase a;
+  a.alibi = true;
+  attn_case(a, false);
+  attn_case(a, true);
+}
+TEST(CudnnEngine, SdpaMaxAndSumExpOutputs) {
+  SKIP_WITHOUT_CUDNN();
+  AttnCase a;
+  a.row_stats = true;
+  attn_case(a, false);
+}
+TEST(CudnnEngine, SdpaScoreModSoftcapForwardBackward) {
+  SKIP_WITHOUT_CUDNN();
+  attn_case({64, 64, true}, false);
+  attn_case({64, 64, true}, true);
+}
+// The forward only: the backward of a row whose Stats is -inf reads exp(-inf - -inf) in cuDNN's composite
+// graph; what cuDNN gives there is left to a cuDNN-side check (the reference engine gives 0).
+TEST(CudnnEngine, SdpaFullyMaskedRowByBias) {
+  SKIP_WITHOUT_CUDNN();
+  attn_case({64, 64, false, true}, false);
 }
 
 }  // namespace

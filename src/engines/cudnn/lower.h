@@ -119,5 +119,6 @@ bool lower_generic_node(LowerCtx& c, const Node& n, std::string& why);
 bool lower_sdpa_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string& why);
 bool lower_sdpa_backward_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string& why);
 bool lower_sdpa_fp8_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string& why);
+bool lower_sdpa_mxfp8_node(LowerCtx& c, const Node& n, std::string& why);
 
 }  // namespace opendnn::cudnn

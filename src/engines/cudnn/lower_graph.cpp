@@ -274,6 +274,8 @@ bool lower_graph(const Graph& g, cudnnHandle_t handle, SdpaImpl impl, size_t ver
     } else if (n->kind() == OpKind::SDPA_FP8) {
       lg->has_sdpa = true;
       good = lower_sdpa_fp8_node(c, *n, impl, why);
+    } else if (n->kind() == OpKind::SDPA_MXFP8 || n->kind() == OpKind::SDPA_MXFP8_BACKWARD) {
+      good = lower_sdpa_mxfp8_node(c, *n, why);
     } else {
       good = lower_generic_node(c, *n, why);
     }

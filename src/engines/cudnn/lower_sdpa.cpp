@@ -7,8 +7,10 @@
 // left (sliding window) bounds and bias composite only (9.19's unified op has no band or bias
 // attributes); paged K/V and block_mask unified only (9.15+/9.14+); dropout composite only, with a user
 // mask (dropout_mask * dropout_scale) or generated (seed/offset: cuDNN's RNG op, Bernoulli keep 1 - p,
-// times 1/(1 - p); see philox_ok). ALiBi, sink tokens and cu_seq_len decline. sdpa_fp8 forward:
-// composite, causal mask (lower_sdpa_fp8_node).
+// times 1/(1 - p); see philox_ok). ALiBi (slopes computed in the graph, add_alibi), score_mod sub-graphs,
+// the Max/Sum_exp outputs and dBias composite only. Head dims beyond 256 and d_v != d_qk go to cuDNN as
+// they are (its heuristics take or decline them). Sink tokens and cu_seq_len decline. sdpa_fp8 forward:
+// composite, causal mask (lower_sdpa_fp8_node). MXFP8 declines (lower_sdpa_mxfp8_node).
 //
 // The composite graphs follow the operation patterns cuDNN's fused flash-attention engines match (the
 // developer guide's "fused flash attention fprop/bprop" patterns, as cuDNN Frontend emits them for
@@ -120,7 +122,9 @@ bool common_checks(const Node& n, std::string& why, bool fp8 = false) {
     }
   if (fp8 && (has_in(n, "seed") || has_in(n, "dropout_mask")))
     { why = "not supported: dropout on FP8 attention is not lowered"; return false; }
-  if (n.attr_bool("use_alibi_mask")) { why = "not supported: use_alibi_mask is not lowered by the cudnn engine"; return false; }
+  if (n.attr_bool("use_alibi_mask") && (fp8 || n.attr_str("diagonal_alignment") != "TOP_LEFT" || !n.has("right_bound") ||
+                                        n.attr_int("right_bound") != 0))
+    { why = "not supported: use_alibi_mask is lowered only for fp16/bf16 top-left causal attention"; return false; }
   if ((has_in(n, "seq_len_q") || has_in(n, "seq_len_kv")) && !padded(n)) {
     why = "seq_len_q/seq_len_kv need use_padding_mask and both tensors";
     return false;
@@ -260,15 +264,17 @@ DescPtr scale_tensor(LowerCtx& c, const Node& n) {
 // S + bias (the bias broadcasts over [B,Hq,Sq,Skv]).
 // The unnormalised softmax of the logits s: e = exp(s - rowmax), z = rowsum(e), and, when Stats is
 // given, Stats = rowmax + log(z) (the log-sum-exp); the caller divides e by z into its own P.
+// Max and Sum_exp (score_max / score_sum_exp), when given, are the row max and the row sum themselves.
 std::pair<DescPtr, DescPtr> exp_and_sum(LowerCtx& c, const DescPtr& s, const std::vector<int64_t>& sdims,
-                                        const std::vector<int64_t>& rdims, const TensorPtr& stats) {
-  DescPtr mx = c.virt(rdims);
+                                        const std::vector<int64_t>& rdims, const TensorPtr& stats,
+                                        const TensorPtr& max_out = nullptr, const TensorPtr& sum_out = nullptr) {
+  DescPtr mx = max_out ? c.tensor(max_out) : c.virt(rdims);
   c.reduction(CUDNN_REDUCE_TENSOR_MAX, s, mx);
   DescPtr sub = c.virt(sdims);
   c.pointwise(CUDNN_POINTWISE_SUB, s, mx, sub);
   DescPtr e = c.virt(sdims);
   c.pointwise(CUDNN_POINTWISE_EXP, sub, nullptr, e);
-  DescPtr z = c.virt(rdims);
+  DescPtr z = sum_out ? c.tensor(sum_out) : c.virt(rdims);
   c.reduction(CUDNN_REDUCE_TENSOR_ADD, e, z);
   if (stats) {
     DescPtr lz = c.virt(rdims);
@@ -278,11 +284,59 @@ std::pair<DescPtr, DescPtr> exp_and_sum(LowerCtx& c, const DescPtr& s, const std
   return {e, z};
 }
 
+// ALiBi on x (right_bound 0, top-left: validation allows no other alignment with it): x + slope_h *
+// (col - row). The slopes are computed in the graph from the head index rather than held in memory:
+// with n = 2^floor(log2 H), slope_h = 2^e, e = -8h/n - 8/n for h < n and -8h/n + 8 - 4/n for the rest
+// (the ALiBi paper's interleave, as the reference engine and cuDNN Frontend define it).
+DescPtr add_alibi(LowerCtx& c, const Node& n, DescPtr x, const std::vector<int64_t>& sdims) {
+  if (!n.attr_bool("use_alibi_mask")) return x;
+  const int64_t H = sdims[1];
+  int64_t np2 = 1;
+  while (np2 * 2 <= H) np2 *= 2;
+  auto index = [&](int64_t axis) {
+    DescPtr i = c.virt(sdims, DataType::INT32);
+    c.pointwise(CUDNN_POINTWISE_GEN_INDEX, x, nullptr, i, nullptr, DataType::FLOAT, axis);
+    return i;
+  };
+  auto op = [&](cudnnPointwiseMode_t mode, const DescPtr& a, const DescPtr& b, const DescPtr& t = nullptr,
+                DataType out = DataType::FLOAT) {
+    DescPtr y = c.virt(sdims, out);
+    c.pointwise(mode, a, b, y, t, out == DataType::BOOLEAN ? DataType::BOOLEAN : DataType::FLOAT);
+    return y;
+  };
+  DescPtr h = index(1);
+  const double inv = 1.0 / double(np2);
+  DescPtr e = op(CUDNN_POINTWISE_ADD, op(CUDNN_POINTWISE_MUL, h, c.scalar_f32(float(-8.0 * inv))), c.scalar_f32(float(-8.0 * inv)));
+  if (np2 < H) {  // heads n.. : e + 8 + 4/n
+    DescPtr rest = op(CUDNN_POINTWISE_CMP_GE, h, c.scalar_f32(float(np2)), nullptr, DataType::BOOLEAN);
+    e = op(CUDNN_POINTWISE_BINARY_SELECT, op(CUDNN_POINTWISE_ADD, e, c.scalar_f32(float(8.0 + 4.0 * inv))), e, rest);
+  }
+  DescPtr slope = op(CUDNN_POINTWISE_EXP, op(CUDNN_POINTWISE_MUL, e, c.scalar_f32(float(std::log(2.0)))), nullptr);
+  DescPtr dist = op(CUDNN_POINTWISE_SUB, index(3), index(2));
+  return op(CUDNN_POINTWISE_ADD, x, op(CUDNN_POINTWISE_MUL, dist, slope));
+}
+
 DescPtr add_bias(LowerCtx& c, const Node& n, DescPtr s, const std::vector<int64_t>& sdims) {
   if (!has_in(n, "bias")) return s;
   DescPtr y = c.virt(sdims);
   c.pointwise(CUDNN_POINTWISE_ADD, s, c.tensor(n.in("bias")), y);
   return y;
+}
+
+// score_mod / score_mod_bprop on x: the sub-graph's pointwise ops lowered in place, its input bound to x,
+// as cuDNN Frontend's composite graphs apply a score modifier (after the scale and bias). False: a
+// sub-graph op the engine cannot lower (why says which).
+bool apply_subgraph(LowerCtx& c, const Node& n, const char* name, DescPtr& x, std::string& why) {
+  const SubGraph* sg = n.subgraph(name);
+  if (!sg) return true;
+  c.tensors[sg->input.get()] = x;
+  for (const auto& sub : sg->nodes)
+    if (!lower_generic_node(c, *sub, why)) {
+      why = std::string(name) + " node \"" + sub->name() + "\": " + (why.empty() ? c.b.error() : why);
+      return false;
+    }
+  x = c.tensor(sg->output);
+  return c.b.ok();
 }
 
 double attn_flops(const Node& n) {
@@ -303,7 +357,7 @@ void note_attention(LowerCtx& c, const Node& n, bool backward) {
   const auto& k = n.in("K")->get_dim();
   const auto& v = n.in("V")->get_dim();
   const bool causal = n.has("right_bound") && n.attr_int("right_bound") == 0;
-  const bool plain = !has_in(n, "bias") && !has_dropout_mask(n) && !has_philox(n) && !padded(n) && !paged(n) &&
+  const bool plain = n.subgraphs().empty() && !has_in(n, "bias") && !has_dropout_mask(n) && !has_philox(n) && !padded(n) && !paged(n) &&
                      !is_ragged(n) && !n.has("left_bound") && (causal || !n.has("right_bound")) && q[3] == v[3];
   c.out.plain_attention = c.out.sdpa_nodes++ == 0 && plain;  // the model describes one node
   if (!c.out.plain_attention) return;
@@ -313,10 +367,12 @@ void note_attention(LowerCtx& c, const Node& n, bool backward) {
 
 bool unified_ok(LowerCtx& c, const Node& n, std::string& why) {
   if (c.version < 91301) { why = "not supported: the unified SDPA op needs cuDNN 9.13.1+"; return false; }
+  if (!n.subgraphs().empty()) { why = "not supported: score_mod is lowered only to the composite graph"; return false; }
   if (is_ragged(n)) { why = "not supported: ragged (THD) offsets are lowered only to the composite graph"; return false; }
   if (n.has("right_bound") || n.has("left_bound"))
     { why = "not supported: the unified SDPA op of this cuDNN has no diagonal-band (causal/sliding window) attributes"; return false; }
   if (has_in(n, "bias")) { why = "not supported: bias on the unified SDPA op needs cuDNN 9.21+"; return false; }
+  if (n.attr_bool("use_alibi_mask")) { why = "not supported: ALiBi is lowered only to the composite graph"; return false; }
   if ((padded(n) || paged(n)) && c.version < 91500)
     { why = "not supported: seq_len/paged K-V on the unified SDPA op need cuDNN 9.15+"; return false; }
   if (has_in(n, "block_mask") && c.version < 91400) { why = "not supported: block_mask needs cuDNN 9.14+"; return false; }
@@ -419,8 +475,11 @@ bool lower_sdpa_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string& why
   bool stats = n.attr_bool("generate_stats");
   const TensorPtr& O = n.out("O");
   const TensorPtr& St = n.out("Stats");
-  for (const char* p : {"Max", "Sum_exp"})
-    if (n.out(p) && !n.out(p)->get_is_virtual()) { why = std::string("output ") + p + " is not lowered yet"; return false; }
+  auto graph_output = [&](const char* p) -> TensorPtr {
+    const TensorPtr& t = n.out(p);
+    return t && !t->get_is_virtual() && t->volume() > 0 ? t : nullptr;
+  };
+  const TensorPtr max_out = graph_output("Max"), sum_out = graph_output("Sum_exp");
   const TensorPtr& dump = n.out("RNG_dump");
   const bool dumped = dump && !dump->get_is_virtual();
   if (stats && St->get_is_virtual()) { why = "generate_stats is set but Stats is virtual"; return false; }
@@ -429,6 +488,7 @@ bool lower_sdpa_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string& why
   DescPtr scale = scale_tensor(c, n);
   if (impl == SdpaImpl::UNIFIED) {
     if (!unified_ok(c, n, why)) return false;
+    if (max_out || sum_out) { why = "not supported: Max/Sum_exp outputs are lowered only to the composite graph"; return false; }
     auto& b = c.b;
     DescPtr op = b.make(CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR);
     b.set_desc(op, CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC, c.tensor(n.in("Q")));
@@ -467,10 +527,12 @@ bool lower_sdpa_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string& why
     s = s2;
   }
   s = add_bias(c, n, s, sdims);
+  s = add_alibi(c, n, s, sdims);
+  if (!apply_subgraph(c, n, "score_mod", s, why)) return false;
   if (padded(n)) s = padding_mask(c, n, s, sdims);
   if (has_bands(n)) s = band_masks(c, n, s, sdims);
   // softmax with stats: max, sub, exp, sum, [log, add -> Stats], div -> P (io type, bmm2's A operand)
-  auto [e, z] = exp_and_sum(c, s, sdims, rdims, stats ? St : nullptr);
+  auto [e, z] = exp_and_sum(c, s, sdims, rdims, stats ? St : nullptr, max_out, sum_out);
   const Dropout drop = dropout_of(c, n, sdims, dumped ? dump : nullptr);
   DescPtr p = c.virt(sdims, drop.mask ? DataType::FLOAT : io);
   c.pointwise(CUDNN_POINTWISE_DIV, e, z, p);
@@ -482,8 +544,17 @@ bool lower_sdpa_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string& why
 bool lower_sdpa_backward_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string& why) {
   if (!common_checks(n, why)) return false;
   if (c.rank != 4) { why = "every tensor of an SDPA graph must have rank <= 4"; return false; }
-  for (const char* p : {"dBias", "dSink_token", "RNG_dump"})
+  for (const char* p : {"dSink_token", "RNG_dump"})
     if (n.out(p) && !n.out(p)->get_is_virtual()) { why = std::string("output ") + p + " is not lowered yet"; return false; }
+  const TensorPtr& dbias = n.out("dBias");
+  const bool want_dbias = dbias && !dbias->get_is_virtual() && dbias->volume() > 0;
+  if (want_dbias) {  // dBias = dS summed over the batch ([1,Hq,Sq,Skv]) or dS itself ([B,Hq,Sq,Skv])
+    const auto& bd = dbias->get_dim();
+    const auto& q4 = n.in("Q")->get_dim();
+    const int64_t skv = n.in("K")->get_dim()[2];
+    if (bd.size() != 4 || bd[1] != q4[1] || bd[2] != q4[2] || bd[3] != skv || (bd[0] != 1 && bd[0] != q4[0]))
+      { why = "not supported: dBias is lowered for bias dims [1 or B, Hq, Sq, Skv] only"; return false; }
+  }
   c.out.flops += 2.5 * attn_flops(n);
   note_attention(c, n, true);
   const TensorPtr& Q = n.in("Q");
@@ -528,6 +599,8 @@ bool lower_sdpa_backward_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::st
     s = s2;
   }
   s = add_bias(c, n, s, sdims);
+  s = add_alibi(c, n, s, sdims);
+  if (!apply_subgraph(c, n, "score_mod", s, why)) return false;
   // The padding mask comes before the Stats subtraction, the bands after (Frontend's order for 9.10+).
   if (padded(n)) s = padding_mask(c, n, s, sdims);
   DescPtr sub = c.virt(sdims);
@@ -555,6 +628,11 @@ bool lower_sdpa_backward_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::st
   c.pointwise(CUDNN_POINTWISE_SUB, dp, ssum, t);
   DescPtr ds = c.virt(sdims);
   c.pointwise(CUDNN_POINTWISE_MUL, t, p, ds);
+  if (!apply_subgraph(c, n, "score_mod_bprop", ds, why)) return false;  // dS' -> dS (before the scale)
+  if (want_dbias) {  // the bias is added after the scale: its gradient is dS before the scale
+    if (dbias->get_dim()[0] == B) c.pointwise(CUDNN_POINTWISE_IDENTITY, ds, nullptr, c.tensor(dbias));
+    else c.reduction(CUDNN_REDUCE_TENSOR_ADD, ds, c.tensor(dbias));
+  }
   if (scale) {
     DescPtr ds2 = c.virt(sdims);
     c.pointwise(CUDNN_POINTWISE_MUL, ds, scale, ds2);
@@ -595,6 +673,7 @@ bool lower_sdpa_fp8_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string&
   if (impl == SdpaImpl::UNIFIED) { why = "not supported: this cuDNN has no unified FP8 SDPA op"; return false; }
   if (c.version < 90100) { why = "not supported: FP8 attention needs cuDNN 9.1+"; return false; }
   if (!common_checks(n, why, true)) return false;
+  if (!n.subgraphs().empty()) { why = "not supported: score_mod on FP8 attention is not lowered"; return false; }
   if (padded(n)) { why = "not supported: the padding mask on FP8 attention is not lowered"; return false; }
   if (!composite_ok(n, why)) return false;
   if (c.rank != 4) { why = "every tensor of an SDPA graph must have rank <= 4"; return false; }
@@ -635,6 +714,16 @@ bool lower_sdpa_fp8_node(LowerCtx& c, const Node& n, SdpaImpl impl, std::string&
   c.reduction(CUDNN_REDUCE_TENSOR_AMAX, o, c.tensor(n.out("Amax_O")));
   c.pointwise(CUDNN_POINTWISE_MUL, o, c.tensor(n.in("scale_o")), c.tensor(n.out("O")));
   return c.b.ok();
+}
+
+// MXFP8 attention (block-scaled E8M0 descales) exists in cuDNN only as the unified SDPA op on Blackwell
+// (sm100+, cuDNN 9.21+); Hopper has no MXFP8 tensor-core path. Not lowered: every graph declines here, so
+// nothing unverified reaches a GPU.
+bool lower_sdpa_mxfp8_node(LowerCtx& c, const Node& n, std::string& why) {
+  why = "not supported: MXFP8 attention (" + std::string(n.spec().method) +
+        ") needs a Blackwell GPU (sm100+) and cuDNN 9.21+ (loaded cuDNN " + std::to_string(c.version) +
+        "); Hopper has no MXFP8 attention and this engine does not lower it";
+  return false;
 }
 
 }  // namespace opendnn::cudnn

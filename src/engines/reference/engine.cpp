@@ -30,7 +30,8 @@ double node_flops(const Node& n) {
     case OpKind::MATMUL_FP8:
       return 2.0 * vol(out[0]) * last_dim(in[0]);
     case OpKind::SDPA:
-    case OpKind::SDPA_FP8: {
+    case OpKind::SDPA_FP8:
+    case OpKind::SDPA_MXFP8: {
       // Q [B,H,Sq,D], K [B,Hk,Skv,D]: S = QK^T and O = PV.
       const TensorPtr& q = in[0];
       const TensorPtr& k = in[1];
@@ -39,7 +40,8 @@ double node_flops(const Node& n) {
       return 4.0 * vol(q) * skv;
     }
     case OpKind::SDPA_BACKWARD:
-    case OpKind::SDPA_FP8_BACKWARD: {
+    case OpKind::SDPA_FP8_BACKWARD:
+    case OpKind::SDPA_MXFP8_BACKWARD: {
       const TensorPtr& q = in[0];
       const TensorPtr& k = in[1];
       if (!q || !k || k->get_dim().size() < 2) break;

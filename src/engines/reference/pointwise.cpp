@@ -30,11 +30,7 @@
 namespace opendnn::ref {
 namespace {
 
-struct Params {
-  double lower = 0.0, upper = std::numeric_limits<double>::infinity(), slope = 0.0;
-  double swish_beta = 1.0, elu_alpha = 1.0, softplus_beta = 1.0;
-  int64_t axis = 0;
-};
+using Params = PointwiseParams;
 
 double sigmoid(double x) { return x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x)); }
 // x * g where g -> 0 faster than x grows (g is 0 exactly at the limit): 0 with x's sign, not inf * 0.
@@ -135,14 +131,7 @@ Status run(const Node& n, const Args& args) {
   if (!y) return {};
   const PointwiseMode mode = n.pointwise_mode();
   const int arity = pointwise_arity(mode);
-  Params p;
-  if (n.has("relu_lower_clip")) p.lower = n.attr_float("relu_lower_clip");
-  if (n.has("relu_upper_clip")) p.upper = n.attr_float("relu_upper_clip");
-  if (n.has("relu_lower_clip_slope")) p.slope = n.attr_float("relu_lower_clip_slope");
-  if (n.has("swish_beta")) p.swish_beta = n.attr_float("swish_beta");
-  if (n.has("elu_alpha")) p.elu_alpha = n.attr_float("elu_alpha");
-  if (n.has("softplus_beta")) p.softplus_beta = n.attr_float("softplus_beta");
-  if (n.has("axis")) p.axis = n.attr_int("axis");
+  const Params p = pointwise_params(n);
 
   const std::vector<int64_t>& dims = y->dims;
   const size_t r = dims.size();
@@ -185,6 +174,20 @@ Status run(const Node& n, const Args& args) {
 }
 
 }  // namespace
+
+PointwiseParams pointwise_params(const Node& n) {
+  PointwiseParams p;
+  if (n.has("relu_lower_clip")) p.lower = n.attr_float("relu_lower_clip");
+  if (n.has("relu_upper_clip")) p.upper = n.attr_float("relu_upper_clip");
+  if (n.has("relu_lower_clip_slope")) p.slope = n.attr_float("relu_lower_clip_slope");
+  if (n.has("swish_beta")) p.swish_beta = n.attr_float("swish_beta");
+  if (n.has("elu_alpha")) p.elu_alpha = n.attr_float("elu_alpha");
+  if (n.has("softplus_beta")) p.softplus_beta = n.attr_float("softplus_beta");
+  if (n.has("axis")) p.axis = n.attr_int("axis");
+  return p;
+}
+
+double pointwise_value(PointwiseMode m, const PointwiseParams& p, double a, double b, double c) { return apply(m, p, a, b, c); }
 
 extern const Kernel kernel_POINTWISE;
 const Kernel kernel_POINTWISE = {check, nullptr, run};

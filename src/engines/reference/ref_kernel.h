@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "common/dtype_convert.h"
@@ -62,6 +63,16 @@ struct Kernel {
 
 // The kernel for an op, or null when none is linked in (the engine then declines with that reason).
 const Kernel* kernel_for(OpKind kind);
+
+// One element of a POINTWISE mode (pointwise.cpp), for kernels that evaluate pointwise sub-graphs
+// (SDPA's score_mod). GEN_INDEX is the caller's (the element's index along `axis`).
+struct PointwiseParams {
+  double lower = 0.0, upper = std::numeric_limits<double>::infinity(), slope = 0.0;
+  double swish_beta = 1.0, elu_alpha = 1.0, softplus_beta = 1.0;
+  int64_t axis = 0;
+};
+PointwiseParams pointwise_params(const Node& n);
+double pointwise_value(PointwiseMode m, const PointwiseParams& p, double a, double b, double c);
 
 // Iterates every index of `dims` in row-major order, calling f(const int64_t* index, int64_t linear).
 template <class F>

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Reference kernels for scaled dot-product attention (SDPA, SDPA_BACKWARD, SDPA_FP8,
-// SDPA_FP8_BACKWARD), computed in double, one (batch, query head) per OpenMP task.
+// SDPA_FP8_BACKWARD, SDPA_MXFP8, SDPA_MXFP8_BACKWARD), computed in double, one (batch, query head) per
+// OpenMP task.
 //
 // Semantics (the numeric oracle for every other engine):
 //   Shapes: Q [B,Hq,Sq,D], K [B,Hk,Skv,D], V [B,Hv,Skv,Dv], O [B,Hq,Sq,Dv], Stats/Max/Sum_exp
@@ -42,6 +43,13 @@
 //     their scales (O*scale_o, dQ*scale_dQ, ...). Amax_O/Amax_dQ/dK/dV are max |value| before scaling;
 //     Amax_S = max of P*Z; Amax_dP = max |dP| (after the dropout mask). P is not quantised (descale_s,
 //     scale_s, descale_dP, scale_dP do not change the results).
+//   MXFP8: every FP8 operand is multiplied by its E8M0 block scale (one per 32 elements along the axis
+//     its product contracts: D for Q, K (and V, dO in the backward), S for V in the forward and for Q_T,
+//     K_T, dO_T); the backward uses Q_T for dK, K_T for dQ and dO_T for dV. No output scaling; Amax_* as FP8.
+//   score_mod: the pointwise sub-graph maps each logit s_ij (after scale, bias, ALiBi) to s'_ij, which the
+//     softmax, Stats and the backward's P use; the backward's dS' = P(dP - D) goes through
+//     score_mod_bprop (evaluated at the same element, after score_mod, whose values it may read) to dS.
+//     Sub-graph values stay in double; GEN_INDEX gives the element's index along its axis.
 //   block_mask: one byte per 128x128 tile, broadcast to [B,Hq,ceil(Sq/128),ceil(Skv/128)]; a zero tile
 //     hides its keys (on top of every other mask).
 #include <algorithm>
@@ -49,6 +57,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/philox.h"
@@ -72,8 +81,25 @@ struct T4 {
   const View* cu = nullptr;        // cumulative token counts (token-packed) when no ragged offset
   const View* table = nullptr;     // page table (paged K/V)
   int64_t block = 1;
+  const View* bscale = nullptr;    // MXFP8 block scales (E8M0), one per 32 elements along k_axis
+  int k_axis = 3;
+  bool swizzled = false;           // F8_128x4 reordering of bscale
 
   bool packed() const { return ragged || cu; }
+  // The block scale of element (b,h,s,d). Plain scales are at [b,h,s,d/32] (k_axis 3) or [b,h,s/32,d]
+  // (k_axis 2) by their strides. F8_128x4 stores each (b,h) matrix [mn, k] (mn the unscaled axis, k the
+  // block index) in 128x4 tiles of 512 bytes, k-tiles inner: element (m, k) of a tile sits at byte
+  // (m % 32) * 16 + (m / 32) * 4 + k % 4.
+  double block_scale(int64_t b, int64_t h, int64_t s, int64_t d) const {
+    const int64_t row = k_axis == 3 ? s : s / 32, col = k_axis == 3 ? d / 32 : d;
+    if (!swizzled) return bscale->get(bscale->offset_of(std::array<int64_t, 4>{b, h, row, col}.data()));
+    const int64_t mn = k_axis == 3 ? row : col, k = k_axis == 3 ? col : row;
+    const int64_t mn_dim = bscale->dims[k_axis == 3 ? 2 : 3], k_dim = bscale->dims[size_t(k_axis)];
+    const int64_t mn_tiles = (mn_dim + 127) / 128, k_tiles = (k_dim + 3) / 4;
+    const int64_t l = b * bscale->dims[1] + h;
+    const int64_t tile = (l * mn_tiles + mn / 128) * k_tiles + k / 4;
+    return bscale->get(tile * 512 + (mn % 32) * 16 + ((mn / 32) % 4) * 4 + k % 4);
+  }
   int64_t off(int64_t b, int64_t h, int64_t s, int64_t d) const {
     const auto& st = v->strides;
     if (table) {
@@ -83,13 +109,17 @@ struct T4 {
     int64_t base = ragged ? int64_t(ragged->get(b)) : cu ? int64_t(cu->get(b)) * st[2] : b * st[0];
     return base + h * st[1] + s * st[2] + d * st[3];
   }
-  double get(int64_t b, int64_t h, int64_t s, int64_t d) const { return v->get(off(b, h, s, d)) * mul; }
+  double get(int64_t b, int64_t h, int64_t s, int64_t d) const {
+    const double x = v->get(off(b, h, s, d)) * mul;
+    return bscale ? x * block_scale(b, h, s, d) : x;
+  }
   void set(int64_t b, int64_t h, int64_t s, int64_t d, double x) const { v->set(off(b, h, s, d), x * mul); }
 };
 
 struct Cfg {
   int64_t B = 0, Hq = 0, Hk = 0, Hv = 0, Sq = 0, Skv = 0, D = 0, Dv = 0;
   T4 q, k, v;
+  T4 qT, kT;  // Q for dK and K for dQ (MXFP8: the copies quantised along S; else Q and K)
   double scale = 1.0;
   bool has_left = false, has_right = false, bottom_right = false, alibi = false;
   int64_t left = 0, right = 0;
@@ -153,6 +183,112 @@ struct Cfg {
   double sink_logit(int64_t h) const { return sink->get(sink->broadcast_offset_of(std::array<int64_t, 4>{0, h, 0, 0}.data())); }
 };
 
+// The score_mod (and score_mod_bprop) sub-graphs as a program evaluated per element (b,h,i,j) in double:
+// value slots for the sub-graph inputs and node outputs, views for the graph tensors they read.
+struct ScoreProgram {
+  struct Src {
+    bool external = false;
+    int64_t index = 0;  // value slot, or the external's position in the node's inputs (its View in Args::in)
+  };
+  struct Op {
+    PointwiseMode mode = PointwiseMode::IDENTITY;
+    PointwiseParams p;
+    int arity = 1;
+    int64_t axis = 0;  // GEN_INDEX: the axis in [B,H,Sq,Skv] terms
+    Src in[3];
+    int64_t out = 0;
+  };
+  std::vector<Op> ops;
+  size_t n_fwd = 0;  // ops of score_mod; the rest are score_mod_bprop's
+  int64_t slots = 0, fwd_in = -1, fwd_out = -1, bwd_in = -1, bwd_out = -1;
+  const Args* args = nullptr;
+
+  bool empty() const { return fwd_in < 0; }
+  double fetch(const Src& s, const double* vals, const int64_t* idx) const {
+    if (!s.external) return vals[s.index];
+    const View& v = args->in[size_t(s.index)];
+    const size_t r = v.dims.size();
+    int64_t off = 0;
+    for (size_t k = 0; k < r && k < 4; ++k) off += (v.dims[k] == 1 ? 0 : idx[4 - r + k]) * v.strides[k];
+    return v.get(off);
+  }
+  void run(size_t first, size_t last, double* vals, const int64_t* idx) const {
+    for (size_t k = first; k < last; ++k) {
+      const Op& o = ops[k];
+      if (o.mode == PointwiseMode::GEN_INDEX) {
+        vals[o.out] = double(idx[o.axis]);
+        continue;
+      }
+      const double a = fetch(o.in[0], vals, idx), b = o.arity > 1 ? fetch(o.in[1], vals, idx) : 0.0;
+      const double c = o.arity > 2 ? fetch(o.in[2], vals, idx) : 0.0;
+      vals[o.out] = pointwise_value(o.mode, o.p, a, b, c);
+    }
+  }
+  // The modified score of element idx (fills the forward slots that score_mod_bprop may read).
+  double fwd(double s, double* vals, const int64_t* idx) const {
+    vals[fwd_in] = s;
+    run(0, n_fwd, vals, idx);
+    return vals[fwd_out];
+  }
+  // The gradient of the original score from that of the modified one (after fwd of the same element).
+  double bwd(double g, double* vals, const int64_t* idx) const {
+    vals[bwd_in] = g;
+    run(n_fwd, ops.size(), vals, idx);
+    return vals[bwd_out];
+  }
+};
+
+Status compile_subgraph(const Node& n, const SubGraph& sg, ScoreProgram& prog,
+                        std::unordered_map<const TensorAttr*, int64_t>& slot) {
+  const int64_t in_slot = prog.slots++;
+  slot[sg.input.get()] = in_slot;
+  (sg.name == "score_mod" ? prog.fwd_in : prog.bwd_in) = in_slot;
+  for (const auto& sub : sg.nodes) {
+    ScoreProgram::Op o;
+    o.mode = sub->pointwise_mode();
+    o.p = pointwise_params(*sub);
+    o.arity = pointwise_arity(o.mode);
+    const auto& od = sub->outputs()[0]->get_dim();
+    o.axis = int64_t(4 - od.size()) + o.p.axis;
+    if (o.axis < 0 || o.axis > 3) return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "reference: a GEN_INDEX axis of the score_mod is out of range");
+    for (int k = 0; k < o.arity && o.mode != PointwiseMode::GEN_INDEX; ++k) {
+      const TensorPtr& t = sub->inputs()[size_t(k)];
+      if (!t) return n.fail(ErrorCode::ATTRIBUTE_NOT_SET, "reference: a score_mod node lacks an input");
+      if (auto it = slot.find(t.get()); it != slot.end()) {
+        o.in[k] = {false, it->second};
+        continue;
+      }
+      const auto& ins = n.inputs();
+      size_t pos = n.num_ports();
+      while (pos < ins.size() && ins[pos] != t) ++pos;
+      if (pos == ins.size()) return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "reference: a score_mod input is unknown");
+      if (!prog.args->in[pos].present()) return n.fail(ErrorCode::INVALID_VARIANT_PACK, "reference: a score_mod input has no data");
+      o.in[k] = {true, int64_t(pos)};
+    }
+    o.out = prog.slots++;
+    slot[sub->outputs()[0].get()] = o.out;
+    prog.ops.push_back(o);
+  }
+  auto it = slot.find(sg.output.get());
+  if (it == slot.end()) return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "reference: the output of " + sg.name + " is not made inside it");
+  (sg.name == "score_mod" ? prog.fwd_out : prog.bwd_out) = it->second;
+  return {};
+}
+
+// The program of n's score_mod (then score_mod_bprop); empty when n has none.
+Status compile_score_mod(const Node& n, const Args& a, ScoreProgram& prog) {
+  prog.args = &a;
+  std::unordered_map<const TensorAttr*, int64_t> slot;
+  if (const SubGraph* f = n.subgraph("score_mod")) {
+    OPENDNN_RETURN_IF_ERROR(compile_subgraph(n, *f, prog, slot));
+    prog.n_fwd = prog.ops.size();
+  }
+  if (const SubGraph* b = n.subgraph("score_mod_bprop")) OPENDNN_RETURN_IF_ERROR(compile_subgraph(n, *b, prog, slot));
+  if (n.subgraph("score_mod_bprop") && prog.fwd_in < 0)
+    return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "reference: score_mod_bprop needs score_mod");
+  return {};
+}
+
 std::vector<double> alibi_slopes(int64_t H) {
   std::vector<double> s(static_cast<size_t>(H));
   int64_t n = 1;
@@ -174,8 +310,18 @@ Status ragged_of(const Node& n, const Args& a, bool output, const char* port, co
   return {};
 }
 
-// Builds the configuration common to all four ops. `fp8` adds descales on Q/K/V.
-Status make_cfg(const Node& n, const Args& a, Cfg& c, bool fp8, bool backward) {
+// The MXFP8 block scales on `port` for tensor t, scaled along k_axis.
+Status bind_block_scale(const Node& n, const Args& a, const char* port, int k_axis, T4& t) {
+  t.bscale = in_view(n, a, port);
+  if (!t.bscale || t.bscale->rank() != 4) return n.fail(ErrorCode::INVALID_VARIANT_PACK, std::string("reference: ") + port + " needs data");
+  t.k_axis = k_axis;
+  t.swizzled = t.bscale->attr && t.bscale->attr->get_reordering_type() == TensorReordering::F8_128x4;
+  return {};
+}
+
+// Builds the configuration common to all the ops. `fp8` adds per-tensor descales on Q/K/V, `mx` block
+// scales instead.
+Status make_cfg(const Node& n, const Args& a, Cfg& c, bool fp8, bool backward, bool mx = false) {
   const View* q = in_view(n, a, "Q");
   const View* k = in_view(n, a, "K");
   const View* v = in_view(n, a, "V");
@@ -208,10 +354,21 @@ Status make_cfg(const Node& n, const Args& a, Cfg& c, bool fp8, bool backward) {
     }
   }
   if (!c.k.table && v->dims[2] != c.Skv) return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "reference: K and V sequence lengths differ");
-  if (fp8) {
+  if (mx) {
+    OPENDNN_RETURN_IF_ERROR(bind_block_scale(n, a, "descale_q", 3, c.q));
+    OPENDNN_RETURN_IF_ERROR(bind_block_scale(n, a, "descale_k", 3, c.k));
+    OPENDNN_RETURN_IF_ERROR(bind_block_scale(n, a, "descale_v", backward ? 3 : 2, c.v));
+  } else if (fp8) {
     c.q.mul = fam::scalar_in(n, a, "descale_q", 1.0);
     c.k.mul = fam::scalar_in(n, a, "descale_k", 1.0);
     c.v.mul = fam::scalar_in(n, a, "descale_v", 1.0);
+  }
+  c.qT = c.q, c.kT = c.k;
+  if (mx && backward) {
+    c.qT.v = in_view(n, a, "Q_T"), c.kT.v = in_view(n, a, "K_T");
+    if (!c.qT.v || !c.kT.v) return n.fail(ErrorCode::INVALID_VARIANT_PACK, "reference: Q_T and K_T need data");
+    OPENDNN_RETURN_IF_ERROR(bind_block_scale(n, a, "descale_q_T", 2, c.qT));
+    OPENDNN_RETURN_IF_ERROR(bind_block_scale(n, a, "descale_k_T", 2, c.kT));
   }
   if (fam::has_scalar(n, a, "attn_scale")) c.scale = fam::scalar_in(n, a, "attn_scale", 1.0);
   else if (n.has("attn_scale_value")) c.scale = n.attr_float("attn_scale_value");
@@ -263,20 +420,22 @@ void write_rng_dump(const Cfg& c, const View* dump, int64_t b, int64_t h) {
 }
 
 // ---------------------------------------------------------------------------------------------
-Status sdpa_forward(const Node& n, const Args& a, bool fp8) {
+Status sdpa_forward(const Node& n, const Args& a, bool fp8, bool block_scaled = false) {
   Cfg c;
-  OPENDNN_RETURN_IF_ERROR(make_cfg(n, a, c, fp8, false));
+  OPENDNN_RETURN_IF_ERROR(make_cfg(n, a, c, fp8, false, block_scaled));
   T4 o;
   o.v = out_view(n, a, "O");
   OPENDNN_RETURN_IF_ERROR(ragged_of(n, a, true, "O", o.ragged));
   o.cu = c.cu_q;
-  if (fp8) o.mul = fam::scalar_in(n, a, "scale_o", 1.0);
+  if (fp8 && !block_scaled) o.mul = fam::scalar_in(n, a, "scale_o", 1.0);
   const View* stats = out_view(n, a, "Stats");
   const View* stats_rag = nullptr;
   OPENDNN_RETURN_IF_ERROR(ragged_of(n, a, true, "Stats", stats_rag));
   const View* mx = out_view(n, a, "Max");
   const View* se = out_view(n, a, "Sum_exp");
   const View* dump = out_view(n, a, "RNG_dump");
+  ScoreProgram mod;
+  OPENDNN_RETURN_IF_ERROR(compile_score_mod(n, a, mod));
   double amax_s = 0, amax_o = 0;
 
   const bool par = ku::parallel_worth(ku::work_of({c.B, c.Hq, c.Sq, c.Skv, c.D + c.Dv}));
@@ -284,7 +443,7 @@ Status sdpa_forward(const Node& n, const Args& a, bool fp8) {
   for (int64_t b = 0; b < c.B; ++b)
     for (int64_t h = 0; h < c.Hq; ++h) {
       const int64_t sq = c.len_q(b), skv = c.len_kv(b), hv = h / (c.Hq / c.Hv);
-      std::vector<double> s(size_t(c.Skv)), acc(size_t(c.Dv));
+      std::vector<double> s(size_t(c.Skv)), acc(size_t(c.Dv)), vals(size_t(mod.slots));
       std::vector<char> vis(size_t(c.Skv));
       for (int64_t i = 0; i < c.Sq; ++i) {
         if (i >= sq) {
@@ -302,6 +461,10 @@ Status sdpa_forward(const Node& n, const Args& a, bool fp8) {
           vis[size_t(j)] = c.visible(b, h, i, j, sq, skv);
           if (vis[size_t(j)]) {
             s[size_t(j)] = c.logit(b, h, i, j, sq, skv);
+            if (!mod.empty()) {
+              const int64_t idx[4] = {b, h, i, j};
+              s[size_t(j)] = mod.fwd(s[size_t(j)], vals.data(), idx);
+            }
             m = std::max(m, s[size_t(j)]);
           }
         }
@@ -339,6 +502,7 @@ Status sdpa_forward(const Node& n, const Args& a, bool fp8) {
 
 Status run_sdpa(const Node& n, const Args& a) { return sdpa_forward(n, a, false); }
 Status run_sdpa_fp8(const Node& n, const Args& a) { return sdpa_forward(n, a, true); }
+Status run_sdpa_mxfp8(const Node& n, const Args& a) { return sdpa_forward(n, a, true, true); }
 
 // ---------------------------------------------------------------------------------------------
 struct BwdSizes {
@@ -364,14 +528,21 @@ int64_t bwd_scratch_doubles(const BwdSizes& s) {
 }
 int64_t sdpa_bwd_scratch(const Node& n) { return bwd_scratch_doubles(bwd_sizes(n)) * int64_t(sizeof(double)); }
 
-Status sdpa_backward(const Node& n, const Args& a, bool fp8) {
+Status sdpa_backward(const Node& n, const Args& a, bool fp8, bool mx = false) {
   Cfg c;
-  OPENDNN_RETURN_IF_ERROR(make_cfg(n, a, c, fp8, true));
+  OPENDNN_RETURN_IF_ERROR(make_cfg(n, a, c, fp8, true, mx));
   T4 dO;
   dO.v = in_view(n, a, "dO");
   OPENDNN_RETURN_IF_ERROR(ragged_of(n, a, false, "dO", dO.ragged));
   dO.cu = c.cu_q;
-  if (fp8) dO.mul = fam::scalar_in(n, a, "descale_dO", 1.0);
+  if (mx) OPENDNN_RETURN_IF_ERROR(bind_block_scale(n, a, "descale_dO", 3, dO));
+  else if (fp8) dO.mul = fam::scalar_in(n, a, "descale_dO", 1.0);
+  T4 dOT = dO;  // dO for dV (MXFP8: the copy quantised along S)
+  if (mx) {
+    dOT.v = in_view(n, a, "dO_T");
+    if (!dOT.v) return n.fail(ErrorCode::INVALID_VARIANT_PACK, "reference: dO_T needs data");
+    OPENDNN_RETURN_IF_ERROR(bind_block_scale(n, a, "descale_dO_T", 2, dOT));
+  }
   const View* stats = in_view(n, a, "Stats");
   const View* stats_rag = nullptr;
   OPENDNN_RETURN_IF_ERROR(ragged_of(n, a, false, "Stats", stats_rag));
@@ -382,7 +553,7 @@ Status sdpa_backward(const Node& n, const Args& a, bool fp8) {
   OPENDNN_RETURN_IF_ERROR(ragged_of(n, a, true, "dK", dk.ragged));
   OPENDNN_RETURN_IF_ERROR(ragged_of(n, a, true, "dV", dv.ragged));
   dq.cu = c.cu_q, dk.cu = c.cu_kv, dv.cu = c.cu_kv;
-  if (fp8) {
+  if (fp8 && !mx) {
     dq.mul = fam::scalar_in(n, a, "scale_dQ", 1.0);
     dk.mul = fam::scalar_in(n, a, "scale_dK", 1.0);
     dv.mul = fam::scalar_in(n, a, "scale_dV", 1.0);
@@ -398,6 +569,10 @@ Status sdpa_backward(const Node& n, const Args& a, bool fp8) {
   double* sinkc = vc + c.B * c.Hq * c.Skv * c.Dv;      // [B,Hq]
   double* dsb = sinkc + c.B * c.Hq;                    // [B,Hq,Sq,Skv] when dBias is wanted
   double amax_dp = 0, amax_dq = 0, amax_dk = 0, amax_dv = 0;
+  ScoreProgram mod;
+  OPENDNN_RETURN_IF_ERROR(compile_score_mod(n, a, mod));
+  if (!mod.empty() && mod.bwd_in < 0)
+    return n.fail(ErrorCode::GRAPH_NOT_SUPPORTED, "reference: a backward with score_mod needs score_mod_bprop");
 
   const bool par = ku::parallel_worth(ku::work_of({c.B, c.Hq, c.Sq, c.Skv, c.D + c.Dv}));
 #pragma omp parallel for collapse(2) schedule(static) reduction(max : amax_dp, amax_dq) if (par)
@@ -411,7 +586,8 @@ Status sdpa_backward(const Node& n, const Args& a, bool fp8) {
       std::fill(vch, vch + c.Skv * c.Dv, 0.0);
       if (dsh) std::fill(dsh, dsh + c.Sq * c.Skv, 0.0);
       double sink_acc = 0;
-      std::vector<double> P(size_t(c.Skv)), dP(size_t(c.Skv)), Z(size_t(c.Skv)), dqi(size_t(c.D));
+      std::vector<double> P(size_t(c.Skv)), dP(size_t(c.Skv)), Z(size_t(c.Skv)), dqi(size_t(c.D)), S(size_t(c.Skv));
+      std::vector<double> vals(size_t(mod.slots));
       std::vector<char> vis(size_t(c.Skv));
       for (int64_t i = 0; i < c.Sq; ++i) {
         if (i >= sq) {
@@ -428,7 +604,13 @@ Status sdpa_backward(const Node& n, const Args& a, bool fp8) {
           vis[size_t(j)] = !empty_row && c.visible(b, h, i, j, sq, skv);
           P[size_t(j)] = dP[size_t(j)] = 0;
           if (!vis[size_t(j)]) continue;
-          P[size_t(j)] = std::exp(c.logit(b, h, i, j, sq, skv) - lse);
+          S[size_t(j)] = c.logit(b, h, i, j, sq, skv);
+          double sm = S[size_t(j)];
+          if (!mod.empty()) {
+            const int64_t idx[4] = {b, h, i, j};
+            sm = mod.fwd(sm, vals.data(), idx);
+          }
+          P[size_t(j)] = sm == -kInf ? 0.0 : std::exp(sm - lse);
           Z[size_t(j)] = c.z(b, h, i, j);
           double t = 0;
           for (int64_t d = 0; d < c.Dv; ++d) t += dO.get(b, h, i, d) * c.v.get(b, hv, j, d);
@@ -440,15 +622,20 @@ Status sdpa_backward(const Node& n, const Args& a, bool fp8) {
         std::fill(dqi.begin(), dqi.end(), 0.0);
         for (int64_t j = 0; j < c.Skv; ++j) {
           if (!vis[size_t(j)]) continue;
-          const double ds = P[size_t(j)] * (dP[size_t(j)] - Di);
+          double ds = P[size_t(j)] * (dP[size_t(j)] - Di);
+          if (!mod.empty()) {  // through the modifier: dS = score_mod_bprop(dS') at this element
+            const int64_t idx[4] = {b, h, i, j};
+            (void)mod.fwd(S[size_t(j)], vals.data(), idx);
+            ds = mod.bwd(ds, vals.data(), idx);
+          }
           if (dsh) dsh[i * c.Skv + j] = ds;
           for (int64_t d = 0; d < c.D; ++d) {
-            dqi[size_t(d)] += c.scale * ds * c.k.get(b, hk, j, d);
-            kch[j * c.D + d] += c.scale * ds * c.q.get(b, h, i, d);
+            dqi[size_t(d)] += c.scale * ds * c.kT.get(b, hk, j, d);
+            kch[j * c.D + d] += c.scale * ds * c.qT.get(b, h, i, d);
           }
           const double pz = P[size_t(j)] * Z[size_t(j)];
           if (pz != 0)
-            for (int64_t d = 0; d < c.Dv; ++d) vch[j * c.Dv + d] += pz * dO.get(b, h, i, d);
+            for (int64_t d = 0; d < c.Dv; ++d) vch[j * c.Dv + d] += pz * dOT.get(b, h, i, d);
         }
         if (dq.v)
           for (int64_t d = 0; d < c.D; ++d) {
@@ -516,13 +703,17 @@ Status sdpa_backward(const Node& n, const Args& a, bool fp8) {
 
 Status run_sdpa_bwd(const Node& n, const Args& a) { return sdpa_backward(n, a, false); }
 Status run_sdpa_fp8_bwd(const Node& n, const Args& a) { return sdpa_backward(n, a, true); }
+Status run_sdpa_mxfp8_bwd(const Node& n, const Args& a) { return sdpa_backward(n, a, true, true); }
 
 }  // namespace
 
-extern const Kernel kernel_SDPA, kernel_SDPA_BACKWARD, kernel_SDPA_FP8, kernel_SDPA_FP8_BACKWARD;
+extern const Kernel kernel_SDPA, kernel_SDPA_BACKWARD, kernel_SDPA_FP8, kernel_SDPA_FP8_BACKWARD, kernel_SDPA_MXFP8,
+    kernel_SDPA_MXFP8_BACKWARD;
 const Kernel kernel_SDPA = {nullptr, nullptr, run_sdpa};
 const Kernel kernel_SDPA_BACKWARD = {nullptr, sdpa_bwd_scratch, run_sdpa_bwd};
 const Kernel kernel_SDPA_FP8 = {nullptr, nullptr, run_sdpa_fp8};
 const Kernel kernel_SDPA_FP8_BACKWARD = {nullptr, sdpa_bwd_scratch, run_sdpa_fp8_bwd};
+const Kernel kernel_SDPA_MXFP8 = {nullptr, nullptr, run_sdpa_mxfp8};
+const Kernel kernel_SDPA_MXFP8_BACKWARD = {nullptr, sdpa_bwd_scratch, run_sdpa_mxfp8_bwd};
 
 }  // namespace opendnn::ref

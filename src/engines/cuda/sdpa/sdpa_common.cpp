@@ -78,6 +78,7 @@ std::string describe(const Graph& g, const Node& n, Problem& p, Slots& s) {
   if (opt_in(n, "page_table_k") || opt_in(n, "page_table_v")) return kNo + std::string("paged K/V");
   if (opt_in(n, "bias")) return kNo + std::string("attention bias");
   if (opt_in(n, "block_mask")) return kNo + std::string("block_mask");
+  if (!n.subgraphs().empty()) return kNo + std::string("a score_mod sub-graph");
   if (n.attr_bool("use_alibi_mask")) return kNo + std::string("alibi mask");
   if (n.attr_float("dropout_probability") > 0 || opt_in(n, "dropout_mask") || opt_in(n, "seed"))
     return kNo + std::string("dropout");
