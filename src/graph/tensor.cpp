@@ -27,7 +27,8 @@ int64_t TensorAttr::storage_elements() const {
     int64_t span;
     if (mul_overflows(dims_[i] - 1, strides_[i], span) || __builtin_add_overflow(last, span, &last)) return -1;
   }
-  return last + 1;
+  int64_t count;
+  return __builtin_add_overflow(last, int64_t(1), &count) ? -1 : count;
 }
 
 int64_t TensorAttr::storage_bytes() const {

@@ -26,7 +26,11 @@ namespace {
 using namespace opendnn;
 
 constexpr int64_t kMaxTensorBytes = int64_t(1) << 20;  // bigger graphs are built, not executed
+// OPENDNN_FUZZ_MODEST=1 keeps dims, strides and integer attributes small (no int64 extremes), to look past a known class
+// of findings while it is being fixed. CI runs without it.
+bool g_modest = false;
 constexpr size_t kMaxNodes = 4;
+constexpr double kMaxEstimatedUs = 2e4;
 
 [[noreturn]] void die(const std::string& what) {
   std::fprintf(stderr, "fuzz_graph_exec: %s\n", what.c_str());
@@ -96,7 +100,7 @@ class GraphMaker {
         for (auto& x : s) x = in_.ConsumeIntegralInRange<int64_t>(0, 40);
         return s;
       case 3:  // extreme values
-        for (auto& x : s) x = pick(in_, kInts);
+        for (auto& x : s) x = g_modest ? in_.ConsumeIntegralInRange<int64_t>(-1, 64) : pick(in_, kInts);
         return s;
       default:  // packed row-major, explicit
         for (size_t i = r; i-- > 1;) s[i - 1] = grow(s[i], dims[i]);
@@ -107,9 +111,9 @@ class GraphMaker {
   TensorPtr new_tensor(Graph& g) {
     const int kind = in_.ConsumeIntegralInRange(0, 11);
     if (kind == 0) return g.tensor(Scalar::of_float(float(pick(in_, kFloats))));
-    if (kind == 1) return g.tensor(Scalar::of_int64(pick(in_, kInts)));
+    if (kind == 1) return g.tensor(Scalar::of_int64(g_modest ? in_.ConsumeIntegralInRange<int64_t>(-2, 16) : pick(in_, kInts)));
     std::vector<int64_t> dims(in_.ConsumeIntegralInRange<size_t>(1, 5));
-    for (auto& d : dims) d = kind == 2 ? pick(in_, kInts) : pick(in_, kDims);
+    for (auto& d : dims) d = kind == 2 && !g_modest ? pick(in_, kInts) : pick(in_, kDims);
     TensorAttr t;
     t.set_name("t" + std::to_string(++count_)).set_dim(dims).set_stride(strides_for(dims)).set_data_type(pick(in_, kTypes));
     TensorPtr p = g.tensor(t);
@@ -133,7 +137,7 @@ class GraphMaker {
   AttrValue attr_value(const AttrSpec& a) {
     switch (a.type) {
       case AttrType::BOOL: return in_.ConsumeBool();
-      case AttrType::INT: return pick(in_, kInts);
+      case AttrType::INT: return g_modest ? in_.ConsumeIntegralInRange<int64_t>(-2, 16) : pick(in_, kInts);
       case AttrType::FLOAT: return pick(in_, kFloats);
       case AttrType::ENUM: {
         auto m = members(a.choices);
@@ -143,7 +147,7 @@ class GraphMaker {
       case AttrType::STRING: return in_.ConsumeRandomLengthString(16);
       case AttrType::INT_LIST: {
         std::vector<int64_t> v(in_.ConsumeIntegralInRange<size_t>(0, 5));
-        for (auto& x : v) x = in_.ConsumeBool() ? in_.ConsumeIntegralInRange<int64_t>(-2, 8) : pick(in_, kInts);
+        for (auto& x : v) x = in_.ConsumeBool() || g_modest ? in_.ConsumeIntegralInRange<int64_t>(-2, 8) : pick(in_, kInts);
         return v;
       }
       case AttrType::FLOAT_LIST: {
@@ -202,6 +206,10 @@ void check_json(const Graph& g) {
 
 // Executes the built plan on buffers of exactly each tensor's span.
 void execute(Graph& g, uint64_t seed) {
+  // The reference engine's estimate is about 1 µs per 1000 flops: graphs far beyond a fuzz input's
+  // time budget (10 s under the sanitizers) are built but not run.
+  PlanInfo info;
+  if (g.get_plan_info_at_index(g.selected_plan(), info).is_bad() || !(info.estimated_us < kMaxEstimatedUs)) return;
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> uni(-2.0, 2.0);
   std::vector<std::vector<std::byte>> storage;
@@ -231,6 +239,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   for (const auto& e : registered_engines())
     if (e->engine_id() != kReferenceEngineId) unregister_engine(e->engine_id());
   ::setenv("OPENDNN_CACHE_DIR", "/nonexistent/opendnn-fuzz-cache", 1);
+  const char* modest = std::getenv("OPENDNN_FUZZ_MODEST");
+  g_modest = modest && *modest == '1';
   return 0;
 }
 
