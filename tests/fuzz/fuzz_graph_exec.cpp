@@ -127,9 +127,21 @@ class GraphMaker {
     return p;
   }
 
-  TensorPtr some_tensor(Graph& g) {
-    if (!pool_.empty() && in_.ConsumeBool()) return pool_[in_.ConsumeIntegralInRange<size_t>(0, pool_.size() - 1)];
-    TensorPtr t = new_tensor(g);
+  // A tensor from the pool, a new one like `like` (its dims, strides and type: ops whose inputs agree
+  // validate far more often), or a new random one.
+  TensorPtr some_tensor(Graph& g, const TensorPtr& like = nullptr) {
+    const int how = in_.ConsumeIntegralInRange(0, 3);
+    if (!pool_.empty() && how == 0) return pool_[in_.ConsumeIntegralInRange<size_t>(0, pool_.size() - 1)];
+    TensorPtr t;
+    if (like && !like->get_is_pass_by_value() && how >= 2) {
+      t = g.tensor(TensorAttr()
+                       .set_name("t" + std::to_string(++count_))
+                       .set_dim(like->get_dim())
+                       .set_stride(like->get_stride())
+                       .set_data_type(like->get_data_type()));
+    } else {
+      t = new_tensor(g);
+    }
     pool_.push_back(t);
     return t;
   }
@@ -165,15 +177,17 @@ class GraphMaker {
     NodeAttrs attrs;
     attrs.set_name("n" + std::to_string(++count_)).set_compute_data_type(pick(in_, kTypes));
     std::vector<TensorPtr> positional;
+    TensorPtr first;
     if (spec.variadic()) {
-      for (size_t i = in_.ConsumeIntegralInRange<size_t>(1, 3); i > 0; --i) positional.push_back(some_tensor(g));
+      for (size_t i = in_.ConsumeIntegralInRange<size_t>(1, 3); i > 0; --i) positional.push_back(first = some_tensor(g, first));
     } else {
       for (size_t i = 0; i < spec.def->inputs.size(); ++i) {
         const PortSpec& port = spec.def->inputs[i];
         if (int(i) < spec.positional) {
-          positional.push_back(in_.ConsumeIntegralInRange(0, 15) == 0 ? nullptr : some_tensor(g));
-        } else if (in_.ConsumeIntegralInRange(0, port.required ? 7 : 2) != 0 || port.required) {
-          if (in_.ConsumeIntegralInRange(0, 2) == 0 || port.required) attrs.input(port.name, some_tensor(g));
+          positional.push_back(in_.ConsumeIntegralInRange(0, 15) == 0 ? nullptr : some_tensor(g, first));
+          if (!first) first = positional.back();
+        } else if (port.required || in_.ConsumeIntegralInRange(0, 2) == 0) {
+          attrs.input(port.name, some_tensor(g, first));
         }
       }
     }

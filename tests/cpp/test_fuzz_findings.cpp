@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: Apache-2.0
+// Regressions for what tests/fuzz/fuzz_graph_exec found: each graph here once crashed or hit
+// undefined behaviour (the fuzz build runs ASan and UBSan; these run in the sanitized ctest too).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <limits>
+#include <unordered_map>
+#include <vector>
+
+#include "opendnn/opendnn.h"
+
+using namespace opendnn;
+
+namespace {
+
+TEST(FuzzFindings, StorageOfASpanEndingAtInt64MaxIsUnrepresentable) {
+  TensorAttr t;
+  t.set_dim({2}).set_stride({std::numeric_limits<int64_t>::max()});
+  EXPECT_EQ(t.storage_elements(), -1);  // last offset INT64_MAX: the count does not fit
+  t.set_dim({1}).set_stride({1});
+  EXPECT_EQ(t.storage_elements(), 1);
+}
+
+TEST(FuzzFindings, LayerNormOfAZeroSizeTensorRunsOnTheReferenceEngine) {
+  // X [1,4,3,3,0]: the normalised axes hold no element (the reference kernel divided by the zero dim).
+  Graph g;
+  g.set_io_data_type(DataType::FLOAT).set_intermediate_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+  const std::vector<int64_t> dims = {1, 4, 3, 3, 0};
+  auto x = g.tensor(TensorAttr().set_name("x").set_dim(dims).set_data_type(DataType::FLOAT));
+  auto scale = g.tensor(TensorAttr().set_name("scale").set_dim({1, 4, 3, 3, 0}).set_data_type(DataType::FLOAT));
+  auto bias = g.tensor(TensorAttr().set_name("bias").set_dim({1, 4, 3, 3, 0}).set_data_type(DataType::FLOAT));
+  auto eps = g.tensor(Scalar::of_float(1e-5f));
+  NodeAttrs a;
+  a.set_name("ln").set("forward_phase", "TRAINING");
+  auto outs = g.add_node(OpKind::LAYERNORM, {x, scale, bias, eps}, a);
+  for (const auto& o : outs)
+    if (o) o->set_output(true);
+  Status s = g.validate();
+  ASSERT_TRUE(s.is_good()) << s.to_string();
+  ASSERT_TRUE(g.build({HeurMode::FALLBACK}).is_good());
+  std::vector<std::vector<std::byte>> storage;
+  std::unordered_map<int64_t, void*> pack;
+  for (int64_t uid : g.variant_uids()) {
+    storage.emplace_back(size_t(std::max<int64_t>(g.find_tensor(uid)->storage_bytes(), 1)) + 64);
+    pack[uid] = storage.back().data();
+  }
+  std::vector<std::byte> ws(size_t(g.get_workspace_size()) + 64);
+  s = g.execute(pack, ws.data());
+  EXPECT_TRUE(s.is_good()) << s.to_string();
+}
+
+}  // namespace
