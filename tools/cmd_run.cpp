@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <new>
 #include <random>
 #include <set>
 #include <string>
@@ -41,10 +42,17 @@ struct RunOptions {
 struct Buffer {
   std::vector<std::byte> storage;
   std::byte* data = nullptr;
-  void resize(size_t bytes) {
-    storage.assign(bytes + 64, std::byte{0});
+  // False (with a message on stderr naming `what`) when the memory cannot be had.
+  bool resize(size_t bytes, const std::string& what) {
+    try {
+      storage.assign(bytes + 64, std::byte{0});
+    } catch (const std::bad_alloc&) {
+      std::fprintf(stderr, "error: cannot allocate %zu bytes for %s: out of memory\n", bytes, what.c_str());
+      return false;
+    }
     auto p = reinterpret_cast<uintptr_t>(storage.data());
     data = storage.data() + ((64 - p % 64) % 64);
+    return true;
   }
 };
 
@@ -318,7 +326,7 @@ int fill_inputs(const Graph& g, const RunOptions& o, const std::unordered_map<in
   for (size_t k = 0; k < g.variant_uids().size(); ++k) {
     TensorPtr t = g.find_tensor(g.variant_uids()[k]);
     int64_t bytes = std::max<int64_t>(t->storage_bytes(), 16);
-    buffers[k].resize(size_t(bytes));
+    if (!buffers[k].resize(size_t(bytes), "tensor \"" + t->get_name() + "\" " + dims_text(t->get_dim()))) return 1;
     pack[t->get_uid()] = buffers[k].data;
     if (t->is_produced()) {
       outputs.push_back(t);
@@ -398,7 +406,7 @@ int run_graph(const RunOptions& o) {
     if (g.get_plan_info_at_index(i, info).is_good() && info.built) ws_bytes = std::max(ws_bytes, info.workspace_bytes);
   }
   Buffer ws;
-  ws.resize(size_t(ws_bytes));
+  if (!ws.resize(size_t(ws_bytes), "the workspace")) return 1;
 
   // Time the plans (every built one with --plans, else the selected one), then run the selected
   // plan last so the outputs are its.
