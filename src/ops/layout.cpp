@@ -106,7 +106,8 @@ Status infer_reshape(Node& n, const GraphContext&) {
     }
     if (target[i] < 0)
       return n.fail(ErrorCode::INVALID_VALUE, "target dims " + ops::dims_str(target) + " have a negative value (only one -1 is allowed)");
-    known *= target[i];
+    if (__builtin_mul_overflow(known, target[i], &known))
+      return n.fail(ErrorCode::INVALID_VALUE, "target dims " + ops::dims_str(target) + " overflow int64");
   }
   if (unknown >= 0) {
     if (known == 0 || xvol % known != 0)
@@ -183,7 +184,7 @@ Status infer_slice(Node& n, const GraphContext&) {
     };
     int64_t b = i < start.size() ? clamp(start[i]) : 0;
     int64_t e = i < end.size() ? clamp(end[i]) : d;
-    int64_t len = e > b ? (e - b + st - 1) / st : 0;
+    int64_t len = e > b ? (e - b - 1) / st + 1 : 0;  // ceil((e - b) / st) without overflow
     y.push_back(len);
   }
   OPENDNN_RETURN_IF_ERROR(ops::set_dims(n, "Y", y));

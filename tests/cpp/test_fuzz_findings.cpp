@@ -50,4 +50,30 @@ TEST(FuzzFindings, LayerNormOfAZeroSizeTensorRunsOnTheReferenceEngine) {
   EXPECT_TRUE(s.is_good()) << s.to_string();
 }
 
+TEST(FuzzFindings, SliceWithAHugeStrideHasOneElementPerAxis) {
+  Graph g;
+  g.set_io_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+  auto x = g.tensor(TensorAttr().set_name("x").set_dim({4, 6}).set_data_type(DataType::FLOAT));
+  NodeAttrs a;
+  a.set_name("sl").set("start", std::vector<int64_t>{1, 0}).set("end", std::vector<int64_t>{4, 6})
+      .set("stride", std::vector<int64_t>{std::numeric_limits<int64_t>::max(), 2});
+  auto y = g.add_node(OpKind::SLICE, {x}, a)[0];
+  y->set_output(true);
+  Status s = g.validate();  // (e - b + stride - 1) overflowed
+  ASSERT_TRUE(s.is_good()) << s.to_string();
+  EXPECT_EQ(y->get_dim(), (std::vector<int64_t>{1, 3}));
+}
+
+TEST(FuzzFindings, ReshapeTargetWhoseVolumeOverflowsIsRejected) {
+  Graph g;
+  g.set_io_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+  auto x = g.tensor(TensorAttr().set_name("x").set_dim({4, 6}).set_data_type(DataType::FLOAT));
+  NodeAttrs a;
+  a.set_name("rs").set("dims", std::vector<int64_t>{-1, std::numeric_limits<int64_t>::max(), int64_t(1) << 40});
+  g.add_node(OpKind::RESHAPE, {x}, a)[0]->set_output(true);
+  Status s = g.validate();
+  EXPECT_TRUE(s.is_bad());
+  EXPECT_NE(s.message().find("overflow"), std::string::npos) << s.to_string();
+}
+
 }  // namespace
