@@ -42,8 +42,10 @@ int64_t TensorAttr::storage_bytes() const {
 bool TensorAttr::is_packed_row_major() const { return strides_ == row_major_strides(dims_); }
 
 std::vector<int64_t> row_major_strides(const std::vector<int64_t>& dims) {
+  // Saturates at INT64_MAX: such a tensor's storage_elements() is then -1 and validation rejects it.
   std::vector<int64_t> s(dims.size(), 1);
-  for (size_t i = dims.size(); i-- > 1;) s[i - 1] = s[i] * (dims[i] > 0 ? dims[i] : 1);
+  for (size_t i = dims.size(); i-- > 1;)
+    if (mul_overflows(s[i], dims[i] > 0 ? dims[i] : 1, s[i - 1])) s[i - 1] = std::numeric_limits<int64_t>::max();
   return s;
 }
 

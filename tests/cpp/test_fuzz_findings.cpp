@@ -22,6 +22,17 @@ TEST(FuzzFindings, StorageOfASpanEndingAtInt64MaxIsUnrepresentable) {
   EXPECT_EQ(t.storage_elements(), 1);
 }
 
+TEST(FuzzFindings, InferredStridesOfHugeDimsSaturateAndAreRejected) {
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(row_major_strides({4, big, 2}), (std::vector<int64_t>{big, 2, 1}));
+  Graph g;
+  g.set_io_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+  auto x = g.tensor(TensorAttr().set_name("x").set_dim({4, big, 2}).set_data_type(DataType::FLOAT));
+  g.relu(x, NodeAttrs().set_name("act"))->set_output(true);
+  Status s = g.validate();
+  EXPECT_TRUE(s.is_bad());
+}
+
 TEST(FuzzFindings, LayerNormOfAZeroSizeTensorRunsOnTheReferenceEngine) {
   // X [1,4,3,3,0]: the normalised axes hold no element (the reference kernel divided by the zero dim).
   Graph g;
