@@ -76,6 +76,8 @@ Status check_weight(const Node& n, const char* w_port, const Dims& w, size_t ran
 // groups from X's channel count C, the per-group count of W (Cg) and the output channels K.
 Status deduce_groups(const Node& n, const char* x_port, int64_t c, const char* w_port, int64_t cg, int64_t k,
                      int64_t& groups) {
+  if (c < 1)
+    return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, std::string(x_port) + " has " + s(c) + " channels; at least 1 is needed");
   if (cg < 1 || c % cg != 0)
     return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, std::string(w_port) + " has " + s(cg) +
                                                          " input channels per group, which does not divide the " + s(c) +

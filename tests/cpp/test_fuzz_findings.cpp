@@ -33,6 +33,19 @@ TEST(FuzzFindings, InferredStridesOfHugeDimsSaturateAndAreRejected) {
   EXPECT_TRUE(s.is_bad());
 }
 
+TEST(FuzzFindings, ConvolutionOfAnInputWithoutChannelsIsRejected) {
+  Graph g;
+  g.set_io_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+  auto x = g.tensor(TensorAttr().set_name("x").set_dim({1, 0, 4, 4}).set_data_type(DataType::FLOAT));
+  auto w = g.tensor(TensorAttr().set_name("w").set_dim({2, 1, 3, 3}).set_data_type(DataType::FLOAT));
+  NodeAttrs a;
+  a.set_name("conv");
+  g.add_node(OpKind::CONV_FPROP, {x, w}, a)[0]->set_output(true);
+  Status s = g.validate();  // divided by the zero group count
+  EXPECT_TRUE(s.is_bad());
+  EXPECT_NE(s.message().find("has 0 channels"), std::string::npos) << s.to_string();
+}
+
 TEST(FuzzFindings, LayerNormOfAZeroSizeTensorRunsOnTheReferenceEngine) {
   // X [1,4,3,3,0]: the normalised axes hold no element (the reference kernel divided by the zero dim).
   Graph g;

@@ -191,12 +191,19 @@ class GraphMaker {
         }
       }
     }
-    for (const AttrSpec& a : spec.def->attrs)
-      if (in_.ConsumeIntegralInRange(0, 2) == 0) attrs.set(a.name, attr_value(a));
+    if (in_.ConsumeBool())  // half the nodes keep every default (ops with many options validate more often)
+      for (const AttrSpec& a : spec.def->attrs)
+        if (in_.ConsumeIntegralInRange(0, 2) == 0) attrs.set(a.name, attr_value(a));
     if (in_.ConsumeIntegralInRange(0, 31) == 0) attrs.set("no_such_attribute", int64_t(1));
     for (const TensorPtr& out : g.add_node(spec.kind, std::move(positional), std::move(attrs))) {
       if (!out) continue;
       if (in_.ConsumeBool()) out->set_output(true);
+      if (first && in_.ConsumeIntegralInRange(0, 3) == 0) {  // user dims: the first input's, some reduced to 1
+        std::vector<int64_t> dims = first->get_dim();
+        for (auto& d : dims)
+          if (in_.ConsumeBool()) d = 1;
+        out->set_dim(dims);
+      }
       pool_.push_back(out);
     }
   }
