@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
@@ -70,6 +71,29 @@ TEST(FuzzFindings, ZeroSizeMatmulWithAHugeBatchDoesNothing) {
   ASSERT_TRUE(g.validate().is_good());
   Status s = run_reference(g);
   EXPECT_TRUE(s.is_good()) << s.to_string();
+}
+
+TEST(FuzzFindings, MatmulOverridesMustHoldAValueForEveryBatch) {
+  // K_override [3] for 16 batches: the kernel read values 3..15 past the tensor.
+  auto make = [](std::vector<int64_t> kdims) {
+    auto g = std::make_unique<Graph>();
+    g->set_io_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+    auto a = g->tensor(TensorAttr().set_name("a").set_dim({16, 4, 4}).set_data_type(DataType::FLOAT));
+    auto b = g->tensor(TensorAttr().set_name("b").set_dim({16, 4, 4}).set_data_type(DataType::FLOAT));
+    auto k = g->tensor(TensorAttr().set_name("k").set_dim(kdims).set_data_type(DataType::INT32));
+    g->matmul(a, b, NodeAttrs().set_name("mm").input("K_override", k))->set_output(true).set_data_type(DataType::FLOAT);
+    return g;
+  };
+  Status s = make({3})->validate();
+  EXPECT_EQ(s.code(), ErrorCode::SHAPE_DEDUCTION_FAILED) << s.to_string();
+  EXPECT_NE(s.message().find("K_override [3] must hold one value, one per batch ([16])"), std::string::npos) << s.message();
+  EXPECT_TRUE(make({2, 8})->validate().is_bad());
+  for (auto ok : {std::vector<int64_t>{1}, {16}, {16, 1, 1}, {1, 1, 1}}) {
+    auto g = make(ok);
+    ASSERT_TRUE(g->validate().is_good()) << ok.size();
+    s = run_reference(*g);
+    EXPECT_TRUE(s.is_good()) << s.to_string();
+  }
 }
 
 TEST(FuzzFindings, LayerNormOfAZeroSizeTensorRunsOnTheReferenceEngine) {
