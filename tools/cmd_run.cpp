@@ -6,10 +6,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
-#include <new>
 #include <random>
 #include <set>
 #include <string>
@@ -38,20 +39,20 @@ struct RunOptions {
   uint64_t seed = 1234;
 };
 
-// A host buffer, 64-byte aligned.
+// A host buffer, zeroed and 64-byte aligned. Allocated with calloc, so that a size the machine cannot
+// give is reported (never an abort, even under sanitizers that refuse huge operator new requests).
 struct Buffer {
-  std::vector<std::byte> storage;
+  std::unique_ptr<std::byte, decltype(&std::free)> storage{nullptr, &std::free};
   std::byte* data = nullptr;
   // False (with a message on stderr naming `what`) when the memory cannot be had.
   bool resize(size_t bytes, const std::string& what) {
-    try {
-      storage.assign(bytes + 64, std::byte{0});
-    } catch (const std::bad_alloc&) {
+    storage.reset(bytes <= SIZE_MAX - 64 ? static_cast<std::byte*>(std::calloc(bytes + 64, 1)) : nullptr);
+    if (!storage) {
       std::fprintf(stderr, "error: cannot allocate %zu bytes for %s: out of memory\n", bytes, what.c_str());
       return false;
     }
-    auto p = reinterpret_cast<uintptr_t>(storage.data());
-    data = storage.data() + ((64 - p % 64) % 64);
+    auto p = reinterpret_cast<uintptr_t>(storage.get());
+    data = storage.get() + ((64 - p % 64) % 64);
     return true;
   }
 };
