@@ -47,6 +47,19 @@ TEST(FuzzFindings, ConvolutionOfAnInputWithoutChannelsIsRejected) {
   EXPECT_NE(s.message().find("has 0 channels"), std::string::npos) << s.to_string();
 }
 
+TEST(FuzzFindings, DgradFromAnEmptyGradientAxisIsNotInferred) {
+  // DY [1,1,0,2]: DX was inferred as [1,1,1,3], which the forward rule (checked when DX's dims are
+  // given, e.g. after a JSON round trip) then refused.
+  Graph g;
+  g.set_io_data_type(DataType::FLOAT).set_compute_data_type(DataType::FLOAT);
+  auto dy = g.tensor(TensorAttr().set_name("dy").set_dim({1, 1, 0, 2}).set_data_type(DataType::FLOAT));
+  auto w = g.tensor(TensorAttr().set_name("w").set_dim({1, 1, 2, 2}).set_data_type(DataType::FLOAT));
+  g.add_node(OpKind::CONV_DGRAD, {dy, w}, NodeAttrs().set_name("dgrad"))[0]->set_output(true);
+  Status s = g.validate();
+  EXPECT_EQ(s.code(), ErrorCode::SHAPE_DEDUCTION_FAILED) << s.to_string();
+  EXPECT_NE(s.message().find("spatial dim 0 of DY [1,1,0,2] is empty"), std::string::npos) << s.message();
+}
+
 // Builds g on the reference engine and executes it on buffers of each tensor's span.
 Status run_reference(Graph& g) {
   OPENDNN_RETURN_IF_ERROR(g.build({HeurMode::FALLBACK}));
