@@ -81,15 +81,18 @@ test-python-asan: pyvenv
 	  PYTHONPATH=$(BUILD)-pyasan/python $(PYVENV)/bin/python -m pytest tests/python -q -p no:cacheprovider \
 	  --ignore=tests/python/test_torch_ops_cpu.py --ignore=tests/python/test_bench_common.py
 
-# libFuzzer on Graph JSON v2 (clang, ASan+UBSan, leak detection). Seeds: tests/fuzz/seeds (one graph
-# per op) and examples/graphs; new inputs go to $(BUILD)-fuzz/corpus. Fails on a crash, a leak, a UB
-# report or an input slower than 10 s.
+# libFuzzer (clang, ASan+UBSan, leak detection), FUZZ_TIME seconds per target; fails on a crash, a
+# leak, a UB report or an input slower than 10 s. New inputs go to $(BUILD)-fuzz/corpus*.
+# - fuzz_graph_json: Graph JSON v2 documents. Seeds: tests/fuzz/seeds (one graph per op), examples/graphs.
+# - fuzz_graph_exec: small random graphs decoded from the bytes, validated, read back from JSON and
+#   executed on the reference engine. Seeds: tests/fuzz/seeds_exec.
 FUZZ_TIME ?= 60
+FUZZ_RUN = ASAN_OPTIONS=detect_leaks=1 ./$(BUILD)-fuzz/$(1) -max_total_time=$(FUZZ_TIME) -timeout=10 -print_final_stats=1 \
+  -artifact_prefix=$(BUILD)-fuzz/$(1)- $(2)
 fuzz: deps
 	cmake -S . -B $(BUILD)-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
 	  -DOPENDNN_FUZZ=ON -DOPENDNN_SANITIZE=address,undefined -DOPENDNN_BUILD_TESTS=OFF -DOPENDNN_BUILD_TOOLS=OFF >/dev/null
-	cmake --build $(BUILD)-fuzz -j $(JOBS) --target fuzz_graph_json
-	mkdir -p $(BUILD)-fuzz/corpus
-	ASAN_OPTIONS=detect_leaks=1 ./$(BUILD)-fuzz/fuzz_graph_json -max_total_time=$(FUZZ_TIME) -max_len=65536 -timeout=10 \
-	  -print_final_stats=1 -dict=tests/fuzz/graph_json.dict -artifact_prefix=$(BUILD)-fuzz/ \
-	  $(BUILD)-fuzz/corpus tests/fuzz/seeds examples/graphs
+	cmake --build $(BUILD)-fuzz -j $(JOBS) --target fuzz_graph_json fuzz_graph_exec
+	mkdir -p $(BUILD)-fuzz/corpus $(BUILD)-fuzz/corpus_exec
+	$(call FUZZ_RUN,fuzz_graph_json,-max_len=65536 -dict=tests/fuzz/graph_json.dict $(BUILD)-fuzz/corpus tests/fuzz/seeds examples/graphs)
+	$(call FUZZ_RUN,fuzz_graph_exec,-max_len=4096 $(BUILD)-fuzz/corpus_exec tests/fuzz/seeds_exec)

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <random>
@@ -37,14 +39,21 @@ struct RunOptions {
   uint64_t seed = 1234;
 };
 
-// A host buffer, 64-byte aligned.
+// A host buffer, zeroed and 64-byte aligned. Allocated with calloc, so that a size the machine cannot
+// give is reported (never an abort, even under sanitizers that refuse huge operator new requests).
 struct Buffer {
-  std::vector<std::byte> storage;
+  std::unique_ptr<std::byte, decltype(&std::free)> storage{nullptr, &std::free};
   std::byte* data = nullptr;
-  void resize(size_t bytes) {
-    storage.assign(bytes + 64, std::byte{0});
-    auto p = reinterpret_cast<uintptr_t>(storage.data());
-    data = storage.data() + ((64 - p % 64) % 64);
+  // False (with a message on stderr naming `what`) when the memory cannot be had.
+  bool resize(size_t bytes, const std::string& what) {
+    storage.reset(bytes <= SIZE_MAX - 64 ? static_cast<std::byte*>(std::calloc(bytes + 64, 1)) : nullptr);
+    if (!storage) {
+      std::fprintf(stderr, "error: cannot allocate %zu bytes for %s: out of memory\n", bytes, what.c_str());
+      return false;
+    }
+    auto p = reinterpret_cast<uintptr_t>(storage.get());
+    data = storage.get() + ((64 - p % 64) % 64);
+    return true;
   }
 };
 
@@ -318,7 +327,7 @@ int fill_inputs(const Graph& g, const RunOptions& o, const std::unordered_map<in
   for (size_t k = 0; k < g.variant_uids().size(); ++k) {
     TensorPtr t = g.find_tensor(g.variant_uids()[k]);
     int64_t bytes = std::max<int64_t>(t->storage_bytes(), 16);
-    buffers[k].resize(size_t(bytes));
+    if (!buffers[k].resize(size_t(bytes), "tensor \"" + t->get_name() + "\" " + dims_text(t->get_dim()))) return 1;
     pack[t->get_uid()] = buffers[k].data;
     if (t->is_produced()) {
       outputs.push_back(t);
@@ -398,7 +407,7 @@ int run_graph(const RunOptions& o) {
     if (g.get_plan_info_at_index(i, info).is_good() && info.built) ws_bytes = std::max(ws_bytes, info.workspace_bytes);
   }
   Buffer ws;
-  ws.resize(size_t(ws_bytes));
+  if (!ws.resize(size_t(ws_bytes), "the workspace")) return 1;
 
   // Time the plans (every built one with --plans, else the selected one), then run the selected
   // plan last so the outputs are its.

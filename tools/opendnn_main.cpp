@@ -3,6 +3,7 @@
 // A subcommand reports failure by throwing CLI::RuntimeError(exit_code) from its callback.
 #include <cstdio>
 #include <exception>
+#include <new>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -40,6 +41,9 @@ int main(int argc, char** argv) {
   opendnn::tools::add_demo_command(app);
   try {
     CLI11_PARSE(app, argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "opendnn: out of memory\n");
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "opendnn: %s\n", e.what());
     return 2;

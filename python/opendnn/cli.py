@@ -11,6 +11,24 @@ def _bundled():
     return p if os.path.isfile(p) and os.access(p, os.X_OK) else None
 
 
+_MAX_DOCUMENT_BYTES = 64 << 20  # the library's limit on a Graph JSON document
+
+
+def _read_document(path):
+    """The file's text ("-": stdin), at most _MAX_DOCUMENT_BYTES: an endless stream stops there."""
+    if path == "-":
+        data = sys.stdin.buffer.read(_MAX_DOCUMENT_BYTES + 1)
+    else:
+        try:
+            with open(path, "rb") as f:
+                data = f.read(_MAX_DOCUMENT_BYTES + 1)
+        except OSError as e:
+            raise OSError(f"cannot read {path}: {e.strerror or e}") from None
+    if len(data) > _MAX_DOCUMENT_BYTES:
+        raise ValueError(f"{path}: Graph JSON document larger than {_MAX_DOCUMENT_BYTES >> 20} MiB (the limit)")
+    return data.decode("utf-8", errors="replace")
+
+
 def _fallback(argv):
     import argparse
 
@@ -32,8 +50,11 @@ def _fallback(argv):
 
         env_main()
         return 0
-    with open(args.file) as f:
-        text = f.read()
+    try:
+        text = _read_document(args.file)
+    except (OSError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     g = pygraph()
     try:
         g.deserialize(text)

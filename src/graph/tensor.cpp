@@ -52,6 +52,7 @@ bool TensorAttr::is_packed_row_major() const { return strides_ == row_major_stri
 
 // Saturates at INT64_MAX on overflow (validation rejects such a tensor by its volume first).
 std::vector<int64_t> row_major_strides(const std::vector<int64_t>& dims) {
+  // Saturates at INT64_MAX: such a tensor's storage_elements() is then -1 and validation rejects it.
   std::vector<int64_t> s(dims.size(), 1);
   for (size_t i = dims.size(); i-- > 1;)
     if (!cm::mul(s[i], dims[i] > 0 ? dims[i] : 1, s[i - 1])) s[i - 1] = INT64_MAX;

@@ -157,6 +157,10 @@ Status infer_conv_dgrad(Node& n, const GraphContext& ctx) {
   }
   Dims dx{dy[0], w[1]};
   for (size_t i = 0; i < p.nsp; ++i) {
+    // An empty DY axis has no DX the forward formula maps to it (that needs at least one window).
+    if (dy[i + 2] < 1)
+      return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, "cannot infer DX: spatial dim " + s(int64_t(i)) + " of DY " +
+                                                           ops::dims_str(dy) + " is empty");
     // (o - 1) * stride + dilation * (k - 1) + 1 - pre - post
     auto eff = ops::dilated_extent(w[i + 2], p.dilation[i]);
     int64_t in = 0;

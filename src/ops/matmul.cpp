@@ -32,10 +32,32 @@ Status infer_matmul_dims(Node& n) {
   return ops::set_dims(n, "C", c);
 }
 
+// An override holds one value, one per batch ([batch count]), or C's batch dims (each may be 1)
+// followed by [1, 1]: every batch the kernels run reads a value inside the tensor.
+Status check_override(const Node& n, const char* port) {
+  const TensorPtr& o = n.in(port);
+  if (!o || o->volume() == 1) return {};
+  const auto& od = o->get_dim();
+  const auto& c = n.out("C")->get_dim();
+  int64_t batch = 1;
+  for (size_t i = 0; i + 2 < c.size(); ++i) batch *= c[i];
+  bool ok = od.size() == 1 && od[0] == batch;
+  if (!ok && od.size() == c.size()) {
+    ok = od[od.size() - 1] == 1 && od[od.size() - 2] == 1;
+    for (size_t i = 0; ok && i + 2 < c.size(); ++i) ok = od[i] == c[i] || od[i] == 1;
+  }
+  if (ok) return {};
+  return n.fail(ErrorCode::SHAPE_DEDUCTION_FAILED, std::string(port) + " " + ops::dims_str(od) + " must hold one value, one per batch ([" +
+                                                       std::to_string(batch) + "]), or have C's batch dims then [1,1] (C " +
+                                                       ops::dims_str(c) + ")");
+}
+
 Status infer_matmul(Node& n, const GraphContext&) {
   for (const char* p : {"M_override", "N_override", "K_override"})
     OPENDNN_RETURN_IF_ERROR(ops::require_type(n, p, {DataType::INT32, DataType::INT64}));
-  return infer_matmul_dims(n);
+  OPENDNN_RETURN_IF_ERROR(infer_matmul_dims(n));
+  for (const char* p : {"M_override", "N_override", "K_override"}) OPENDNN_RETURN_IF_ERROR(check_override(n, p));
+  return {};
 }
 
 const PortSpec kFp8In[] = {{"A"}, {"B"}, {"descale_A"}, {"descale_B"}, {"scale_C"}};

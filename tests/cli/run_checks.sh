@@ -73,6 +73,10 @@ for f in y_uid2.npy y_uid3.npy; do
 done
 expect_fail run_save_unwritable "cannot create /dev/null/out" "$tool" run "$two" --save /dev/null/out
 
+# A tensor too large for memory is a clear error (ASan is asked to fail the allocation, not abort).
+expect_fail run_out_of_memory "cannot allocate 288230376151711744 bytes for tensor \"x\" [268435456,268435456]: out of memory" \
+  env ASAN_OPTIONS=allocator_may_return_null=1 "$tool" run "$graphs/huge_tensor.json"
+
 # Generated sequence lengths and ragged offsets stay inside their tensors (Skv < Sq: each side its own).
 expect_ok run_generated_cu_seq_len "$tool" run "$graphs/sdpa_cu_seq_len.json" --engine reference
 expect_ok run_generated_ragged "$tool" run "$graphs/sdpa_ragged.json" --engine reference

@@ -26,7 +26,11 @@ namespace {
 using namespace opendnn;
 
 constexpr int64_t kMaxTensorBytes = int64_t(1) << 20;  // bigger graphs are built, not executed
+// OPENDNN_FUZZ_MODEST=1 keeps dims, strides and integer attributes small (no int64 extremes), to look past a known class
+// of findings while it is being fixed. CI runs without it.
+bool g_modest = false;
 constexpr size_t kMaxNodes = 4;
+constexpr double kMaxEstimatedUs = 2e4;
 
 [[noreturn]] void die(const std::string& what) {
   std::fprintf(stderr, "fuzz_graph_exec: %s\n", what.c_str());
@@ -96,7 +100,7 @@ class GraphMaker {
         for (auto& x : s) x = in_.ConsumeIntegralInRange<int64_t>(0, 40);
         return s;
       case 3:  // extreme values
-        for (auto& x : s) x = pick(in_, kInts);
+        for (auto& x : s) x = g_modest ? in_.ConsumeIntegralInRange<int64_t>(-1, 64) : pick(in_, kInts);
         return s;
       default:  // packed row-major, explicit
         for (size_t i = r; i-- > 1;) s[i - 1] = grow(s[i], dims[i]);
@@ -107,9 +111,9 @@ class GraphMaker {
   TensorPtr new_tensor(Graph& g) {
     const int kind = in_.ConsumeIntegralInRange(0, 11);
     if (kind == 0) return g.tensor(Scalar::of_float(float(pick(in_, kFloats))));
-    if (kind == 1) return g.tensor(Scalar::of_int64(pick(in_, kInts)));
+    if (kind == 1) return g.tensor(Scalar::of_int64(g_modest ? in_.ConsumeIntegralInRange<int64_t>(-2, 16) : pick(in_, kInts)));
     std::vector<int64_t> dims(in_.ConsumeIntegralInRange<size_t>(1, 5));
-    for (auto& d : dims) d = kind == 2 ? pick(in_, kInts) : pick(in_, kDims);
+    for (auto& d : dims) d = kind == 2 && !g_modest ? pick(in_, kInts) : pick(in_, kDims);
     TensorAttr t;
     t.set_name("t" + std::to_string(++count_)).set_dim(dims).set_stride(strides_for(dims)).set_data_type(pick(in_, kTypes));
     TensorPtr p = g.tensor(t);
@@ -123,9 +127,21 @@ class GraphMaker {
     return p;
   }
 
-  TensorPtr some_tensor(Graph& g) {
-    if (!pool_.empty() && in_.ConsumeBool()) return pool_[in_.ConsumeIntegralInRange<size_t>(0, pool_.size() - 1)];
-    TensorPtr t = new_tensor(g);
+  // A tensor from the pool, a new one like `like` (its dims, strides and type: ops whose inputs agree
+  // validate far more often), or a new random one.
+  TensorPtr some_tensor(Graph& g, const TensorPtr& like = nullptr) {
+    const int how = in_.ConsumeIntegralInRange(0, 3);
+    if (!pool_.empty() && how == 0) return pool_[in_.ConsumeIntegralInRange<size_t>(0, pool_.size() - 1)];
+    TensorPtr t;
+    if (like && !like->get_is_pass_by_value() && how >= 2) {
+      t = g.tensor(TensorAttr()
+                       .set_name("t" + std::to_string(++count_))
+                       .set_dim(like->get_dim())
+                       .set_stride(like->get_stride())
+                       .set_data_type(like->get_data_type()));
+    } else {
+      t = new_tensor(g);
+    }
     pool_.push_back(t);
     return t;
   }
@@ -133,7 +149,7 @@ class GraphMaker {
   AttrValue attr_value(const AttrSpec& a) {
     switch (a.type) {
       case AttrType::BOOL: return in_.ConsumeBool();
-      case AttrType::INT: return pick(in_, kInts);
+      case AttrType::INT: return g_modest ? in_.ConsumeIntegralInRange<int64_t>(-2, 16) : pick(in_, kInts);
       case AttrType::FLOAT: return pick(in_, kFloats);
       case AttrType::ENUM: {
         auto m = members(a.choices);
@@ -143,7 +159,7 @@ class GraphMaker {
       case AttrType::STRING: return in_.ConsumeRandomLengthString(16);
       case AttrType::INT_LIST: {
         std::vector<int64_t> v(in_.ConsumeIntegralInRange<size_t>(0, 5));
-        for (auto& x : v) x = in_.ConsumeBool() ? in_.ConsumeIntegralInRange<int64_t>(-2, 8) : pick(in_, kInts);
+        for (auto& x : v) x = in_.ConsumeBool() || g_modest ? in_.ConsumeIntegralInRange<int64_t>(-2, 8) : pick(in_, kInts);
         return v;
       }
       case AttrType::FLOAT_LIST: {
@@ -161,24 +177,33 @@ class GraphMaker {
     NodeAttrs attrs;
     attrs.set_name("n" + std::to_string(++count_)).set_compute_data_type(pick(in_, kTypes));
     std::vector<TensorPtr> positional;
+    TensorPtr first;
     if (spec.variadic()) {
-      for (size_t i = in_.ConsumeIntegralInRange<size_t>(1, 3); i > 0; --i) positional.push_back(some_tensor(g));
+      for (size_t i = in_.ConsumeIntegralInRange<size_t>(1, 3); i > 0; --i) positional.push_back(first = some_tensor(g, first));
     } else {
       for (size_t i = 0; i < spec.def->inputs.size(); ++i) {
         const PortSpec& port = spec.def->inputs[i];
         if (int(i) < spec.positional) {
-          positional.push_back(in_.ConsumeIntegralInRange(0, 15) == 0 ? nullptr : some_tensor(g));
-        } else if (in_.ConsumeIntegralInRange(0, port.required ? 7 : 2) != 0 || port.required) {
-          if (in_.ConsumeIntegralInRange(0, 2) == 0 || port.required) attrs.input(port.name, some_tensor(g));
+          positional.push_back(in_.ConsumeIntegralInRange(0, 15) == 0 ? nullptr : some_tensor(g, first));
+          if (!first) first = positional.back();
+        } else if (port.required || in_.ConsumeIntegralInRange(0, 2) == 0) {
+          attrs.input(port.name, some_tensor(g, first));
         }
       }
     }
-    for (const AttrSpec& a : spec.def->attrs)
-      if (in_.ConsumeIntegralInRange(0, 2) == 0) attrs.set(a.name, attr_value(a));
+    if (in_.ConsumeBool())  // half the nodes keep every default (ops with many options validate more often)
+      for (const AttrSpec& a : spec.def->attrs)
+        if (in_.ConsumeIntegralInRange(0, 2) == 0) attrs.set(a.name, attr_value(a));
     if (in_.ConsumeIntegralInRange(0, 31) == 0) attrs.set("no_such_attribute", int64_t(1));
     for (const TensorPtr& out : g.add_node(spec.kind, std::move(positional), std::move(attrs))) {
       if (!out) continue;
       if (in_.ConsumeBool()) out->set_output(true);
+      if (first && in_.ConsumeIntegralInRange(0, 3) == 0) {  // user dims: the first input's, some reduced to 1
+        std::vector<int64_t> dims = first->get_dim();
+        for (auto& d : dims)
+          if (in_.ConsumeBool()) d = 1;
+        out->set_dim(dims);
+      }
       pool_.push_back(out);
     }
   }
@@ -202,6 +227,10 @@ void check_json(const Graph& g) {
 
 // Executes the built plan on buffers of exactly each tensor's span.
 void execute(Graph& g, uint64_t seed) {
+  // The reference engine's estimate is about 1 µs per 1000 flops: graphs far beyond a fuzz input's
+  // time budget (10 s under the sanitizers) are built but not run.
+  PlanInfo info;
+  if (g.get_plan_info_at_index(g.selected_plan(), info).is_bad() || !(info.estimated_us < kMaxEstimatedUs)) return;
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> uni(-2.0, 2.0);
   std::vector<std::vector<std::byte>> storage;
@@ -231,6 +260,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   for (const auto& e : registered_engines())
     if (e->engine_id() != kReferenceEngineId) unregister_engine(e->engine_id());
   ::setenv("OPENDNN_CACHE_DIR", "/nonexistent/opendnn-fuzz-cache", 1);
+  const char* modest = std::getenv("OPENDNN_FUZZ_MODEST");
+  g_modest = modest && *modest == '1';
   return 0;
 }
 

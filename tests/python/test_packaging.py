@@ -97,6 +97,16 @@ def test_cli_validates_example_graphs(tmp_path):
     assert r.returncode != 0
 
 
+def test_cli_fallback_reads_are_bounded_and_name_the_os_reason(tmp_path):
+    env = {"OPENDNN_CLI_PYTHON": "1"}
+    r = _run(["-m", "opendnn", "validate", str(tmp_path)], env_extra=env)
+    assert r.returncode == 1 and f"cannot read {tmp_path}: Is a directory" in r.stderr, r.stderr
+    r = _run(["-m", "opendnn", "validate", str(tmp_path / "none.json")], env_extra=env)
+    assert r.returncode == 1 and "No such file or directory" in r.stderr, r.stderr
+    r = _run(["-m", "opendnn", "validate", "/dev/zero"], env_extra=env)
+    assert r.returncode == 1 and "larger than 64 MiB" in r.stderr, r.stderr
+
+
 @pytest.mark.skipif(not os.path.isdir(os.path.join(PKG, "include", "opendnn")), reason="needs `pip install .`")
 def test_installed_layout():
     assert os.path.isfile(os.path.join(PKG, "include", "opendnn", "graph.h"))

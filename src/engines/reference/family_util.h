@@ -92,9 +92,17 @@ struct AxisSplit {
       else { inner.push_back(int(i)); n_inner *= d[i]; }
     }
   }
+  // (A zero-size axis has no index: it maps to 0, and the caller's loop over it runs zero times.)
   void index(int64_t o, int64_t in, int64_t* idx) const {
-    for (size_t k = outer.size(); k-- > 0;) { int ax = outer[k]; idx[ax] = o % dims[size_t(ax)]; o /= dims[size_t(ax)]; }
-    for (size_t k = inner.size(); k-- > 0;) { int ax = inner[k]; idx[ax] = in % dims[size_t(ax)]; in /= dims[size_t(ax)]; }
+    auto split = [&](const std::vector<int>& axes, int64_t lin) {
+      for (size_t k = axes.size(); k-- > 0;) {
+        const int64_t d = dims[size_t(axes[k])];
+        idx[axes[k]] = d ? lin % d : 0;
+        lin = d ? lin / d : 0;
+      }
+    };
+    split(outer, o);
+    split(inner, in);
   }
 };
 

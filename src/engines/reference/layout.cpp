@@ -81,7 +81,8 @@ Status run_slice(const Node& n, const Args& args) {
     b = std::min(b, d);
     const int64_t st = i < stride.size() ? stride[i] : 1;
     base += b * x->strides[i];
-    xs[i] = st * x->strides[i];
+    // An axis with one output element never steps (its stride may be huge: st * stride would overflow).
+    xs[i] = i < y->rank() && y->dims[i] <= 1 ? 0 : st * x->strides[i];
   }
   copy_mapped(*x, base, xs, *y, 0, y->dims);
   return {};
