@@ -183,6 +183,10 @@ CASES = [
     ("slice_matmul", packed, torch.bfloat16),
 ]
 
+# Graphs that may have no GPU plan (declined with reasons is fine; only a plan that runs must be right):
+# cuDNN's norms take dense rows only, and the cuda norm kernels packed rows only.
+MAY_DECLINE = {("layernorm", "padded_rows"), ("rmsnorm", "padded_rows")}
+
 # Inputs that keep a packed layout whatever the case's layout is (per-channel vectors, weights of norms).
 SMALL = {"B", "S", "mean", "inv_variance"}
 
@@ -259,8 +263,10 @@ def test_every_gpu_plan_matches_the_reference(name, layout, dtype):
         g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
         try:
             g.check_support()
-        except cudnn.NotSupportedError:
-            pytest.fail(f"{name}: no GPU engine takes this graph")
+        except cudnn.NotSupportedError as e:
+            if (name, layout.__name__) in MAY_DECLINE:
+                pytest.skip(f"{name} [{layout.__name__}]: no GPU engine takes this graph: {e}")
+            pytest.fail(f"{name}: no GPU engine takes this graph: {e}")
         ran = []
         for i in range(g.get_execution_plan_count()):
             engine = g.get_engine_name_at_index(i)
