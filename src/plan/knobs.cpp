@@ -151,8 +151,9 @@ Status Engine::make_candidate(const Graph& graph, const Target& target, int64_t 
                                                 (p.declines.empty() ? "" : ": " + joined(p.declines))};
   PlanCandidate c = p.plans[size_t(index)];
   for (const auto& [type, value] : knobs) {
+    const KnobType wanted = type;  // a structured binding is not captured by clang 14's lambdas
     auto it = std::find_if(c.knobs.begin(), c.knobs.end(),
-                           [&](const auto& kv) { return knob_type_from_name(kv.first) == type; });
+                           [&](const auto& kv) { return knob_type_from_name(kv.first) == wanted; });
     if (it == c.knobs.end()) {
       std::string have;
       for (const auto& [k, v] : c.knobs)

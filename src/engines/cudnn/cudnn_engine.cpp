@@ -769,7 +769,8 @@ class CudnnEngine final : public Engine {
     EngineCfg k;
     k.engine = index;
     for (auto [type, value] : knobs) {
-      auto r = std::find_if(ranges.begin(), ranges.end(), [&](const auto& x) { return x.type == int64_t(type); });
+      const int64_t wanted = int64_t(type);  // a structured binding is not captured by clang 14's lambdas
+      auto r = std::find_if(ranges.begin(), ranges.end(), [&](const auto& x) { return x.type == wanted; });
       if (r == ranges.end())
         return {ErrorCode::INVALID_VALUE, "cudnn engine " + std::to_string(index) + " has no knob " +
                                               std::string(to_string(type)) + " for this graph"};
