@@ -99,6 +99,9 @@ class TensorAttr {
   int64_t storage_elements() const;  // 1 + max linear offset reachable through strides; -1 on overflow
   int64_t storage_bytes() const;     // storage_elements() in bytes of the data type; -1 on overflow
   bool is_packed_row_major() const;
+  // True if every element has its own address: no stride of 0 (or below) on a dim over 1, and no two
+  // elements at one offset. Dims of extent 1 take any stride; a tensor without elements passes.
+  bool addresses_each_element_once() const;
 
   // Set by the graph when a node writes this tensor; a user tensor that no node writes is an input.
   void mark_produced(bool p) { produced_ = p; }

@@ -320,24 +320,16 @@ Status check_scalar_value(const TensorAttr& t) {
 // stride, each dim's stride must reach past everything the faster dims cover. A tensor with a zero-size
 // dim holds nothing and passes; dims of size 1 take any stride.
 Status check_no_overlap(const TensorAttr& t) {
-  if (t.volume() == 0) return {};
+  if (t.addresses_each_element_once()) return {};
   const auto& d = t.get_dim();
   const auto& st = t.get_stride();
-  std::vector<std::pair<int64_t, int64_t>> axes;  // (stride, dim)
+  int64_t smallest = INT64_MAX;  // the stride the check fails on first, when it is below 1
   for (size_t i = 0; i < d.size(); ++i)
-    if (d[i] > 1) axes.push_back({st[i], d[i]});
-  std::sort(axes.begin(), axes.end());
-  int64_t covered = 1;  // elements spanned by the faster dims
-  for (const auto& [stride, dim] : axes) {
-    if (stride < covered)
-      return {ErrorCode::INVALID_VALUE, "output tensor " + tensor_label(t) + " has dims " + dims_str(d) + " and strides " +
-                                            dims_str(st) + ": " +
-                                            (stride == 0 ? std::string("a stride of 0")
-                                                         : std::string("strides that overlap")) +
-                                            ": its elements would share memory"};
-    if (!cm::mul(stride, dim, covered)) covered = INT64_MAX;
-  }
-  return {};
+    if (d[i] > 1) smallest = std::min(smallest, st[i]);
+  return {ErrorCode::INVALID_VALUE, "output tensor " + tensor_label(t) + " has dims " + dims_str(d) + " and strides " +
+                                        dims_str(st) + ": " +
+                                        (smallest == 0 ? std::string("a stride of 0") : std::string("strides that overlap")) +
+                                        ": its elements would share memory"};
 }
 
 // A pass-by-value scalar of one element (a Python number, tensor_scalar) broadcasts to any rank: in a

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "opendnn/tensor.h"
 
+#include <algorithm>
 #include <atomic>
 
 #include "common/checked_math.h"
@@ -49,6 +50,21 @@ int64_t TensorAttr::storage_bytes() const {
 }
 
 bool TensorAttr::is_packed_row_major() const { return strides_ == row_major_strides(dims_); }
+
+bool TensorAttr::addresses_each_element_once() const {
+  if (strides_.size() != dims_.size()) return false;
+  if (volume() == 0) return true;
+  std::vector<std::pair<int64_t, int64_t>> axes;  // (stride, dim) of the dims over 1
+  for (size_t i = 0; i < dims_.size(); ++i)
+    if (dims_[i] > 1) axes.push_back({strides_[i], dims_[i]});
+  std::sort(axes.begin(), axes.end());
+  int64_t covered = 1;  // elements spanned by the faster dims
+  for (const auto& [stride, dim] : axes) {
+    if (stride < covered) return false;
+    if (!cm::mul(stride, dim, covered)) covered = INT64_MAX;
+  }
+  return true;
+}
 
 // Saturates at INT64_MAX on overflow (validation rejects such a tensor by its volume first).
 std::vector<int64_t> row_major_strides(const std::vector<int64_t>& dims) {

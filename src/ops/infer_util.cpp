@@ -214,25 +214,6 @@ std::vector<int64_t> strides_like(const std::vector<int64_t>& like_strides, cons
   return s;
 }
 
-bool addresses_each_element_once(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides) {
-  if (strides.size() != dims.size()) return false;
-  std::vector<size_t> axes;
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (dims[i] == 0) return true;  // no elements at all
-    if (dims[i] == 1) continue;
-    if (strides[i] <= 0) return false;
-    axes.push_back(i);
-  }
-  std::sort(axes.begin(), axes.end(), [&](size_t a, size_t b) { return strides[a] < strides[b]; });
-  // Innermost first: each axis must step past everything the axes inside it reach.
-  int64_t reach = 1;
-  for (size_t a : axes) {
-    if (strides[a] < reach) return false;
-    if (__builtin_mul_overflow(strides[a], dims[a], &reach)) return false;
-  }
-  return true;
-}
-
 Status set_dims_like(Node& n, std::string_view out_port, const std::vector<int64_t>& dims, const TensorAttr& like) {
   OPENDNN_RETURN_IF_ERROR(set_dims(n, out_port, dims));
   const TensorPtr& t = n.out(out_port);
@@ -246,7 +227,7 @@ Status set_dims_like(Node& n, std::string_view out_port, const std::vector<int64
 
 Status set_dims_keeping(Node& n, std::string_view out_port, const std::vector<int64_t>& dims, const TensorAttr& like) {
   const TensorPtr& t = n.out(out_port);
-  if (t->get_stride().empty() && like.get_dim() == dims && addresses_each_element_once(dims, like.get_stride())) {
+  if (t->get_stride().empty() && like.get_dim() == dims && like.addresses_each_element_once()) {
     OPENDNN_RETURN_IF_ERROR(set_dims(n, out_port, dims));
     t->set_stride(like.get_stride());
     return {};

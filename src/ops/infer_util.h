@@ -75,9 +75,6 @@ inline int64_t ceil_div(int64_t a, int64_t b) { return b > 0 ? a / b + (a % b > 
 // (largest stride outermost; equal strides keep axis order), so an output follows its input's layout
 // (BSHD in, BSHD out). Row-major when the ranks differ.
 std::vector<int64_t> strides_like(const std::vector<int64_t>& like_strides, const std::vector<int64_t>& dims);
-// True if strides (one per dim) give every element of dims its own address: no zero stride on a dim
-// over 1, no two elements at one offset. Dims of extent 1 are ignored.
-bool addresses_each_element_once(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides);
 // set_dims, then, if the output has no strides yet, strides_like(like).
 Status set_dims_like(Node& n, std::string_view out_port, const std::vector<int64_t>& dims, const TensorAttr& like);
 // set_dims, then, if the output has no strides yet: like's strides verbatim when like has these dims and

@@ -14,17 +14,13 @@
 #include <vector>
 
 #include "opendnn/opendnn.h"
+#include "support/ref_harness.h"
 
 using namespace opendnn;
 
 namespace {
 
-Status build_reference(Graph& g) {
-  OPENDNN_RETURN_IF_ERROR(g.validate());
-  OPENDNN_RETURN_IF_ERROR(g.create_execution_plans({HeurMode::FALLBACK}));
-  OPENDNN_RETURN_IF_ERROR(g.check_support());
-  return g.build_plans();
-}
+using test::build_reference;
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 

@@ -14,18 +14,13 @@
 #include "engines/reference/kern_util.h"
 #include "engines/reference/ref_kernel.h"
 #include "opendnn/opendnn.h"
+#include "support/ref_harness.h"
 
 using namespace opendnn;
 
 namespace {
 
-// Reference plans only: other engines (GPU ones) may be registered in this build.
-Status build_reference(Graph& g) {
-  OPENDNN_RETURN_IF_ERROR(g.validate());
-  OPENDNN_RETURN_IF_ERROR(g.create_execution_plans({HeurMode::FALLBACK}));
-  OPENDNN_RETURN_IF_ERROR(g.check_support());
-  return g.build_plans();
-}
+using test::build_reference;
 
 std::vector<std::byte> workspace_for(const Graph& g) {
   return std::vector<std::byte>(size_t(std::max<int64_t>(g.get_workspace_size(), 1)));

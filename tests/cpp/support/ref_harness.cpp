@@ -121,4 +121,11 @@ double max_rel_violation(const std::vector<double>& got, const std::vector<doubl
   return worst;
 }
 
+Status build_reference(Graph& g) {
+  OPENDNN_RETURN_IF_ERROR(g.validate());
+  OPENDNN_RETURN_IF_ERROR(g.create_execution_plans({HeurMode::FALLBACK}));
+  OPENDNN_RETURN_IF_ERROR(g.check_support());
+  return g.build_plans();
+}
+
 }  // namespace opendnn::test

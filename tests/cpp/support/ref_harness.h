@@ -63,6 +63,10 @@ int64_t volume(const std::vector<int64_t>& dims);
 // Max |a - b| / (atol + rtol * |b|) over the elements, > 1 means out of tolerance; NaN == NaN.
 double max_rel_violation(const std::vector<double>& got, const std::vector<double>& want, double atol, double rtol);
 
+// Validates g and builds its plans on the reference engine only (FALLBACK), whatever other engines
+// this build registers.
+Status build_reference(Graph& g);
+
 }  // namespace opendnn::test
 
 // gtest helper: EXPECT_ALL_NEAR(got, want, atol, rtol) prints the first mismatching element.
