@@ -10,8 +10,6 @@ layout into memory laid out as another fails here. Needs torch and an NVIDIA GPU
     PYTHONPATH=build/python python -m pytest tests/gpu/test_layout_crosscheck.py -q
 """
 
-import contextlib
-
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -19,24 +17,10 @@ if not torch.cuda.is_available():
     pytest.skip("needs a CUDA GPU", allow_module_level=True)
 
 import opendnn as cudnn  # noqa: E402
+from gpu_target import planning_target  # noqa: E402
 
 DT = cudnn.data_type
 TOL = {torch.float32: 3e-3, torch.float16: 8e-3, torch.bfloat16: 4e-2}  # of max(1, |ref|max); fp32 may run TF32
-
-
-@contextlib.contextmanager
-def _target(kind):
-    before = cudnn.default_target()
-    if kind == "cuda":
-        major, minor = torch.cuda.get_device_capability(0)
-        sms = torch.cuda.get_device_properties(0).multi_processor_count
-        cudnn.set_default_target(cudnn.Target(cudnn.device_kind.CUDA, 0, major * 10 + minor, sms))
-    else:
-        cudnn.set_default_target(cudnn.Target(cudnn.device_kind.CPU, -1, 0, 0))
-    try:
-        yield
-    finally:
-        cudnn.set_default_target(before)
 
 
 # ---- layouts: each returns a tensor holding `values` (a contiguous CPU tensor) in some memory layout
@@ -228,7 +212,7 @@ def _extra(name):
 
 def _reference(name, vals, dtype):
     build = case_inputs(name)[0]
-    with _target("cpu"):
+    with planning_target("cpu"):
         arrays = {k: _cast(v, dtype) for k, v in vals.items()}
         g, T, outs = _graph(build, arrays, _dt(dtype), _extra(name))
         g.build_operation_graph()
@@ -257,7 +241,7 @@ def test_every_gpu_plan_matches_the_reference(name, layout, dtype):
     build, vals = case_inputs(name)
     ref = _reference(name, vals, dtype)
     arrays = {k: _lay(layout, k, _cast(v, dtype), "cuda") for k, v in vals.items()}
-    with _target("cuda"):
+    with planning_target("cuda"):
         g, T, outs = _graph(build, arrays, _dt(dtype), _extra(name))
         g.build_operation_graph()
         g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])

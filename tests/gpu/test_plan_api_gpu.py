@@ -17,18 +17,15 @@ if not torch.cuda.is_available():
     pytest.skip("needs a CUDA GPU", allow_module_level=True)
 
 import opendnn as cudnn  # noqa: E402
+from gpu_target import planning_target  # noqa: E402
 
 KT = cudnn.knob_type
 
 
 @pytest.fixture(autouse=True)
 def cuda_target():
-    before = cudnn.default_target()
-    major, minor = torch.cuda.get_device_capability(0)
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    cudnn.set_default_target(cudnn.Target(cudnn.device_kind.CUDA, 0, major * 10 + minor, sms))
-    yield
-    cudnn.set_default_target(before)
+    with planning_target("cuda"):
+        yield
 
 
 def _engines():
