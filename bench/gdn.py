@@ -12,23 +12,23 @@ switches 0), and each new kernel alone (mma_*: OPENDNN_GDN_FWD_V2, prep2_*: OPEN
 With --split (or OPENDNN_GDN_SPLIT=1 in the environment, which then applies to those columns only)
 also the sequence-split register-state pass, OPENDNN_GDN_SPLIT=1 (split_* with the first chunk_prep,
 split2_* with the new one), and --quick adds the few-heads case h4_hv8_1x32k, the one the split is for.
-With --v3 (opt-in kernels of session 5, A/B against opendnn_ms in the same run) also v3_* (both:
+With --v3 (the opt-in v3 kernels, A/B against opendnn_ms in the same run) also v3_* (both:
 OPENDNN_GDN_PREP_V3=1 and OPENDNN_GDN_PASS_V3=1), prep3_* (chunk_prep_mma v3 alone: Tu instead of W and U,
 v' formed in the pass, fused l2norm, gate prefetch) and pass3_* (three chunk stages in the register-state
 pass alone); --quick --v3 also runs h4_hv8_1x32k, where the default plan is the split pass and the v3
 columns are the split pass with the v3 kernels. OPENDNN_BENCH_KERNELS=1 prints each kernel's time.
-The default register-state pass (v4, session 9) takes its chunk products on wgmma where its state slices
+The default register-state pass (v4) takes its chunk products on wgmma where its state slices
 are 64 or 128 columns wide; with --mma-pass also mmapass_*: OPENDNN_GDN_FWD_V4=0, the same plan with
 mma.sync products (v3); --quick --mma-pass also runs h4_hv8_1x32k.
 
 With --bwd also the backward, one bwd_<case> row per case in gdn_bwd.json: our default plan (opendnn_*:
 chunked) and fla's (fla_ms, speedup_vs_fla; fla's Triton version guard lifted where it refuses, see
 fla_bwd_unguarded); with --exact also the token-exact plan (exact_*) and the errors against it. The
-default is chunk_bwd_v2 with three chunk stages in state_bwd and in the recompute's register-state pass
-(session 9). With --bwd-2stage also bwd_2stage_*: OPENDNN_GDN_BWD_V3=0, two stages and the full post
+default is chunk_bwd_v2 with three chunk stages in state_bwd and in the recompute's register-state pass.
+With --bwd-2stage also bwd_2stage_*: OPENDNN_GDN_BWD_V3=0, two stages and the full post
 (bwd_2stage_ms, speedup_default_vs_2stage, rel_err_2stage_vs_default_*). The default splits the recompute and
-state_bwd into sequence segments where the unsplit walks leave half the SMs idle (e.g. h4_hv8_1x32k, session
-12); with --bwd-unsplit also bwd_unsplit_*: OPENDNN_GDN_BWD_SPLIT=0, the unsplit walks.
+state_bwd into sequence segments where the unsplit walks leave half the SMs idle (e.g. h4_hv8_1x32k);
+with --bwd-unsplit also bwd_unsplit_*: OPENDNN_GDN_BWD_SPLIT=0, the unsplit walks.
 --no-variants times only the default plan and the peer (the older kernels' columns take minutes).
 fla autotunes every Triton kernel per shape (minutes a case): --cases runs a subset and --append keeps the
 result files' other rows, so the five cases can come from several device calls (run_gpu_all.sh also
@@ -211,14 +211,14 @@ SPLIT_VARIANTS = [  # the sequence split forced on (the default where SMs would 
 ]
 
 
-V3_VARIANTS = [  # session 5's v3 kernels forced on (v3 prep and pass are the defaults since): only with --v3
+V3_VARIANTS = [  # the v3 kernels forced on (v3 prep and pass are the defaults): only with --v3
     ("v3", {"OPENDNN_GDN_PREP_V3": "1", "OPENDNN_GDN_PASS_V3": "1"}),
     ("prep3", {"OPENDNN_GDN_PREP_V3": "1"}),
     ("pass3", {"OPENDNN_GDN_PASS_V3": "1"}),
 ]
 
 
-MMA_PASS_VARIANTS = [  # the default's register-state pass before wgmma (session 8's): only with --mma-pass
+MMA_PASS_VARIANTS = [  # the register-state pass with mma.sync products: only with --mma-pass
     ("mmapass", {"OPENDNN_GDN_FWD_V4": "0"}),
 ]
 
@@ -253,7 +253,7 @@ def opt_in(c, row, p, env, o, fs, fla_out):
         row.update({f"{p}_ms": ms, f"{p}_tflops": c.flops() / (ms * 1e-3) / 1e12})
         if "fla_ms" in row:
             row[f"{p}_speedup_vs_fla"] = row["fla_ms"] / ms
-    except Exception as e:  # an unverified kernel's fault is recorded in the row
+    except Exception as e:  # a kernel's fault is recorded in the row
         row[f"{p}_error"] = failure(e, 200)
 
 
@@ -318,7 +318,7 @@ def backward(c, row, exact):
                 for name, a, b in zip(GRAD_NAMES, grads, ref):
                     row[f"rel_err_vs_fla_{name}"] = rel(a, b)
                 # Against fla's gradients (not an oracle where its guard was lifted, but they agreed with ours
-                # within 6e-3 wherever ours were right): the 8x4k rows of session 11 would have read false.
+                # within 6e-3 wherever ours were right).
                 row["correct"] = row["finite"] and all(row[f"rel_err_vs_fla_{n}"] <= BWD_TOL for n in GRAD_NAMES)
         except Exception as e:
             row["fla_error"] = failure(e, 200)
@@ -380,7 +380,7 @@ def main():
     ap.add_argument("--no-variants", action="store_true",
                     help="only the default plan and the peer (skip the v1/mma/prep2 columns of earlier kernels)")
     ap.add_argument("--v3", action="store_true",
-                    help="also session 5's opt-in forward kernels (v3_*, prep3_*, pass3_*)")
+                    help="also the opt-in forward kernels (v3_*, prep3_*, pass3_*)")
     ap.add_argument("--mma-pass", action="store_true",
                     help="also the register-state pass with mma.sync products (mmapass_*, OPENDNN_GDN_FWD_V4=0)")
     args = ap.parse_args()

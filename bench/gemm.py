@@ -25,7 +25,7 @@ out_dtype where torch has it), "fp8amax_" rows (MATMUL_FP8 with amax_C, OPENDNN_
 torch._scaled_mm followed by abs().amax()), and the 256x128 cooperative tile (OPENDNN_GEMM_M256=1) in the
 plans_ rows.
 
-The plans_ rows also time session 5's candidates (opt-in): pingpong 64x256
+The plans_ rows also time the opt-in candidates: pingpong 64x256
 (OPENDNN_GEMM_PP64X256=1, plain and bias + GELU), fp8 pingpong
 64x128x128 with promotion (OPENDNN_GEMM_FP8_PINGPONG=1), and the fp8 promotion interval
 (OPENDNN_GEMM_FP8_PROMOTION=8|16, "_promotion" rows); "model_" rows repeat a plans_ row with the scheduler
@@ -151,7 +151,7 @@ def bench_bf16(M, N, K, layout, epilogue, compile_peer):
     return row
 
 
-# The opt-in plans every plans_ row switches on (the candidates among them are UNVERIFIED until this runs).
+# The opt-in plans every plans_ row switches on.
 BF16_PLAN_SWITCHES = {k: "1" for k in ("OPENDNN_GEMM_PINGPONG", "OPENDNN_GEMM_M256", "OPENDNN_GEMM_PP64X256")}
 FP8_PLAN_SWITCHES = {"OPENDNN_GEMM_FP8_FAST": "1", "OPENDNN_GEMM_FP8_PINGPONG": "1"}
 def cuda_plans(g):
@@ -472,7 +472,7 @@ def main():
         add(bench_fp8_amax(M, N, K))
     if args.targets:
         return report_wrong(rows)
-    # The opt-in variants (UNVERIFIED until this run): SwiGLU's gate projection and fp32 logits.
+    # The opt-in variants: SwiGLU's gate projection and fp32 logits.
     for M, N, K in ([(8192, 14336, 4096)] if args.quick else [(8192, 11008, 4096), (8192, 14336, 4096)]):
         add(bench_swiglu(M, N, K))
     for M, N, K in ([(8192, 14336, 4096)] if args.quick else [(8192, 14336, 4096), (8192, 32000, 4096)]):
@@ -503,7 +503,7 @@ def report_wrong(rows):
 
 
 # 8192x14336x4096 too: the cooperative kernel ran it at 1.24 ms as a row's only plan and at 1.46-1.53 ms as one of
-# several timed one after the other (sessions 3 and 4), which the rotation should settle.
+# several timed one after the other, which the rotation should settle.
 SWEEP_SHAPES = [(8192, 8192, 8192)] + [(8192, n, k) for n, k in ((11008, 4096), (4096, 11008), (11008, 11008),
                                                                  (11008, 14336), (14336, 11008), (14336, 4096))]
 
